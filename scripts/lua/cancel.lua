@@ -1,0 +1,28 @@
+-- cancel: stop a job. A scheduled or pending job is cancelled at once; a
+-- running job gets a cancel flag that its worker sees at the next renew
+-- (the lease stays valid so the worker can stop and settle); a finished job
+-- is left as it is.
+-- Guard: none (an operator or enqueuer call). Serves invariant 6: a cancelled
+-- job moves from its index to the cancelled index.
+-- ARGV[2] id
+-- Reply: the job's state after the call ('cancelled', or 'running' with the
+-- flag set, or the final state it already had), or 'missing'.
+local id = ARGV[2]
+local key = JOB .. id
+local f, bad = read(key, 'state')
+if bad then
+  return redis.error_reply('job ' .. id .. ': ' .. bad)
+end
+if not f then
+  return 'missing'
+end
+local state = f[1]
+if state == 'pending' or state == 'scheduled' then
+  redis.call('ZREM', INDEX[state], id)
+  finish(id, key, 'cancelled', now_ms())
+  return 'cancelled'
+end
+if state == 'running' then
+  redis.call('HSET', key, 'cancel', '1')
+end
+return state

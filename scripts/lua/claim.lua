@@ -1,0 +1,76 @@
+-- claim: promote due scheduled jobs (bounded), then take up to n ready jobs.
+-- Guard: none from the caller; a popped job is claimed only if its hash says
+-- pending. Each claim bumps gen and installs a fresh token, which makes it the
+-- one valid claim (invariants 1 and 3); the job moves from ready to leases
+-- (invariant 6).
+-- ARGV[2] lease_ms  [3] n  [4] promote_limit  [5] token base, unique per call
+--     (token of the i-th claimed job = base .. '.' .. i)
+-- Reply: {now, next_due_ms (-1 when nothing is scheduled), njobs,
+--         (id, kind, payload, attempt, max_attempts, gen, token, lease_until) * njobs,
+--         (id, problem) * ...}
+local lease_ms, n, promote_limit, base = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local now = now_ms()
+local problems = {}
+
+local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', 0, promote_limit)
+for _, id in ipairs(due) do
+  local key = JOB .. id
+  redis.call('ZREM', K.scheduled, id)
+  local f = read(key, 'state', 'priority')
+  if f and f[1] == 'scheduled' then
+    to_ready(id, key, f[2])
+  else
+    misfiled(id, key, 'scheduled', problems, now)
+  end
+end
+
+local out = {now, -1, 0}
+local until_ms = now + lease_ms
+local claimed = 0
+if n > 0 then
+  local popped = redis.call('ZPOPMIN', K.ready, n)
+  for i = 1, #popped, 2 do
+    local id = popped[i]
+    local key = JOB .. id
+    local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen')
+    if not f or f[1] ~= 'pending' then
+      misfiled(id, key, 'ready', problems, now)
+    else
+      local bad = bad_int(f, 4, {'attempt', 'max_attempts', 'gen'})
+      if not bad and (not f[2] or f[2] == '') then
+        bad = 'field kind is missing'
+      elseif not bad and not f[3] then
+        bad = 'field payload is missing'
+      end
+      if bad then
+        corrupt(id, key, bad, problems, now)
+      else
+        claimed = claimed + 1
+        local token = base .. '.' .. claimed
+        local attempt, gen = tonumber(f[4]) + 1, tonumber(f[6]) + 1
+        redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token,
+          'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
+        redis.call('ZADD', K.leases, int(until_ms), id)
+        for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms}) do
+          table.insert(out, v)
+        end
+      end
+    end
+  end
+end
+out[3] = claimed
+
+-- Chain the wake-up: work left behind wakes the next blocked worker.
+if claimed > 0 and redis.call('ZCARD', K.ready) > 0 and redis.call('LLEN', K.wake) == 0 then
+  redis.call('RPUSH', K.wake, '1')
+end
+
+local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
+if first[2] then
+  out[2] = math.max(0, tonumber(first[2]) - now)
+end
+
+for _, v in ipairs(problems) do
+  table.insert(out, v)
+end
+return out

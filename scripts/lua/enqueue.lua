@@ -1,0 +1,39 @@
+-- enqueue: create a job, pending now or scheduled for later.
+-- Guard: the id is unused. An existing hash, whatever its state, is left
+-- untouched, so enqueue with a caller-chosen id is idempotent.
+-- Serves invariant 6: the new job is filed in the index of its state.
+-- ARGV[2] id  [3] kind  [4] payload  [5] max_attempts  [6] priority
+--     [7] delay_ms (>= 0) or -1  [8] run_at_ms (absolute) or -1
+-- Reply: {'ok', state} or {'exists', state of the existing job}
+local id, kind, payload = ARGV[2], ARGV[3], ARGV[4]
+local key = JOB .. id
+
+local t = redis.call('TYPE', key).ok
+if t ~= 'none' then
+  local state = '?'
+  if t == 'hash' then
+    state = redis.call('HGET', key, 'state') or '?'
+  end
+  return {'exists', state}
+end
+
+local now = now_ms()
+local run_at = now
+if tonumber(ARGV[8]) >= 0 then
+  run_at = tonumber(ARGV[8])
+elseif tonumber(ARGV[7]) > 0 then
+  run_at = now + tonumber(ARGV[7])
+end
+
+redis.call('HSET', key,
+  'kind', kind, 'payload', payload, 'attempt', 0, 'max_attempts', ARGV[5],
+  'gen', 0, 'token', '', 'priority', ARGV[6],
+  'created_at', now, 'run_at', int(run_at))
+
+if run_at > now then
+  redis.call('HSET', key, 'state', 'scheduled')
+  redis.call('ZADD', K.scheduled, int(run_at), id)
+  return {'ok', 'scheduled'}
+end
+to_ready(id, key, ARGV[6])
+return {'ok', 'pending'}

@@ -1,0 +1,165 @@
+-- lib.lua: helpers prepended to every fenceq script when it is loaded, so the
+-- scripts share one definition of time, indexes and the claim guard.
+--
+-- Every script receives the same KEYS, all under one queue's hash tag, so a
+-- script touches exactly one Redis Cluster slot:
+--   KEYS[1] ready      ZSET    pending jobs; score = priority band + FIFO sequence
+--   KEYS[2] scheduled  ZSET    delayed jobs and retries in backoff; score = run_at
+--   KEYS[3] leases     ZSET    running jobs; score = lease_until (the reaper reads this)
+--   KEYS[4] dead       ZSET    dead jobs; score = finished_at
+--   KEYS[5] done       ZSET    done jobs; score = finished_at
+--   KEYS[6] cancelled  ZSET    cancelled jobs; score = finished_at
+--   KEYS[7] wake       LIST    at most one wake-up token for workers blocked in BLPOP
+--   KEYS[8] seq        STRING  the ready index's FIFO sequence
+-- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
+-- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
+-- ids from an index), but they share the hash tag and so the slot.
+--
+-- All times are milliseconds of Redis server time (TIME). Worker clocks never
+-- reach a script.
+
+local K = {
+  ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
+  done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8],
+}
+local JOB = ARGV[1]
+
+-- The index that must hold a job in each state (invariant 6).
+local INDEX = {
+  pending = K.ready, scheduled = K.scheduled, running = K.leases,
+  dead = K.dead, done = K.done, cancelled = K.cancelled,
+}
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Scores are formatted by hand: the default number-to-string conversion of
+-- Lua may print large integers in exponent form with too few digits.
+local function int(n)
+  return string.format('%.0f', n)
+end
+
+local function is_int(v)
+  local n = tonumber(v)
+  return n ~= nil and n == math.floor(n)
+end
+
+-- Priorities run from -100 to 100, higher first. Each gets a band of 2^45
+-- sequence numbers, so the score stays an exact integer in a double.
+local PRIORITY_BAND = 35184372088832
+
+-- to_ready files a job as pending at the tail of its priority and leaves a
+-- wake-up token for a blocked worker.
+local function to_ready(id, key, priority)
+  local seq = redis.call('INCR', K.seq)
+  local p = tonumber(priority) or 0
+  redis.call('ZADD', K.ready, int((100 - p) * PRIORITY_BAND + seq), id)
+  redis.call('HSET', key, 'state', 'pending')
+  if redis.call('LLEN', K.wake) == 0 then
+    redis.call('RPUSH', K.wake, '1')
+  end
+end
+
+-- finish moves a job into a final state. The caller has already taken it out
+-- of its previous index.
+local function finish(id, key, state, now)
+  redis.call('HSET', key, 'state', state, 'finished_at', now, 'token', '')
+  redis.call('HDEL', key, 'lease_until')
+  redis.call('ZADD', INDEX[state], now, id)
+end
+
+-- read fetches fields of a job hash, the first of which must be present. It
+-- answers nil, nil when the job does not exist, and nil and a reason when the
+-- key is not a hash or lacks that field, instead of aborting the script
+-- half-way (Redis does not roll back a script's earlier writes on an error).
+local function read(key, ...)
+  local first = ...
+  local f = redis.pcall('HMGET', key, ...)
+  if f.err then
+    return nil, 'job key holds a ' .. redis.call('TYPE', key).ok .. ', not a hash'
+  end
+  if not f[1] then
+    if redis.call('EXISTS', key) == 0 then
+      return nil, nil
+    end
+    return nil, 'job hash has no ' .. first .. ' field'
+  end
+  return f, nil
+end
+
+-- holds is the claim guard of every worker operation (invariants 1 and 2):
+-- the claim (gen, token) is valid iff the job is running with exactly that
+-- gen and token. Expiry is deliberately not part of it (invariant 4).
+local function holds(f, gen, token)
+  return f ~= nil and f[1] == 'running' and f[2] == gen and f[3] == token and token ~= ''
+end
+
+-- misfiled handles an id found in an index whose job hash does not belong
+-- there. It never loses a job: a hash in another state is filed into that
+-- state's index, a hash with unusable fields is marked dead with the reason,
+-- and a key that is not a hash is listed in dead for an operator. Only an id
+-- whose hash does not exist, which holds nothing to lose, simply disappears.
+-- It appends (id, problem) to problems.
+local function misfiled(id, key, index_name, problems, now)
+  local f, bad = read(key, 'state', 'lease_until', 'run_at')
+  local problem
+  if bad then
+    problem = bad
+    if redis.call('TYPE', key).ok == 'hash' then
+      redis.call('HSET', key, 'last_error', 'corrupt job hash: ' .. bad)
+      finish(id, key, 'dead', now)
+      problem = problem .. '; marked dead'
+    else
+      redis.call('ZADD', K.dead, now, id)
+      problem = problem .. '; listed in dead for an operator'
+    end
+  elseif not f then
+    problem = 'listed in ' .. index_name .. ' but the job hash does not exist'
+  elseif INDEX[f[1]] then
+    local score = now
+    if f[1] == 'running' then
+      score = tonumber(f[2]) or now
+    elseif f[1] == 'scheduled' then
+      score = tonumber(f[3]) or now
+    end
+    if f[1] == 'pending' then
+      local pri = redis.call('HGET', key, 'priority')
+      to_ready(id, key, pri)
+    else
+      redis.call('ZADD', INDEX[f[1]], int(score), id)
+    end
+    problem = 'listed in ' .. index_name .. ' but in state ' .. f[1] .. '; refiled'
+  else
+    problem = 'listed in ' .. index_name .. ' with unknown state "' .. tostring(f[1]) .. '"; marked dead'
+    redis.call('HSET', key, 'last_error', 'corrupt job hash: ' .. problem)
+    finish(id, key, 'dead', now)
+  end
+  table.insert(problems, id)
+  table.insert(problems, problem)
+end
+
+-- corrupt marks a job dead because a field it needs holds garbage.
+local function corrupt(id, key, reason, problems, now)
+  redis.call('HSET', key, 'last_error', 'corrupt job hash: ' .. reason)
+  finish(id, key, 'dead', now)
+  table.insert(problems, id)
+  table.insert(problems, reason .. '; marked dead')
+end
+
+-- bad_int names the first numeric field of f (from index first on,
+-- with names) that is missing or not an integer, or answers nil.
+local function bad_int(f, first, names)
+  for i, name in ipairs(names) do
+    local v = f[first + i - 1]
+    if not is_int(v) then
+      if not v then
+        return 'field ' .. name .. ' is missing'
+      end
+      return 'field ' .. name .. ' is "' .. v .. '", not an integer'
+    end
+  end
+  return nil
+end
+

@@ -1,0 +1,11 @@
+-- progress: store a handler's progress report.
+-- Guard: state=running ∧ gen ∧ token (invariant 2): a stale worker cannot
+-- overwrite its successor's progress.
+-- ARGV[2] id  [3] gen  [4] token  [5] progress
+-- Reply: 'ok' or 'stale'
+local key = JOB .. ARGV[2]
+if not holds(read(key, 'state', 'gen', 'token'), ARGV[3], ARGV[4]) then
+  return 'stale'
+end
+redis.call('HSET', key, 'progress', ARGV[5])
+return 'ok'

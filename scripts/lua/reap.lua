@@ -1,0 +1,52 @@
+-- reap: recover a bounded batch of expired leases (orphaned jobs).
+-- Guard: lease_until <= now, read from the leases index and re-checked in the
+-- job hash (a renew may have moved it). Each reaped job gets gen+1 and loses
+-- its token, so its old owner is fenced off (invariants 2 and 3); it becomes
+-- pending again, dead when its attempts are spent (the crash charged one), or
+-- cancelled when its cancel was requested (invariant 5).
+-- ARGV[2] limit
+-- Reply: {now, nreaped, (id, new state, new gen) * nreaped, (id, problem) * ...}
+local limit = tonumber(ARGV[2])
+local now = now_ms()
+local out = {now, 0}
+local problems = {}
+local reaped = 0
+local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
+for _, id in ipairs(ids) do
+  local key = JOB .. id
+  local f = read(key, 'state', 'lease_until', 'attempt', 'max_attempts', 'cancel', 'priority', 'gen')
+  if not f or f[1] ~= 'running' then
+    redis.call('ZREM', K.leases, id)
+    misfiled(id, key, 'leases', problems, now)
+  elseif is_int(f[2]) and tonumber(f[2]) > now then
+    -- Renewed in the hash but not in the index: repair the index, keep the lease.
+    redis.call('ZADD', K.leases, f[2], id)
+  else
+    redis.call('ZREM', K.leases, id)
+    local gen = redis.call('HINCRBY', key, 'gen', 1)
+    local state
+    if f[5] == '1' then
+      state = 'cancelled'
+      finish(id, key, state, now)
+    elseif (tonumber(f[3]) or 0) >= (tonumber(f[4]) or 0) then
+      state = 'dead'
+      redis.call('HSET', key, 'last_error',
+        'lease expired without renewal (worker lost) on attempt ' .. tostring(f[3]) .. ' of ' .. tostring(f[4]))
+      finish(id, key, state, now)
+    else
+      state = 'pending'
+      redis.call('HSET', key, 'token', '')
+      redis.call('HDEL', key, 'lease_until')
+      to_ready(id, key, f[6])
+    end
+    reaped = reaped + 1
+    table.insert(out, id)
+    table.insert(out, state)
+    table.insert(out, gen)
+  end
+end
+out[2] = reaped
+for _, v in ipairs(problems) do
+  table.insert(out, v)
+end
+return out

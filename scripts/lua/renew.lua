@@ -1,0 +1,31 @@
+-- renew: extend many leases of one queue in one call.
+-- Guard, per lease: state=running ∧ gen ∧ token (invariant 2). Expiry does
+-- not enter it: a lease past lease_until that no reaper has taken still
+-- belongs to its token and renews (invariant 4).
+-- ARGV[2] lease_ms, then (id, gen, token) for each lease.
+-- Reply: {now, (status, lease_until) per lease}; status 1 ok, 0 stale (the
+-- lease is gone), 2 ok but cancel requested (the lease is still extended so
+-- the handler can stop and settle).
+local lease_ms = tonumber(ARGV[2])
+local now = now_ms()
+local until_ms = now + lease_ms
+local out = {now}
+for i = 3, #ARGV, 3 do
+  local id, gen, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local key = JOB .. id
+  local f = read(key, 'state', 'gen', 'token', 'cancel')
+  if holds(f, gen, token) then
+    redis.call('HSET', key, 'lease_until', int(until_ms))
+    redis.call('ZADD', K.leases, int(until_ms), id)
+    if f[4] == '1' then
+      table.insert(out, 2)
+    else
+      table.insert(out, 1)
+    end
+    table.insert(out, until_ms)
+  else
+    table.insert(out, 0)
+    table.insert(out, 0)
+  end
+end
+return out
