@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Released is ReleaseUnowned's answer.
+type Released struct {
+	Previous, State State // the job's state before and after
+	Generation      int64 // the job's new generation
+}
+
+// ReleaseUnowned takes a job's lease away without holding it: the operator's
+// force-release. Whatever the job's state, its generation is bumped, so a
+// worker's ack or renew racing this call is stale from now on. A running job
+// becomes pending again with its attempt refunded (or cancelled when that
+// was requested); a job in any other state keeps it.
+func (b *Broker) ReleaseUnowned(ctx context.Context, queue, id string) (Released, error) {
+	if err := validID(queue, id); err != nil {
+		return Released{}, err
+	}
+	v, err := b.run(ctx, b.scripts.releaseUnowned, b.queueKeys(queue), id).Result()
+	r := newReply("release_unowned "+queue, v, err)
+	prev := State(r.str())
+	if r.err != nil {
+		return Released{}, corruptOr(queue, id, r.err)
+	}
+	if prev == "missing" {
+		return Released{}, notFound(queue, id)
+	}
+	out := Released{Previous: prev, State: State(r.str()), Generation: r.int()}
+	return out, r.err
+}
+
+// Cancel stops a job. A scheduled or pending job is cancelled at once. A
+// running job is flagged: its worker learns it at the next renew (its
+// handler's context is cancelled) and settles it as cancelled; until then
+// the state stays running. A finished job is left as it is. Cancel answers
+// the job's state after the call.
+func (b *Broker) Cancel(ctx context.Context, queue, id string) (State, error) {
+	if err := validID(queue, id); err != nil {
+		return "", err
+	}
+	v, err := b.run(ctx, b.scripts.cancel, b.queueKeys(queue), id).Text()
+	if err != nil {
+		return "", corruptOr(queue, id, fmt.Errorf("fenceq: cancel: %w", err))
+	}
+	if v == "missing" {
+		return "", notFound(queue, id)
+	}
+	return State(v), nil
+}
+
+// Reaped is one job that Reap took from an expired lease.
+type Reaped struct {
+	ID         string
+	State      State // pending, dead (attempts spent) or cancelled
+	Generation int64 // the job's new generation: the expired claim is dead
+}
+
+// ReapResult is what one Reap did.
+type ReapResult struct {
+	Now    time.Time // Redis time when the reap ran
+	Reaped []Reaped
+	// Problems lists leases index entries whose job hash disagreed; they
+	// were refiled or marked dead, and should be logged.
+	Problems []CorruptJobError
+}
+
+// Reap recovers up to limit jobs whose lease expired (on Redis's clock)
+// without being renewed or settled: each becomes pending again, dead when
+// its attempts are spent, or cancelled when that was requested; its
+// generation is bumped and its token cleared, so the lost worker's late
+// settlement is stale. One round trip, bounded by limit.
+func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult, error) {
+	if err := validName("queue", queue); err != nil {
+		return ReapResult{}, err
+	}
+	if limit < 1 {
+		return ReapResult{}, &ValidationError{Field: "reap limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
+	}
+	v, err := b.run(ctx, b.scripts.reap, b.queueKeys(queue), limit).Result()
+	r := newReply("reap "+queue, v, err)
+	res := ReapResult{Now: r.time()}
+	n := int(r.int())
+	for i := 0; i < n && r.err == nil; i++ {
+		res.Reaped = append(res.Reaped, Reaped{ID: r.str(), State: State(r.str()), Generation: r.int()})
+	}
+	res.Problems = r.problems(queue)
+	if r.err != nil {
+		return ReapResult{}, r.err
+	}
+	return res, nil
+}
+
+// corruptOr turns a script's "corrupt job hash" error reply into a
+// *CorruptJobError; other errors pass through.
+func corruptOr(queue, id string, err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "job "+id+": "); i >= 0 && (strings.Contains(msg, "corrupt") || strings.Contains(msg, "not a hash")) {
+		return &CorruptJobError{Queue: queue, ID: id, Reason: msg[i+len("job "+id+": "):]}
+	}
+	return err
+}

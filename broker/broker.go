@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// PrefixDefault is the key prefix when Options.Prefix is empty.
+	PrefixDefault = "fenceq"
+	// MaxPayloadBytesDefault is the payload limit when Options.MaxPayloadBytes is 0.
+	MaxPayloadBytesDefault = 1 << 20
+	// MaxAttemptsDefault is a job's attempt budget when Job.MaxAttempts is 0.
+	MaxAttemptsDefault = 25
+	// PriorityMin and PriorityMax bound Job.Priority; higher is claimed first.
+	PriorityMin, PriorityMax = -100, 100
+
+	// promoteLimit bounds how many due scheduled jobs one Claim moves to ready.
+	promoteLimit = 1000
+)
+
+// Options configures a Broker. The zero value is ready to use.
+type Options struct {
+	// Prefix starts every key, so several fenceq deployments (or tests) can
+	// share one Redis. Default PrefixDefault. It must not contain '{' or '}'.
+	Prefix string
+	// MaxPayloadBytes is the largest payload Enqueue accepts. Default
+	// MaxPayloadBytesDefault (1 MiB); -1 means no limit beyond Redis's own.
+	MaxPayloadBytes int
+}
+
+func (o Options) withDefaults() Options {
+	o.Prefix = cmp.Or(o.Prefix, PrefixDefault)
+	o.MaxPayloadBytes = cmp.Or(o.MaxPayloadBytes, MaxPayloadBytesDefault)
+	return o
+}
+
+func (o Options) validate() error {
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return &ValidationError{Field: "prefix", Value: o.Prefix, Reason: "must not contain '{' or '}', which delimit the Redis Cluster hash tag"}
+	}
+	if o.MaxPayloadBytes < -1 {
+		return &ValidationError{Field: "MaxPayloadBytes", Value: fmt.Sprint(o.MaxPayloadBytes), Reason: "must be positive, 0 for the default, or -1 for no limit"}
+	}
+	return nil
+}
+
+// Broker runs fenceq's operations against one Redis deployment: a single
+// node, Sentinel or Cluster, through go-redis's UniversalClient. It is safe
+// for concurrent use and holds no goroutines.
+type Broker struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	queues  sync.Map // queue name → *queueKeys
+	scripts *scripts
+}
+
+// New returns a Broker over rdb. It does not contact Redis.
+func New(rdb redis.UniversalClient, opts Options) (*Broker, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	sc, err := loadScripts()
+	if err != nil {
+		return nil, err
+	}
+	return &Broker{rdb: rdb, opts: opts, scripts: sc}, nil
+}
+
+// Client is the Redis client the broker runs on.
+func (b *Broker) Client() redis.UniversalClient { return b.rdb }
+
+// Prefix is the key prefix in use.
+func (b *Broker) Prefix() string { return b.opts.Prefix }
+
+// run executes one script for one queue, by EVALSHA, falling back to EVAL
+// (which reloads the script) when Redis answers NOSCRIPT.
+func (b *Broker) run(ctx context.Context, s *redis.Script, k *queueKeys, args ...any) *redis.Cmd {
+	return s.Run(ctx, b.rdb, k.list, append([]any{k.job}, args...)...)
+}

@@ -1,0 +1,66 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalid is wrapped by every [ValidationError].
+	ErrInvalid = errors.New("invalid argument")
+	// ErrJobExists is wrapped by [DuplicateError].
+	ErrJobExists = errors.New("job id already exists")
+	// ErrJobNotFound is returned when no job has the given id in the queue.
+	ErrJobNotFound = errors.New("job not found")
+	// ErrCorruptJob is wrapped by [CorruptJobError].
+	ErrCorruptJob = errors.New("corrupt job")
+)
+
+// ValidationError reports an argument the broker refuses before it reaches
+// Redis. Nothing was written.
+type ValidationError struct {
+	Field  string // "queue", "kind", "id", "payload", "priority", ...
+	Value  string // the offending value, shortened for display
+	Reason string // what is wrong and what would be right
+}
+
+func (e *ValidationError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("fenceq: invalid %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("fenceq: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// DuplicateError answers an Enqueue whose id is already taken. The existing
+// job is untouched, so enqueueing with a chosen id is idempotent: a caller
+// that retries after a timeout sees this error, not a second job.
+type DuplicateError struct {
+	Queue, ID string
+	State     State // the existing job's state
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("fenceq: job %q already exists in queue %q (state %s)", e.ID, e.Queue, e.State)
+}
+
+func (e *DuplicateError) Unwrap() error { return ErrJobExists }
+
+// CorruptJobError reports a job hash whose fields cannot be read: edited by
+// hand, written by another program, or damaged. Scripts that meet such a job
+// in an index mark it dead with the reason rather than drop it.
+type CorruptJobError struct {
+	Queue, ID string
+	Reason    string
+}
+
+func (e *CorruptJobError) Error() string {
+	return fmt.Sprintf("fenceq: corrupt job %q in queue %q: %s", e.ID, e.Queue, e.Reason)
+}
+
+func (e *CorruptJobError) Unwrap() error { return ErrCorruptJob }
+
+func notFound(queue, id string) error {
+	return fmt.Errorf("fenceq: job %q in queue %q: %w", id, queue, ErrJobNotFound)
+}

@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Lease is one claim on one job: the right to run it, renew it and settle it
+// for as long as the claim is valid (see the package doc, invariant 1).
+type Lease struct {
+	Queue, ID, Kind string
+	Payload         []byte
+	Attempt         int // 1 for the first run
+	MaxAttempts     int
+	// Generation is the job's lease generation for this claim. With ID it is
+	// the fencing token to hand to external systems: a later claim of the
+	// same job always carries a larger generation.
+	Generation int64
+	Token      string // this claim's token; only the broker needs it
+	// Deadline is when the lease expires on the Redis server's clock. It is
+	// for display: do not compare it with the local clock.
+	Deadline time.Time
+	// LocalDeadline is the local time before which the lease is certainly
+	// still held: the moment the claim (or last renew) was sent, plus the
+	// lease duration, on this process's monotonic clock.
+	LocalDeadline time.Time
+}
+
+// ClaimResult is what Claim took.
+type ClaimResult struct {
+	Leases []Lease
+	// NextDue is how long until the earliest scheduled job is due (0 when
+	// one is due now), or -1 when none is scheduled. A worker that found
+	// nothing can block at most this long.
+	NextDue time.Duration
+	// Problems lists index entries that disagreed with their job hash. They
+	// were repaired (refiled, or marked dead with the reason): a worker
+	// should log them; nothing is lost.
+	Problems []CorruptJobError
+}
+
+// Claim promotes due scheduled jobs and claims up to n ready jobs of queue,
+// highest priority first and FIFO within a priority, each with a lease of
+// the given duration. It is one round trip.
+func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Duration) (ClaimResult, error) {
+	if err := validName("queue", queue); err != nil {
+		return ClaimResult{}, err
+	}
+	if err := validLease(lease); err != nil {
+		return ClaimResult{}, err
+	}
+	if n < 0 {
+		return ClaimResult{}, &ValidationError{Field: "n", Value: fmt.Sprint(n), Reason: "must not be negative"}
+	}
+	k := b.queueKeys(queue)
+	base, err := uuid.NewRandom()
+	if err != nil {
+		return ClaimResult{}, fmt.Errorf("fenceq: claim: new token: %w", err)
+	}
+	sent := time.Now()
+	v, err := b.run(ctx, b.scripts.claim, k, lease.Milliseconds(), n, promoteLimit, base.String()).Result()
+	r := newReply("claim "+queue, v, err)
+	r.int() // Redis time; unused here
+	res := ClaimResult{NextDue: -1}
+	if due := r.int(); due >= 0 {
+		res.NextDue = time.Duration(due) * time.Millisecond
+	}
+	count := int(r.int())
+	if count > 0 {
+		res.Leases = make([]Lease, 0, count)
+	}
+	for i := 0; i < count && r.err == nil; i++ {
+		res.Leases = append(res.Leases, Lease{
+			Queue: queue, ID: r.str(), Kind: r.str(), Payload: []byte(r.str()),
+			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(),
+			Token: r.str(), Deadline: r.time(), LocalDeadline: sent.Add(lease),
+		})
+	}
+	res.Problems = r.problems(queue)
+	if r.err != nil {
+		return ClaimResult{}, r.err
+	}
+	return res, nil
+}
+
+func validLease(d time.Duration) error {
+	if d < time.Millisecond {
+		return &ValidationError{Field: "lease duration", Value: d.String(), Reason: "must be at least 1ms"}
+	}
+	return nil
+}
+
+// Renewal is Renew's answer for one lease.
+type Renewal struct {
+	// Outcome is OK, Stale (the lease is gone: stop the handler) or
+	// CancelRequested (extended, but the job was cancelled: stop the handler).
+	Outcome       Outcome
+	Deadline      time.Time // new Redis-clock deadline when not Stale
+	LocalDeadline time.Time // new local deadline when not Stale
+	// Err is set when this lease's queue could not be reached; Outcome is
+	// then meaningless and the lease keeps its previous deadline.
+	Err error
+}
+
+// Renew extends many leases by the given duration. Leases of one queue go in
+// one script call, and all calls in one pipeline: one round trip on a single
+// Redis. The answers are in the order of leases. The error is non-nil when
+// any queue failed (it joins their errors); each Renewal says which.
+func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration) ([]Renewal, error) {
+	if err := validLease(lease); err != nil {
+		return nil, err
+	}
+	out := make([]Renewal, len(leases))
+	if len(leases) == 0 {
+		return out, nil
+	}
+	// Group by queue, keeping each lease's position.
+	type group struct {
+		k    *queueKeys
+		idx  []int
+		args []any
+	}
+	var groups []*group
+	byQueue := map[string]*group{}
+	for i, l := range leases {
+		g := byQueue[l.Queue]
+		if g == nil {
+			if err := validName("queue", l.Queue); err != nil {
+				return nil, err
+			}
+			g = &group{k: b.queueKeys(l.Queue), args: []any{b.queueKeys(l.Queue).job, lease.Milliseconds()}}
+			byQueue[l.Queue] = g
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+		g.args = append(g.args, l.ID, strconv.FormatInt(l.Generation, 10), l.Token)
+	}
+
+	sent := time.Now()
+	cmds := make([]*redis.Cmd, len(groups))
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, g := range groups {
+			cmds[i] = b.scripts.renew.EvalSha(ctx, p, g.k.list, g.args...)
+		}
+		return nil
+	})
+	var errs []error
+	for i, g := range groups {
+		v, err := cmds[i].Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			v, err = b.scripts.renew.Run(ctx, b.rdb, g.k.list, g.args...).Result()
+		}
+		r := newReply("renew "+g.k.name, v, err)
+		r.int() // Redis time
+		for _, pos := range g.idx {
+			status, until := r.int(), r.time()
+			switch status {
+			case 1:
+				out[pos] = Renewal{Outcome: OK, Deadline: until, LocalDeadline: sent.Add(lease)}
+			case 2:
+				out[pos] = Renewal{Outcome: CancelRequested, Deadline: until, LocalDeadline: sent.Add(lease)}
+			default:
+				out[pos] = Renewal{Outcome: Stale}
+			}
+		}
+		if r.err != nil {
+			errs = append(errs, r.err)
+			for _, pos := range g.idx {
+				out[pos] = Renewal{Err: r.err}
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}

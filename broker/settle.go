@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxErrorBytes bounds the last_error a failure stores; a longer text (a
+// deep stack, a huge response body) is cut, with a note saying so.
+const maxErrorBytes = 32 << 10
+
+// Failure describes a failed attempt.
+type Failure struct {
+	// Error is stored as the job's last_error (at most 32 KiB are kept).
+	Error string
+	// Backoff is how long to wait before the retry; 0 retries at once.
+	Backoff time.Duration
+	// Dead ends the job now, whatever attempts remain (a permanent error).
+	Dead bool
+}
+
+// Ack settles a lease as done and stores result. It answers Stale, changing
+// nothing, when the claim is no longer valid.
+func (b *Broker) Ack(ctx context.Context, l Lease, result []byte) (Outcome, error) {
+	o, _, err := b.settle(ctx, "ack", b.scripts.ack, l, result)
+	return o, err
+}
+
+// Progress stores a progress report for a running job (any bytes; a JSON
+// object is a good choice). It answers Stale, changing nothing, when the
+// claim is no longer valid.
+func (b *Broker) Progress(ctx context.Context, l Lease, progress []byte) (Outcome, error) {
+	o, _, err := b.settle(ctx, "progress", b.scripts.progress, l, progress)
+	return o, err
+}
+
+// Fail settles a lease as failed. The job is scheduled for a retry after
+// f.Backoff (pending at once when it is 0), or dead when f.Dead is set or
+// its attempts are spent, or cancelled when its cancellation was requested.
+// It answers the job's new state, or Stale when the claim is no longer valid.
+func (b *Broker) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, error) {
+	if f.Backoff < 0 {
+		return Stale, "", &ValidationError{Field: "backoff", Value: f.Backoff.String(), Reason: "must not be negative"}
+	}
+	msg := f.Error
+	if len(msg) > maxErrorBytes {
+		msg = msg[:maxErrorBytes] + fmt.Sprintf("\n[cut: %d bytes in all]", len(f.Error))
+	}
+	mode := "retry"
+	if f.Dead {
+		mode = "dead"
+	}
+	return b.settle(ctx, "fail", b.scripts.fail, l, mode, msg, f.Backoff.Milliseconds())
+}
+
+// Snooze gives a running job back to run again after d, without charging
+// the attempt: the handler was not ready, nothing failed. It answers the
+// job's new state (scheduled, pending when d is 0, or cancelled when its
+// cancellation was requested), or Stale when the claim is no longer valid.
+func (b *Broker) Snooze(ctx context.Context, l Lease, d time.Duration) (Outcome, State, error) {
+	if d < 0 {
+		return Stale, "", &ValidationError{Field: "snooze duration", Value: d.String(), Reason: "must not be negative"}
+	}
+	return b.settle(ctx, "fail", b.scripts.fail, l, "snooze", "", d.Milliseconds())
+}
+
+// Release gives a lease back, as a worker shutting down does: the job is
+// pending again at once (or cancelled, when that was requested), its
+// attempt is not charged, and its generation moves on so this claim is dead.
+// It answers Stale, changing nothing, when the claim is no longer valid.
+func (b *Broker) Release(ctx context.Context, l Lease) (Outcome, State, error) {
+	return b.settle(ctx, "release", b.scripts.release, l)
+}
+
+// settle runs one guarded script. They all take (id, gen, token) first and
+// answer 'stale' or the job's new state.
+func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l Lease, extra ...any) (Outcome, State, error) {
+	if err := validID(l.Queue, l.ID); err != nil {
+		return Stale, "", err
+	}
+	k := b.queueKeys(l.Queue)
+	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token}, extra...)
+	v, err := b.run(ctx, script, k, args...).Text()
+	if err != nil {
+		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
+	}
+	switch v {
+	case "stale":
+		return Stale, "", nil
+	case "ok":
+		return OK, StateRunning, nil
+	}
+	return OK, State(v), nil
+}
