@@ -1,0 +1,271 @@
+package brokertest
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+func testCancel(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	pending := s.enqueue(t, broker.Job{})
+	scheduled := s.enqueue(t, broker.Job{Delay: time.Hour})
+	for _, id := range []string{pending, scheduled} {
+		st, err := s.b.Cancel(s.ctx, s.q, id)
+		noErr(t, "Cancel", err)
+		want(t, "state after cancel", st, broker.StateCancelled)
+		want(t, "stored state", s.job(t, id).State, broker.StateCancelled)
+	}
+	s.consistent(t)
+	if ls := s.claim(t, 5, long); len(ls) != 0 {
+		t.Fatalf("claimed cancelled jobs: %+v", ls)
+	}
+
+	// A running job is flagged; the worker's next failure settles it as
+	// cancelled, while an ack that beats it still stores done.
+	failing := s.enqueue(t, broker.Job{})
+	acking := s.enqueue(t, broker.Job{})
+	ls := s.claim(t, 2, long)
+	for _, l := range ls {
+		st, err := s.b.Cancel(s.ctx, s.q, l.ID)
+		noErr(t, "Cancel", err)
+		want(t, "state of a running job after cancel", st, broker.StateRunning)
+		if !s.job(t, l.ID).CancelRequested {
+			t.Fatal("cancel flag not stored")
+		}
+	}
+	_, st, err := s.b.Fail(s.ctx, ls[0], broker.Failure{Error: "context canceled"})
+	noErr(t, "Fail", err)
+	want(t, "first claim", ls[0].ID, failing)
+	want(t, "state of a cancelled job after failure", st, broker.StateCancelled)
+	_, err = s.b.Ack(s.ctx, ls[1], nil)
+	noErr(t, "Ack", err)
+	want(t, "state of a cancelled job after ack", s.job(t, acking).State, broker.StateDone)
+
+	st, err = s.b.Cancel(s.ctx, s.q, acking)
+	noErr(t, "Cancel of a done job", err)
+	want(t, "done job stays done", st, broker.StateDone)
+	_, err = s.b.Cancel(s.ctx, s.q, "missing")
+	wantErr(t, "Cancel of a missing job", err, broker.ErrJobNotFound)
+	s.consistent(t)
+}
+
+func testPriority(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	var order []string
+	for i, p := range []int{0, 5, -3, 5, 100, -100, 0} {
+		id := s.enqueue(t, broker.Job{ID: string(rune('a' + i)), Priority: p})
+		order = append(order, id)
+	}
+	// Highest priority first, FIFO within one.
+	wantOrder := []string{"e", "b", "d", "a", "g", "c", "f"}
+	var got []string
+	for _, l := range s.claim(t, 3, long) {
+		got = append(got, l.ID)
+	}
+	for _, l := range s.claim(t, 10, long) {
+		got = append(got, l.ID)
+	}
+	if !slices.Equal(got, wantOrder) {
+		t.Fatalf("claim order %v, want %v (enqueued %v)", got, wantOrder, order)
+	}
+}
+
+func testDelay(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{Delay: past})
+	want(t, "state", s.job(t, id).State, broker.StateScheduled)
+	at := s.enqueue(t, broker.Job{RunAt: time.Now().Add(time.Hour)})
+	now := s.enqueue(t, broker.Job{RunAt: time.Now().Add(-time.Hour)})
+	want(t, "state of a job due in the past", s.job(t, now).State, broker.StatePending)
+	s.consistent(t)
+
+	res, err := s.b.Claim(s.ctx, s.q, 10, long)
+	noErr(t, "Claim", err)
+	if len(res.Leases) != 1 || res.Leases[0].ID != now {
+		t.Fatalf("claimed %+v, want only %s", res.Leases, now)
+	}
+	if res.NextDue <= 0 || res.NextDue > past {
+		t.Fatalf("NextDue = %v, want in (0, %v]", res.NextDue, past)
+	}
+	s.Advance(past)
+	l := s.claimOne(t, long)
+	want(t, "delayed job", l.ID, id)
+	want(t, "job due in an hour", s.job(t, at).State, broker.StateScheduled)
+	s.consistent(t)
+}
+
+func testDuplicate(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{ID: "order-42", Payload: []byte("first")})
+	before := s.job(t, id)
+	_, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "other", ID: "order-42", Payload: []byte("second")})
+	wantErr(t, "second enqueue", err, broker.ErrJobExists)
+	var dup *broker.DuplicateError
+	if !errors.As(err, &dup) || dup.State != broker.StatePending || dup.ID != "order-42" {
+		t.Fatalf("error %v, want a *DuplicateError naming the pending job", err)
+	}
+	sameJob(t, "after a duplicate enqueue", s.job(t, id), before)
+	s.consistent(t)
+}
+
+func testInvalid(t *testing.T, nb NewBackend) {
+	s := setup(t, nb, func(o *broker.Options) { o.MaxPayloadBytes = 10 })
+	cases := []struct {
+		name string
+		job  broker.Job
+		msg  string
+	}{
+		{"EmptyQueue", broker.Job{Kind: "k"}, "queue"},
+		{"EmptyKind", broker.Job{Queue: "q"}, "kind"},
+		{"BraceInQueue", broker.Job{Queue: "a{b}", Kind: "k"}, "hash tag"},
+		{"NonUTF8Kind", broker.Job{Queue: "q", Kind: "\xff"}, "UTF-8"},
+		{"ControlInID", broker.Job{Queue: "q", Kind: "k", ID: "a\nb"}, "control"},
+		{"HugeID", broker.Job{Queue: "q", Kind: "k", ID: strings.Repeat("x", 2000)}, "at most"},
+		{"PayloadTooLarge", broker.Job{Queue: "q", Kind: "k", Payload: make([]byte, 11)}, "limit is 10"},
+		{"NegativeDelay", broker.Job{Queue: "q", Kind: "k", Delay: -time.Second}, "negative"},
+		{"DelayAndRunAt", broker.Job{Queue: "q", Kind: "k", Delay: time.Second, RunAt: time.Now()}, "not both"},
+		{"NegativeMaxAttempts", broker.Job{Queue: "q", Kind: "k", MaxAttempts: -1}, "at least 1"},
+		{"PriorityOutOfRange", broker.Job{Queue: "q", Kind: "k", Priority: 101}, "between -100 and 100"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.b.Enqueue(s.ctx, tc.job)
+			wantErr(t, "Enqueue", err, broker.ErrInvalid)
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("error %q does not mention %q", err, tc.msg)
+			}
+		})
+	}
+	c, err := s.b.Counts(s.ctx, "q")
+	noErr(t, "Counts", err)
+	want(t, "jobs written by invalid enqueues", c, broker.Counts{})
+
+	_, err = s.b.Claim(s.ctx, s.q, 1, 0)
+	wantErr(t, "Claim with a zero lease", err, broker.ErrInvalid)
+	_, err = s.b.Claim(s.ctx, s.q, -1, long)
+	wantErr(t, "Claim of a negative count", err, broker.ErrInvalid)
+	_, err = s.b.Reap(s.ctx, s.q, 0)
+	wantErr(t, "Reap with a zero limit", err, broker.ErrInvalid)
+	_, err = broker.New(s.Client, broker.Options{Prefix: "a{b"})
+	wantErr(t, "New with a braced prefix", err, broker.ErrInvalid)
+}
+
+// A job hash edited into garbage is marked dead with the reason when a
+// script meets it; its neighbours are unaffected and nothing is dropped.
+func testCorrupt(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	key := func(id string) string { return s.b.Prefix() + ":{" + s.q + "}:job:" + id }
+	garbage := s.enqueue(t, broker.Job{ID: "garbage"})
+	noKind := s.enqueue(t, broker.Job{ID: "no-kind"})
+	noState := s.enqueue(t, broker.Job{ID: "no-state"})
+	wrongType := s.enqueue(t, broker.Job{ID: "wrong-type"})
+	good := s.enqueue(t, broker.Job{ID: "good"})
+	c := s.Client
+	noErr(t, "corrupt", c.HSet(s.ctx, key(garbage), "attempt", "many").Err())
+	noErr(t, "corrupt", c.HDel(s.ctx, key(noKind), "kind").Err())
+	noErr(t, "corrupt", c.HDel(s.ctx, key(noState), "state").Err())
+	noErr(t, "corrupt", c.Del(s.ctx, key(wrongType)).Err())
+	noErr(t, "corrupt", c.Set(s.ctx, key(wrongType), "not a hash", 0).Err())
+	noErr(t, "orphan", c.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:ready", redisZ(0, "ghost")).Err())
+
+	_, err := s.b.Job(s.ctx, s.q, garbage)
+	wantErr(t, "Job of a garbage hash", err, broker.ErrCorruptJob)
+	if !strings.Contains(err.Error(), `field attempt is "many"`) {
+		t.Fatalf("error %q does not name the bad field", err)
+	}
+	_, err = s.b.Job(s.ctx, s.q, wrongType)
+	wantErr(t, "Job of a non-hash key", err, broker.ErrCorruptJob)
+
+	res, err := s.b.Claim(s.ctx, s.q, 10, long)
+	noErr(t, "Claim", err)
+	if len(res.Leases) != 1 || res.Leases[0].ID != good {
+		t.Fatalf("claimed %+v, want only the good job", res.Leases)
+	}
+	reasons := map[string]string{}
+	for _, p := range res.Problems {
+		reasons[p.ID] = p.Reason
+	}
+	for id, part := range map[string]string{
+		garbage: "attempt", noKind: "kind", noState: "no state field", wrongType: "not a hash", "ghost": "does not exist",
+	} {
+		if !strings.Contains(reasons[id], part) {
+			t.Errorf("problem for %s = %q, want it to mention %q", id, reasons[id], part)
+		}
+	}
+	for _, id := range []string{garbage, noKind, noState} {
+		j, _ := s.b.Job(s.ctx, s.q, id)
+		if j.State != broker.StateDead || !strings.Contains(j.LastError, "corrupt job hash") {
+			t.Errorf("job %s: state %s, last error %q; want dead with the reason", id, j.State, j.LastError)
+		}
+	}
+	dead, err := c.ZRange(s.ctx, s.b.Prefix()+":{"+s.q+"}:dead", 0, -1).Result()
+	noErr(t, "read dead", err)
+	if !slices.Contains(dead, wrongType) {
+		t.Errorf("non-hash job key not listed in dead: %v", dead)
+	}
+	_, err = s.b.Cancel(s.ctx, s.q, wrongType)
+	wantErr(t, "Cancel of a non-hash key", err, broker.ErrCorruptJob)
+	_, err = s.b.ReleaseUnowned(s.ctx, s.q, wrongType)
+	wantErr(t, "ReleaseUnowned of a non-hash key", err, broker.ErrCorruptJob)
+
+	// The good job settles as usual.
+	o, err := s.b.Ack(s.ctx, res.Leases[0], nil)
+	noErr(t, "Ack", err)
+	want(t, "ack of the neighbour", o, broker.OK)
+}
+
+func testScriptFlush(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	flush := func() { noErr(t, "SCRIPT FLUSH", s.Client.ScriptFlush(s.ctx).Err()) }
+	flush()
+	id := s.enqueue(t, broker.Job{})
+	flush()
+	l := s.claimOne(t, long)
+	flush()
+	rs, err := s.b.Renew(s.ctx, []broker.Lease{l}, long)
+	noErr(t, "Renew after SCRIPT FLUSH", err)
+	want(t, "renew outcome", rs[0].Outcome, broker.OK)
+	flush()
+	o, err := s.b.Ack(s.ctx, l, nil)
+	noErr(t, "Ack after SCRIPT FLUSH", err)
+	want(t, "ack outcome", o, broker.OK)
+	want(t, "state", s.job(t, id).State, broker.StateDone)
+}
+
+func testInspection(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{})
+	s.enqueue(t, broker.Job{})
+	s.enqueue(t, broker.Job{Delay: time.Hour})
+	s.enqueue(t, broker.Job{Queue: "second"})
+	_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+	noErr(t, "Ack", err)
+	c, err := s.b.Counts(s.ctx, s.q)
+	noErr(t, "Counts", err)
+	want(t, "counts", c, broker.Counts{Scheduled: 1, Pending: 1, Done: 1})
+	qs, err := s.b.Queues(s.ctx)
+	noErr(t, "Queues", err)
+	if !slices.Equal(qs, []string{s.q, "second"}) {
+		t.Fatalf("queues = %v", qs)
+	}
+	_, err = s.b.Job(s.ctx, s.q, "missing")
+	wantErr(t, "Job of a missing id", err, broker.ErrJobNotFound)
+}
+
+// Enqueue leaves one wake-up token, never a growing list.
+func testWake(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	key, err := s.b.WakeKey(s.q)
+	noErr(t, "WakeKey", err)
+	for range 5 {
+		s.enqueue(t, broker.Job{})
+	}
+	n, err := s.Client.LLen(s.ctx, key).Result()
+	noErr(t, "LLEN", err)
+	want(t, "wake tokens", n, int64(1))
+}

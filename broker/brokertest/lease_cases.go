@@ -1,0 +1,402 @@
+package brokertest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+func testLifecycle(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	payload := []byte("\x00\xffnot utf-8 \x01")
+	id := s.enqueue(t, broker.Job{Kind: "email", Payload: payload, MaxAttempts: 3})
+	want(t, "state after enqueue", s.job(t, id).State, broker.StatePending)
+	s.consistent(t)
+
+	l := s.claimOne(t, long)
+	want(t, "lease id", l.ID, id)
+	want(t, "lease kind", l.Kind, "email")
+	want(t, "lease queue", l.Queue, s.q)
+	want(t, "lease attempt", l.Attempt, 1)
+	want(t, "lease max attempts", l.MaxAttempts, 3)
+	want(t, "lease generation", l.Generation, int64(1))
+	if !bytes.Equal(l.Payload, payload) {
+		t.Fatalf("payload = %q, want %q", l.Payload, payload)
+	}
+	if l.Token == "" || l.Deadline.IsZero() || time.Until(l.LocalDeadline) < 59*time.Minute {
+		t.Fatalf("lease lacks token or deadlines: %+v", l)
+	}
+	j := s.job(t, id)
+	want(t, "state after claim", j.State, broker.StateRunning)
+	want(t, "stored token", j.Token, l.Token)
+	want(t, "stored lease_until", j.LeaseUntil, l.Deadline)
+	s.consistent(t)
+
+	o, err := s.b.Progress(s.ctx, l, []byte(`{"pct":50}`))
+	noErr(t, "Progress", err)
+	want(t, "progress outcome", o, broker.OK)
+
+	o, err = s.b.Ack(s.ctx, l, []byte("result"))
+	noErr(t, "Ack", err)
+	want(t, "ack outcome", o, broker.OK)
+	j = s.job(t, id)
+	want(t, "state after ack", j.State, broker.StateDone)
+	want(t, "result", string(j.Result), "result")
+	want(t, "progress", string(j.Progress), `{"pct":50}`)
+	want(t, "token after ack", j.Token, "")
+	if j.FinishedAt.IsZero() {
+		t.Fatal("finished_at not set")
+	}
+	s.consistent(t)
+
+	if ls := s.claim(t, 5, long); len(ls) != 0 {
+		t.Fatalf("claimed %d jobs from an empty queue", len(ls))
+	}
+}
+
+// Every claim, release, release_unowned and reap of one job moves its
+// generation strictly up (invariant 3).
+func testGenerationStrictlyIncreases(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{})
+	last := s.job(t, id).Generation
+	step := func(what string) {
+		t.Helper()
+		g := s.job(t, id).Generation
+		if g <= last {
+			t.Fatalf("after %s: generation %d, not above %d", what, g, last)
+		}
+		last = g
+		s.consistent(t)
+	}
+
+	l := s.claimOne(t, long)
+	step("claim")
+	_, _, err := s.b.Release(s.ctx, l)
+	noErr(t, "Release", err)
+	step("release")
+	s.claimOne(t, long)
+	step("claim")
+	_, err = s.b.ReleaseUnowned(s.ctx, s.q, id)
+	noErr(t, "ReleaseUnowned", err)
+	step("release_unowned of a running job")
+	_, err = s.b.ReleaseUnowned(s.ctx, s.q, id)
+	noErr(t, "ReleaseUnowned", err)
+	step("release_unowned of a pending job")
+	s.claimOne(t, short)
+	step("claim")
+	s.Advance(past)
+	if r := s.reap(t, 10); len(r.Reaped) != 1 || r.Reaped[0].Generation != s.job(t, id).Generation {
+		t.Fatalf("reap = %+v", r)
+	}
+	step("reap")
+	s.claimOne(t, long)
+	step("claim")
+}
+
+// staleOps runs every guarded operation with a dead claim and checks each
+// answers Stale and leaves the job exactly as it was (invariant 2).
+func staleOps(t *testing.T, s *bundle, stale broker.Lease) {
+	t.Helper()
+	before := s.job(t, stale.ID)
+	rs, err := s.b.Renew(s.ctx, []broker.Lease{stale}, long)
+	noErr(t, "stale Renew", err)
+	want(t, "stale renew outcome", rs[0].Outcome, broker.Stale)
+	o, err := s.b.Progress(s.ctx, stale, []byte("stale progress"))
+	noErr(t, "stale Progress", err)
+	want(t, "stale progress outcome", o, broker.Stale)
+	o, err = s.b.Ack(s.ctx, stale, []byte("stale result"))
+	noErr(t, "stale Ack", err)
+	want(t, "stale ack outcome", o, broker.Stale)
+	for _, f := range []broker.Failure{{Error: "stale failure"}, {Error: "stale", Dead: true}, {Error: "stale", Backoff: time.Minute}} {
+		o, _, err = s.b.Fail(s.ctx, stale, f)
+		noErr(t, "stale Fail", err)
+		want(t, "stale fail outcome", o, broker.Stale)
+	}
+	o, _, err = s.b.Snooze(s.ctx, stale, time.Minute)
+	noErr(t, "stale Snooze", err)
+	want(t, "stale snooze outcome", o, broker.Stale)
+	o, _, err = s.b.Release(s.ctx, stale)
+	noErr(t, "stale Release", err)
+	want(t, "stale release outcome", o, broker.Stale)
+	sameJob(t, "after the stale claim's operations", s.job(t, stale.ID), before)
+	s.consistent(t)
+}
+
+// The seed's race: worker A's lease is taken by an operator, B claims the
+// job, and A comes back late. Nothing A does may touch B's running job.
+func testStaleAfterReleaseUnowned(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{})
+	a := s.claimOne(t, long)
+	r, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+	noErr(t, "ReleaseUnowned", err)
+	want(t, "released from", r.Previous, broker.StateRunning)
+	want(t, "released to", r.State, broker.StatePending)
+	b := s.claimOne(t, long)
+	if b.Generation <= a.Generation || b.Token == a.Token {
+		t.Fatalf("B's claim (gen %d, %s) does not supersede A's (gen %d, %s)", b.Generation, b.Token, a.Generation, a.Token)
+	}
+	staleOps(t, s, a)
+
+	// B's claim is intact and settles normally.
+	o, err := s.b.Ack(s.ctx, b, []byte("B"))
+	noErr(t, "B's Ack", err)
+	want(t, "B's ack outcome", o, broker.OK)
+	want(t, "stored result", string(s.job(t, id).Result), "B")
+}
+
+func testStaleAfterReap(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{})
+	a := s.claimOne(t, short)
+	s.Advance(past)
+	if r := s.reap(t, 10); len(r.Reaped) != 1 || r.Reaped[0].State != broker.StatePending {
+		t.Fatalf("reap = %+v, want the job back to pending", r)
+	}
+	staleOps(t, s, a) // reaped, not yet claimed again
+	b := s.claimOne(t, long)
+	want(t, "attempt of the second claim", b.Attempt, 2)
+	staleOps(t, s, a) // and with B holding it
+	o, err := s.b.Ack(s.ctx, b, []byte("B"))
+	noErr(t, "B's Ack", err)
+	want(t, "B's ack outcome", o, broker.OK)
+	want(t, "stored result", string(s.job(t, id).Result), "B")
+}
+
+// Invariant 4: an expired lease that no reaper took still belongs to its token.
+func testExpiredButUnreaped(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{})
+	s.enqueue(t, broker.Job{})
+	ls := s.claim(t, 2, short)
+	s.Advance(past)
+
+	expired, err := s.b.ExpiredLeases(s.ctx, s.q, 10)
+	noErr(t, "ExpiredLeases", err)
+	want(t, "expired leases listed", len(expired), 2)
+	if expired[0].Overdue <= 0 || expired[0].Kind != "k" || expired[0].Generation != 1 {
+		t.Fatalf("expired lease = %+v", expired[0])
+	}
+
+	rs, err := s.b.Renew(s.ctx, ls[:1], long)
+	noErr(t, "Renew after expiry", err)
+	want(t, "renew after expiry", rs[0].Outcome, broker.OK)
+	o, err := s.b.Ack(s.ctx, ls[1], nil)
+	noErr(t, "Ack after expiry", err)
+	want(t, "ack after expiry", o, broker.OK)
+	want(t, "state after late ack", s.job(t, ls[1].ID).State, broker.StateDone)
+
+	// The renewed lease is no longer expired, so the reaper leaves it.
+	if r := s.reap(t, 10); len(r.Reaped) != 0 {
+		t.Fatalf("reaped %+v after renew and ack", r.Reaped)
+	}
+	expired, err = s.b.ExpiredLeases(s.ctx, s.q, 10)
+	noErr(t, "ExpiredLeases", err)
+	want(t, "expired leases after renew and ack", len(expired), 0)
+	want(t, "renewed job state", s.job(t, ls[0].ID).State, broker.StateRunning)
+	s.consistent(t)
+}
+
+func testReap(t *testing.T, nb NewBackend) {
+	t.Run("BoundedByLimit", func(t *testing.T) {
+		s := setup(t, nb)
+		for range 5 {
+			s.enqueue(t, broker.Job{})
+		}
+		s.claim(t, 5, short)
+		s.Advance(past)
+		want(t, "first reap", len(s.reap(t, 2).Reaped), 2)
+		c, _ := s.b.Counts(s.ctx, s.q)
+		want(t, "running after first reap", c.Running, int64(3))
+		want(t, "pending after first reap", c.Pending, int64(2))
+		want(t, "second reap", len(s.reap(t, 10).Reaped), 3)
+		want(t, "third reap", len(s.reap(t, 10).Reaped), 0)
+		s.consistent(t)
+	})
+	t.Run("LeavesLiveLeases", func(t *testing.T) {
+		s := setup(t, nb)
+		s.enqueue(t, broker.Job{})
+		s.claimOne(t, long)
+		want(t, "reaped", len(s.reap(t, 10).Reaped), 0)
+	})
+	t.Run("DeadWhenAttemptsSpent", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+		s.claimOne(t, short)
+		s.Advance(past)
+		r := s.reap(t, 10)
+		if len(r.Reaped) != 1 || r.Reaped[0].State != broker.StateDead {
+			t.Fatalf("reap = %+v, want the job dead", r)
+		}
+		j := s.job(t, id)
+		want(t, "state", j.State, broker.StateDead)
+		if j.LastError == "" {
+			t.Fatal("dead job has no last_error")
+		}
+		s.consistent(t)
+	})
+	t.Run("HonoursCancel", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{})
+		s.claimOne(t, short)
+		st, err := s.b.Cancel(s.ctx, s.q, id)
+		noErr(t, "Cancel", err)
+		want(t, "state after cancel of a running job", st, broker.StateRunning)
+		s.Advance(past)
+		r := s.reap(t, 10)
+		if len(r.Reaped) != 1 || r.Reaped[0].State != broker.StateCancelled {
+			t.Fatalf("reap = %+v, want the job cancelled", r)
+		}
+		s.consistent(t)
+	})
+}
+
+func testRelease(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+	for range 3 { // more releases than attempts: none is charged
+		l := s.claimOne(t, long)
+		want(t, "attempt", l.Attempt, 1)
+		o, st, err := s.b.Release(s.ctx, l)
+		noErr(t, "Release", err)
+		want(t, "release outcome", o, broker.OK)
+		want(t, "state after release", st, broker.StatePending)
+		j := s.job(t, id)
+		want(t, "attempt after release", j.Attempt, 0)
+		want(t, "generation after release", j.Generation, l.Generation+1)
+		s.consistent(t)
+	}
+}
+
+func testReleaseUnowned(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{})
+	for _, st := range []broker.State{broker.StatePending, broker.StateRunning, broker.StateDone} {
+		switch st {
+		case broker.StateRunning:
+			s.claimOne(t, long)
+		case broker.StateDone:
+			_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+			noErr(t, "Ack", err)
+		}
+		before := s.job(t, id)
+		want(t, "state", before.State, st)
+		r, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+		noErr(t, "ReleaseUnowned", err)
+		want(t, "previous state", r.Previous, st)
+		want(t, "new generation", r.Generation, before.Generation+1)
+		after := s.job(t, id)
+		want(t, "stored generation", after.Generation, before.Generation+1)
+		if st == broker.StateRunning {
+			want(t, "state after force-release", after.State, broker.StatePending)
+			want(t, "attempt after force-release", after.Attempt, before.Attempt-1)
+		} else {
+			want(t, "state kept", after.State, st)
+		}
+		s.consistent(t)
+	}
+	_, err := s.b.ReleaseUnowned(s.ctx, s.q, "no-such-job")
+	wantErr(t, "ReleaseUnowned of a missing job", err, broker.ErrJobNotFound)
+}
+
+func testFail(t *testing.T, nb NewBackend) {
+	t.Run("RetryWithBackoffThenDead", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{MaxAttempts: 2})
+		l := s.claimOne(t, long)
+		o, st, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "boom 1", Backoff: past})
+		noErr(t, "Fail", err)
+		want(t, "fail outcome", o, broker.OK)
+		want(t, "state after first failure", st, broker.StateScheduled)
+		j := s.job(t, id)
+		want(t, "last error", j.LastError, "boom 1")
+		want(t, "token cleared", j.Token, "")
+		s.consistent(t)
+
+		res, err := s.b.Claim(s.ctx, s.q, 1, long)
+		noErr(t, "Claim", err)
+		if len(res.Leases) != 0 {
+			t.Fatal("claimed a job still in backoff")
+		}
+		if res.NextDue <= 0 || res.NextDue > past {
+			t.Fatalf("NextDue = %v, want in (0, %v]", res.NextDue, past)
+		}
+		s.Advance(past)
+		l = s.claimOne(t, long)
+		want(t, "second attempt", l.Attempt, 2)
+		_, st, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "boom 2"})
+		noErr(t, "Fail", err)
+		want(t, "state when attempts are spent", st, broker.StateDead)
+		want(t, "last error", s.job(t, id).LastError, "boom 2")
+		s.consistent(t)
+	})
+	t.Run("ZeroBackoffIsPendingAtOnce", func(t *testing.T) {
+		s := setup(t, nb)
+		s.enqueue(t, broker.Job{})
+		_, st, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "x"})
+		noErr(t, "Fail", err)
+		want(t, "state", st, broker.StatePending)
+		want(t, "attempt of the retry", s.claimOne(t, long).Attempt, 2)
+	})
+	t.Run("PermanentIsDeadAtOnce", func(t *testing.T) {
+		s := setup(t, nb)
+		s.enqueue(t, broker.Job{MaxAttempts: 10})
+		_, st, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "bad input", Dead: true})
+		noErr(t, "Fail", err)
+		want(t, "state", st, broker.StateDead)
+		s.consistent(t)
+	})
+	t.Run("SnoozeDoesNotChargeAttempt", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+		_, st, err := s.b.Snooze(s.ctx, s.claimOne(t, long), 0)
+		noErr(t, "Snooze", err)
+		want(t, "state", st, broker.StatePending)
+		want(t, "attempt", s.job(t, id).Attempt, 0)
+		_, st, err = s.b.Snooze(s.ctx, s.claimOne(t, long), time.Minute)
+		noErr(t, "Snooze", err)
+		want(t, "state", st, broker.StateScheduled)
+		s.consistent(t)
+	})
+	t.Run("LongErrorIsCut", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{})
+		_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: string(bytes.Repeat([]byte("x"), 100_000)), Dead: true})
+		noErr(t, "Fail", err)
+		if n := len(s.job(t, id).LastError); n > 33_000 {
+			t.Fatalf("stored last_error of %d bytes", n)
+		}
+	})
+}
+
+func testRenewMany(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 3 {
+		s.enqueue(t, broker.Job{})
+	}
+	s.enqueue(t, broker.Job{Queue: "other"})
+	ls := s.claim(t, 3, short)
+	other, err := s.b.Claim(s.ctx, "other", 1, short)
+	noErr(t, "Claim other", err)
+	ls = append(ls, other.Leases...)
+	want(t, "leases", len(ls), 4)
+	_, err = s.b.ReleaseUnowned(s.ctx, s.q, ls[1].ID) // ls[1] is now stale
+	noErr(t, "ReleaseUnowned", err)
+	_, err = s.b.Cancel(s.ctx, s.q, ls[2].ID)
+	noErr(t, "Cancel", err)
+
+	rs, err := s.b.Renew(s.ctx, ls, long)
+	noErr(t, "Renew", err)
+	for i, w := range []broker.Outcome{broker.OK, broker.Stale, broker.CancelRequested, broker.OK} {
+		want(t, "renewal outcome", rs[i].Outcome, w)
+	}
+	if time.Until(rs[0].LocalDeadline) < 59*time.Minute || !rs[0].Deadline.After(ls[0].Deadline) {
+		t.Fatalf("renewal did not extend: %+v (lease %+v)", rs[0], ls[0])
+	}
+	s.Advance(past)
+	want(t, "reaped after renew", len(s.reap(t, 10).Reaped), 0)
+	s.consistent(t)
+}

@@ -1,0 +1,40 @@
+package brokertest
+
+import (
+	"testing"
+)
+
+// Run runs the whole conformance suite against the backend nb makes.
+func Run(t *testing.T, nb NewBackend) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, NewBackend)
+	}{
+		{"Lifecycle", testLifecycle},
+		{"GenerationStrictlyIncreases", testGenerationStrictlyIncreases},
+		{"StaleClaimAfterReleaseUnowned", testStaleAfterReleaseUnowned},
+		{"StaleClaimAfterReapAndReclaim", testStaleAfterReap},
+		{"ExpiredButUnreapedLeaseStillHeld", testExpiredButUnreaped},
+		{"ReapBoundedAndOutcomes", testReap},
+		{"ReleaseDoesNotChargeAttempt", testRelease},
+		{"ReleaseUnownedBumpsGenerationInAnyState", testReleaseUnowned},
+		{"FailRetryDeadSnooze", testFail},
+		{"Cancel", testCancel},
+		{"PriorityAndFIFO", testPriority},
+		{"DelayAndRunAt", testDelay},
+		{"DuplicateID", testDuplicate},
+		{"InvalidInput", testInvalid},
+		{"CorruptJobHashes", testCorrupt},
+		{"ScriptFlush", testScriptFlush},
+		{"RenewMany", testRenewMany},
+		{"Inspection", testInspection},
+		{"WakeToken", testWake},
+		{"Model", testModel},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, nb)
+		})
+	}
+}
