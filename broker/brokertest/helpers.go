@@ -117,3 +117,18 @@ type failer interface {
 	Helper()
 	Fatalf(format string, args ...any)
 }
+
+// purge deletes a job the way retention or an operator would: its hash and
+// its index entries go.
+func (s *bundle) purge(t failer, id string) {
+	t.Helper()
+	base := s.b.Prefix() + ":{" + s.q + "}:"
+	if err := s.Client.Del(s.ctx, base+"job:"+id).Err(); err != nil {
+		t.Fatalf("purge %s: %v", id, err)
+	}
+	for _, idx := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled"} {
+		if err := s.Client.ZRem(s.ctx, base+idx, id).Err(); err != nil {
+			t.Fatalf("purge %s: %v", id, err)
+		}
+	}
+}

@@ -400,3 +400,20 @@ func testRenewMany(t *testing.T, nb NewBackend) {
 	want(t, "reaped after renew", len(s.reap(t, 10).Reaped), 0)
 	s.consistent(t)
 }
+
+// A job deleted (by retention or an operator) and enqueued again under the
+// same id starts again at generation 0, so the old claim and the new one can
+// carry the same generation: the token alone tells them apart.
+func testStaleAfterRecreate(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{ID: "reused"})
+	a := s.claimOne(t, long)
+	s.purge(t, id)
+	s.enqueue(t, broker.Job{ID: "reused"})
+	b := s.claimOne(t, long)
+	want(t, "generation of the new job's claim", b.Generation, a.Generation)
+	staleOps(t, s, a)
+	o, err := s.b.Ack(s.ctx, b, []byte("B"))
+	noErr(t, "B's Ack", err)
+	want(t, "B's ack outcome", o, broker.OK)
+}

@@ -51,6 +51,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"releaseUnowned": m.releaseUnowned,
 			"reap":           m.reap,
 			"cancel":         m.cancel,
+			"recreate":       m.recreate,
 			"advance":        func(*rapid.T) { s.Advance(15 * time.Millisecond) },
 			"":               m.check,
 		})
@@ -285,6 +286,16 @@ func (m *model) cancel(t *rapid.T) {
 		j.cancel = true
 	}
 	j.wantState(t, "cancel", st)
+}
+
+// recreate deletes a job, as retention or an operator would, and enqueues
+// it again under the same id: its generation starts over, and only the token
+// keeps the old claims stale.
+func (m *model) recreate(t *rapid.T) {
+	id, j := m.pickJob(t)
+	m.s.purge(t, id)
+	m.s.enqueue(t, broker.Job{ID: id, MaxAttempts: j.max})
+	m.jobs[id] = &mjob{state: broker.StatePending, max: j.max}
 }
 
 // check compares every job with Redis after each step.

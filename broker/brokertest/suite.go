@@ -14,6 +14,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"GenerationStrictlyIncreases", testGenerationStrictlyIncreases},
 		{"StaleClaimAfterReleaseUnowned", testStaleAfterReleaseUnowned},
 		{"StaleClaimAfterReapAndReclaim", testStaleAfterReap},
+		{"StaleClaimAfterDeleteAndReenqueue", testStaleAfterRecreate},
 		{"ExpiredButUnreapedLeaseStillHeld", testExpiredButUnreaped},
 		{"ReapBoundedAndOutcomes", testReap},
 		{"ReleaseDoesNotChargeAttempt", testRelease},
