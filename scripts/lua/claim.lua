@@ -61,8 +61,8 @@ end
 out[3] = claimed
 
 -- Chain the wake-up: work left behind wakes the next blocked worker.
-if claimed > 0 and redis.call('ZCARD', K.ready) > 0 and redis.call('LLEN', K.wake) == 0 then
-  redis.call('RPUSH', K.wake, '1')
+if claimed > 0 and redis.call('ZCARD', K.ready) > 0 then
+  wake()
 end
 
 local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')

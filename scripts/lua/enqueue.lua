@@ -1,4 +1,5 @@
--- enqueue: create a job, pending now or scheduled for later.
+-- enqueue: create a job, pending now or scheduled for later, and leave a
+-- wake-up token for a blocked worker.
 -- Guard: the id is unused. An existing hash, whatever its state, is left
 -- untouched, so enqueue with a caller-chosen id is idempotent.
 -- Serves invariant 6: the new job is filed in the index of its state.
@@ -33,6 +34,7 @@ redis.call('HSET', key,
 if run_at > now then
   redis.call('HSET', key, 'state', 'scheduled')
   redis.call('ZADD', K.scheduled, int(run_at), id)
+  wake() -- a blocked worker learns when this job falls due
   return {'ok', 'scheduled'}
 end
 to_ready(id, key, ARGV[6])

@@ -50,16 +50,23 @@ end
 -- sequence numbers, so the score stays an exact integer in a double.
 local PRIORITY_BAND = 35184372088832
 
--- to_ready files a job as pending at the tail of its priority and leaves a
--- wake-up token for a blocked worker.
+-- wake leaves a token for a worker blocked in BLPOP on the wake list. One
+-- token is enough: the worker it wakes claims a batch, and a claim that
+-- leaves work behind wakes the next worker.
+local function wake()
+  if redis.call('LLEN', K.wake) == 0 then
+    redis.call('RPUSH', K.wake, '1')
+  end
+end
+
+-- to_ready files a job as pending at the tail of its priority and wakes a
+-- blocked worker.
 local function to_ready(id, key, priority)
   local seq = redis.call('INCR', K.seq)
   local p = tonumber(priority) or 0
   redis.call('ZADD', K.ready, int((100 - p) * PRIORITY_BAND + seq), id)
   redis.call('HSET', key, 'state', 'pending')
-  if redis.call('LLEN', K.wake) == 0 then
-    redis.call('RPUSH', K.wake, '1')
-  end
+  wake()
 end
 
 -- finish moves a job into a final state. The caller has already taken it out
