@@ -1,0 +1,96 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// Handler runs one job. Returning nil settles it as done; an error retries
+// it with backoff, unless it wraps a *PermanentError (dead now) or is a
+// *SnoozeError (run later, attempt not charged). A handler must stop when
+// its context is cancelled; context.Cause says why.
+//
+// Delivery is at least once: after a crash a job runs again, so handlers
+// must be idempotent.
+type Handler interface {
+	ProcessJob(ctx context.Context, job *Job) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// ProcessJob calls f.
+func (f HandlerFunc) ProcessJob(ctx context.Context, job *Job) error { return f(ctx, job) }
+
+// Mux routes each job to the handler registered for its kind. A job of an
+// unregistered kind fails permanently with an *UnknownKindError. It is safe
+// for concurrent use; registering while a pool runs is allowed.
+type Mux struct {
+	mu    sync.RWMutex
+	kinds map[string]Handler
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{kinds: map[string]Handler{}} }
+
+// Handle registers h for kind. It panics on an empty kind, a nil handler or
+// a kind registered twice: those are programming errors at startup.
+func (m *Mux) Handle(kind string, h Handler) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case kind == "":
+		panic("fenceq: Mux.Handle: empty kind")
+	case h == nil:
+		panic("fenceq: Mux.Handle: nil handler for kind " + kind)
+	case m.kinds[kind] != nil:
+		panic("fenceq: Mux.Handle: kind " + kind + " registered twice")
+	}
+	if m.kinds == nil {
+		m.kinds = map[string]Handler{}
+	}
+	m.kinds[kind] = h
+}
+
+// HandleFunc registers fn for kind.
+func (m *Mux) HandleFunc(kind string, fn func(ctx context.Context, job *Job) error) {
+	m.Handle(kind, HandlerFunc(fn))
+}
+
+// Kinds lists the registered kinds, sorted.
+func (m *Mux) Kinds() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return slices.Sorted(maps.Keys(m.kinds))
+}
+
+// ProcessJob runs the handler of job.Kind.
+func (m *Mux) ProcessJob(ctx context.Context, job *Job) error {
+	m.mu.RLock()
+	h := m.kinds[job.Kind]
+	m.mu.RUnlock()
+	if h == nil {
+		return Permanent(&UnknownKindError{Kind: job.Kind})
+	}
+	return h.ProcessJob(ctx, job)
+}
+
+// JSON adapts a function of typed arguments to a Handler: the payload is
+// decoded into a T (unknown fields are allowed, as in encoding/json), and a
+// payload that does not decode fails the job permanently with the reason,
+// since retrying cannot fix it.
+//
+//	mux.Handle("email", handlers.JSON(func(ctx context.Context, job *handlers.Job, args EmailArgs) error { … }))
+func JSON[T any](fn func(ctx context.Context, job *Job, args T) error) Handler {
+	return HandlerFunc(func(ctx context.Context, job *Job) error {
+		var args T
+		if err := json.Unmarshal(job.Payload, &args); err != nil {
+			return Permanent(fmt.Errorf("decode %s payload as %T: %w", job.Kind, args, err))
+		}
+		return fn(ctx, job, args)
+	})
+}
