@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{}.withDefaults()
+	if len(c.Queues) != 1 || c.Queues[0] != (Queue{Name: QueueDefault, Weight: 1}) {
+		t.Fatalf("queues = %+v", c.Queues)
+	}
+	if c.Concurrency != ConcurrencyDefault || c.LeaseDuration != LeaseDurationDefault ||
+		c.PollInterval != PollIntervalDefault || c.ShutdownTimeout != ShutdownTimeoutDefault ||
+		c.ReapBatch != ReapBatchDefault || c.Backoff == nil || c.Logger == nil {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatalf("the zero Config is not valid: %v", err)
+	}
+	if got := c.reapInterval(); got != 10*time.Second {
+		t.Fatalf("reap interval = %v, want lease/3", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		msg  string
+	}{
+		{"NegativeConcurrency", func(c *Config) { c.Concurrency = -1 }, "Concurrency"},
+		{"ShortLease", func(c *Config) { c.LeaseDuration = time.Millisecond }, "LeaseDuration"},
+		{"NegativePoll", func(c *Config) { c.PollInterval = -time.Second }, "PollInterval"},
+		{"NegativeShutdown", func(c *Config) { c.ShutdownTimeout = -1 }, "ShutdownTimeout"},
+		{"NegativeReapBatch", func(c *Config) { c.ReapBatch = -5 }, "ReapBatch"},
+		{"NegativeWeight", func(c *Config) { c.Queues = []Queue{{Name: "a", Weight: -1}} }, "weight"},
+		{"DuplicateQueue", func(c *Config) { c.Queues = []Queue{{Name: "a"}, {Name: "a"}} }, "twice"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{}
+			tc.mod(&c)
+			err := c.withDefaults().validate()
+			if err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("validate() = %v, want an error naming %s", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestExponentialBackoff(t *testing.T) {
+	f := ExponentialBackoff(time.Second, time.Minute)
+	for attempt, base := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 30: time.Minute} {
+		for range 100 {
+			d := f(attempt)
+			if d < base*3/4 || d > base*5/4 {
+				t.Fatalf("attempt %d: %v, want within 25%% of %v", attempt, d, base)
+			}
+		}
+	}
+	c := Config{KindBackoff: map[string]BackoffFunc{"fast": func(int) time.Duration { return -time.Second }}}.withDefaults()
+	if d := c.backoff("fast", 3); d != 0 {
+		t.Fatalf("per-kind backoff %v, want a negative value clamped to 0", d)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	for _, err := range []error{
+		context.DeadlineExceeded, redis.ErrPoolTimeout, io.EOF,
+		&net.OpError{Op: "dial", Err: errors.New("connection refused")},
+		redisErr("LOADING Redis is loading the dataset in memory"),
+		redisErr("READONLY You can't write against a read only replica."),
+		fmt.Errorf("fenceq: ack: %w", redisErr("CLUSTERDOWN The cluster is down")),
+	} {
+		if !transient(err) {
+			t.Errorf("transient(%v) = false", err)
+		}
+	}
+	for _, err := range []error{
+		errors.New("fenceq: invalid queue"), redisErr("ERR Error running script"),
+		redisErr("NOPERM this user has no permissions"),
+	} {
+		if transient(err) {
+			t.Errorf("transient(%v) = true", err)
+		}
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	for v, want := range map[string][2]int{"7.0.15": {7, 0}, "6.2": {6, 2}, "5": {5, 0}, "garbage": {0, 0}} {
+		if ma, mi := parseVersion(v); ma != want[0] || mi != want[1] {
+			t.Errorf("parseVersion(%q) = %d.%d, want %d.%d", v, ma, mi, want[0], want[1])
+		}
+	}
+	if got := infoField("# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n", "redis_version"); got != "7.0.15" {
+		t.Fatalf("infoField = %q", got)
+	}
+}
+
+// redisErr is a server error reply, as go-redis hands them out.
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (redisErr) RedisError()     {}

@@ -1,0 +1,228 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// dispatch is the pool's loop: reap when due, claim into free slots, and
+// block on the queues' wake-up keys when nothing is ready.
+func (p *Pool) dispatch() {
+	defer close(p.dispatchDone)
+	var nextReap time.Time
+	claimErrors := newThrottle(10 * time.Second)
+	delay := 10 * time.Millisecond
+	for !p.stopping() {
+		// The loop head: the reaper runs here, on its own schedule, whatever
+		// the pool is doing, so ready work cannot starve recovery.
+		if !time.Now().Before(nextReap) {
+			nextReap = time.Now().Add(p.cfg.reapInterval())
+			if p.reap() {
+				nextReap = time.Now() // a full batch: more may be waiting
+			}
+		}
+		free := cap(p.slots) - len(p.slots)
+		if free == 0 {
+			p.waitSlot(time.Until(nextReap))
+			continue
+		}
+		claimed, nextDue, err := p.claim(free)
+		if err != nil {
+			if claimErrors.ok() {
+				p.log.Warn("fenceq could not claim jobs; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
+			}
+			p.sleep(delay, p.stop)
+			delay = min(delay*2, p.cfg.PollInterval)
+			continue
+		}
+		delay = 10 * time.Millisecond
+		if claimed > 0 {
+			continue
+		}
+		wait := min(p.cfg.PollInterval, time.Until(nextReap))
+		if nextDue >= 0 {
+			wait = min(wait, nextDue)
+		}
+		p.waitWork(wait)
+	}
+}
+
+func (p *Pool) stopping() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// claim fills up to free slots from the pool's queues, in one round trip
+// per queue it has to try. It answers how many jobs it started and how soon
+// a scheduled job falls due (-1: none).
+func (p *Pool) claim(free int) (claimed int, nextDue time.Duration, err error) {
+	nextDue = -1
+	for _, q := range p.order() {
+		res, err := p.b.Claim(context.Background(), q, free-claimed, p.cfg.LeaseDuration)
+		if err != nil {
+			return claimed, nextDue, err
+		}
+		p.logProblems(q, "claim", res.Problems)
+		for _, l := range res.Leases {
+			p.start(l)
+		}
+		claimed += len(res.Leases)
+		if res.NextDue >= 0 && (nextDue < 0 || res.NextDue < nextDue) {
+			nextDue = res.NextDue
+		}
+		if claimed == free {
+			break
+		}
+	}
+	return claimed, nextDue, nil
+}
+
+// order is the order to try the queues in this round: as configured under
+// strict priority, else a weighted random permutation.
+func (p *Pool) order() []string {
+	qs := p.cfg.Queues
+	out := make([]string, 0, len(qs))
+	if p.cfg.StrictPriority || len(qs) == 1 {
+		for _, q := range qs {
+			out = append(out, q.Name)
+		}
+		return out
+	}
+	left := append([]Queue(nil), qs...)
+	for len(left) > 0 {
+		total := 0
+		for _, q := range left {
+			total += q.Weight
+		}
+		n := rand.IntN(total)
+		for i, q := range left {
+			if n < q.Weight {
+				out = append(out, q.Name)
+				left = append(left[:i], left[i+1:]...)
+				break
+			}
+			n -= q.Weight
+		}
+	}
+	return out
+}
+
+// maxBlock bounds one blocking call, so that a stopping pool is never stuck
+// in Redis for long: a longer wait is a series of them.
+const maxBlock = time.Second
+
+// blockLimit is the longest blocking call the client's read timeout lets
+// through: half of it, at most maxBlock.
+func blockLimit(rdb redis.UniversalClient) time.Duration {
+	var rt time.Duration
+	switch c := rdb.(type) {
+	case *redis.Client:
+		rt = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	case *redis.Ring:
+		rt = c.Options().ReadTimeout
+	}
+	switch {
+	case rt == 0:
+		rt = 3 * time.Second // go-redis's default
+	case rt < 0:
+		return maxBlock // no read deadline
+	}
+	return max(min(maxBlock, rt/2), time.Millisecond)
+}
+
+// waitWork blocks until an enqueue (or a release, or a reap) pushes a
+// wake-up token into one of the queues' wake keys, or d passes.
+func (p *Pool) waitWork(d time.Duration) {
+	end := time.Now().Add(d)
+	for !p.stopping() {
+		left := time.Until(end)
+		if left < time.Millisecond {
+			return
+		}
+		woken, err := p.block(min(left, p.maxBlock))
+		switch {
+		case woken:
+			return
+		case err == nil:
+		case redis.HasErrorPrefix(err, "CROSSSLOT") && len(p.wakeKeys) > 1:
+			// A Redis Cluster cannot block on keys of several slots at once:
+			// wake on the first queue only and poll the others.
+			p.log.Info("fenceq: queues are on different cluster slots; blocking on the first queue's wake-up only, polling the rest", slog.String("queue", p.cfg.Queues[0].Name))
+			p.wakeKeys = p.wakeKeys[:1]
+		default:
+			p.sleep(min(left, 100*time.Millisecond), p.stop) // Redis unreachable: do not spin
+			return
+		}
+	}
+}
+
+// block is one BLPOP on the wake keys. Redis takes a fractional timeout;
+// go-redis's BLPop would round one under a second up to a whole second, so
+// this sends the raw command.
+func (p *Pool) block(d time.Duration) (woken bool, err error) {
+	args := make([]any, 0, len(p.wakeKeys)+2)
+	args = append(args, "BLPOP")
+	for _, k := range p.wakeKeys {
+		args = append(args, k)
+	}
+	args = append(args, strconv.FormatFloat(d.Seconds(), 'f', 3, 64))
+	err = p.b.Client().Do(context.Background(), args...).Err()
+	if err == redis.Nil {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// waitSlot blocks until a handler finishes, the pool stops, or d passes.
+func (p *Pool) waitSlot(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.slotFreed:
+	case <-p.stop:
+	case <-t.C:
+	}
+}
+
+// reap recovers expired leases of every queue, one bounded batch each. It
+// reports whether a batch was full, so more may be waiting.
+func (p *Pool) reap() (more bool) {
+	for _, q := range p.cfg.Queues {
+		res, err := p.b.Reap(context.Background(), q.Name, p.cfg.ReapBatch)
+		if err != nil {
+			p.log.Warn("fenceq could not reap expired leases", slog.String("queue", q.Name), slog.Any("error", err))
+			continue
+		}
+		p.logProblems(q.Name, "reap", res.Problems)
+		for _, r := range res.Reaped {
+			p.stats.reaped.Add(1)
+			p.log.Warn("fenceq recovered a job whose lease expired (its worker is gone or stalled)",
+				slog.String("queue", q.Name), slog.String("id", r.ID), slog.String("now", string(r.State)), slog.Int64("generation", r.Generation))
+		}
+		more = more || len(res.Reaped) == p.cfg.ReapBatch
+	}
+	return more
+}
+
+func (p *Pool) logProblems(queue, op string, problems []broker.CorruptJobError) {
+	for _, c := range problems {
+		p.log.Error("fenceq found a job whose index and hash disagree; repaired", slog.String("queue", queue),
+			slog.String("op", op), slog.String("id", c.ID), slog.String("problem", c.Reason))
+	}
+}

@@ -1,0 +1,31 @@
+// Package worker runs handlers on jobs from Redis: a Pool claims jobs into
+// free slots, keeps their leases alive with one batched heartbeat, settles
+// what each handler returns, recovers orphaned jobs with a bounded reaper at
+// the head of its dispatch loop, and shuts down gracefully by releasing
+// what it still holds.
+//
+// The pool never builds a Redis key or runs a script itself: every Redis
+// operation goes through the broker package.
+//
+// What the pool guarantees, on top of the broker's invariants:
+//
+//   - Recovery while running (invariant 5). The dispatch loop reaps expired
+//     leases of its queues at most every max(lease/3, poll interval), in
+//     batches of Config.ReapBatch, before it claims; a pool busy with
+//     continuous ready work still reaps on schedule. An orphaned job is
+//     claimable again within lease + that interval, with no restart.
+//   - Handlers stop when the lease is gone (invariant 7). The heartbeat
+//     renews all held leases every lease/3 in one round trip. A lost lease
+//     or a cancel request cancels that handler's context at once, with
+//     handlers.ErrLeaseLost or handlers.ErrJobCancelled as its cause. When
+//     Redis cannot be reached it keeps retrying until the lease's deadline,
+//     measured on the local monotonic clock from when the claim or last
+//     renew was sent, then cancels with handlers.ErrLeaseExpired.
+//   - A Redis outage stalls the pool; it never crashes it or drops a job.
+//     Claims and settlements retry transient errors with backoff; a job
+//     whose settlement never got through keeps its lease until it expires
+//     and the reaper of some pool recovers it.
+//
+// Delivery is at least once: a handler can run again after a crash or a
+// lost lease, so handlers must be idempotent.
+package worker

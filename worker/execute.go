@@ -1,0 +1,134 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/middleware"
+)
+
+// start runs a claimed job in a slot of its own. A claim that lands after
+// Shutdown began is given straight back.
+func (p *Pool) start(l broker.Lease) {
+	p.stats.claimed.Add(1)
+	ctx, cancel := context.WithCancelCause(p.jobsCtx)
+	a := &active{lease: l, ctx: ctx, cancel: cancel, localDeadline: l.LocalDeadline}
+	a.job = handlers.NewJob(l.ID, l.Queue, l.Kind, l.Payload, l.Attempt, l.MaxAttempts, l.Generation, p.progress(a))
+	p.slots <- struct{}{}
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		p.active[a] = struct{}{}
+		p.handlers.Add(1)
+	}
+	p.mu.Unlock()
+	if closed {
+		// Shutdown is past waiting for handlers: give the job straight back.
+		p.settle(a, handlers.ErrShutdown, "release")
+		a.cancel(context.Canceled)
+		<-p.slots
+		return
+	}
+	if p.stopping() {
+		go p.finishWith(a, func() { p.settle(a, handlers.ErrShutdown, "release") })
+		return
+	}
+	go p.finishWith(a, func() {
+		err := p.handler.ProcessJob(handlers.WithJob(ctx, a.job), a.job)
+		p.settle(a, err, "")
+	})
+}
+
+// finishWith runs fn, then frees a's slot.
+func (p *Pool) finishWith(a *active, fn func()) {
+	defer func() {
+		a.cancel(context.Canceled)
+		p.mu.Lock()
+		delete(p.active, a)
+		p.mu.Unlock()
+		<-p.slots
+		select {
+		case p.slotFreed <- struct{}{}:
+		default:
+		}
+		p.handlers.Done()
+	}()
+	fn()
+}
+
+// progress is a job's fenced Progress call.
+func (p *Pool) progress(a *active) func(context.Context, []byte) error {
+	return func(ctx context.Context, data []byte) error {
+		o, err := p.b.Progress(ctx, a.lease, data)
+		if err != nil {
+			return fmt.Errorf("fenceq: report progress: %w", err)
+		}
+		if o == broker.Stale {
+			a.cancel(handlers.ErrLeaseLost)
+			return handlers.ErrLeaseLost
+		}
+		return nil
+	}
+}
+
+// settle stores what the handler returned, unless its lease was lost, in
+// which case the result would be stale anyway. op forces an operation.
+func (p *Pool) settle(a *active, herr error, op string) {
+	cause := context.Cause(a.ctx)
+	attrs := middleware.JobAttrs(a.job)
+	if errors.Is(cause, handlers.ErrLeaseLost) {
+		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs, slog.Any("handler_error", herr))
+		return
+	}
+	var snooze *handlers.SnoozeError
+	var permanent *handlers.PermanentError
+	var call func(context.Context) (broker.Outcome, broker.State, error)
+	switch {
+	case op == "release", herr != nil && (errors.Is(cause, handlers.ErrShutdown) || errors.Is(cause, handlers.ErrLeaseExpired)):
+		// Interrupted by us, not failed: give it back uncharged.
+		op, call = "release", func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Release(ctx, a.lease) }
+	case herr == nil:
+		op, call = "ack", func(ctx context.Context) (broker.Outcome, broker.State, error) {
+			o, err := p.b.Ack(ctx, a.lease, a.job.Result())
+			return o, broker.StateDone, err
+		}
+	case errors.As(herr, &snooze):
+		op, call = "snooze", func(ctx context.Context) (broker.Outcome, broker.State, error) {
+			return p.b.Snooze(ctx, a.lease, snooze.Delay)
+		}
+	default:
+		f := broker.Failure{Error: herr.Error(), Dead: errors.As(herr, &permanent)}
+		if !f.Dead {
+			f.Backoff = p.cfg.backoff(a.lease.Kind, a.lease.Attempt)
+		}
+		op, call = "fail", func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Fail(ctx, a.lease, f) }
+	}
+
+	var outcome broker.Outcome
+	var state broker.State
+	err := p.retry(op, attrs, func(ctx context.Context) (err error) {
+		outcome, state, err = call(ctx)
+		return err
+	})
+	switch {
+	case err != nil:
+		p.log.Error("fenceq could not settle a job; its lease will expire and a reaper will recover it",
+			attrs, slog.String("op", op), slog.Any("error", err))
+	case outcome == broker.Stale:
+		p.stats.stale.Add(1)
+		p.log.Warn("fenceq stale settlement rejected: the job was taken over while its handler ran; nothing was stored",
+			attrs, slog.String("op", op))
+	default:
+		p.count(op, state)
+		level := slog.LevelDebug
+		if op == "fail" {
+			level = slog.LevelWarn
+		}
+		p.log.LogAttrs(context.Background(), level, "fenceq settled a job", attrs,
+			slog.String("op", op), slog.String("state", string(state)), slog.Any("error", herr))
+	}
+}

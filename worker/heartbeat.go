@@ -1,0 +1,129 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/middleware"
+)
+
+// heartbeat renews every lease the pool holds, every lease/3, in one round
+// trip. After a failed round it retries sooner, backing off, and never
+// sleeps past the earliest local deadline, where it cancels the handler.
+func (p *Pool) heartbeat() {
+	defer close(p.hbDone)
+	interval := p.cfg.LeaseDuration / 3
+	retry := 20 * time.Millisecond
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.hbStop:
+			return
+		case <-t.C:
+		}
+		next := interval
+		if p.renew(interval) {
+			retry = 20 * time.Millisecond
+		} else {
+			next, retry = min(retry, interval), min(retry*2, interval)
+		}
+		if d := p.untilEarliestDeadline(); d < next {
+			next = max(d, time.Millisecond)
+		}
+		t.Reset(next)
+	}
+}
+
+// renew runs one heartbeat round; it reports whether Redis answered.
+func (p *Pool) renew(interval time.Duration) bool {
+	var held []*active
+	deadline := time.Now().Add(interval)
+	for _, a := range p.snapshot() {
+		if p.expire(a, nil) || gone(a) {
+			continue
+		}
+		held = append(held, a)
+		deadline = minTime(deadline, a.deadline())
+	}
+	if len(held) == 0 {
+		return true
+	}
+	leases := make([]broker.Lease, len(held))
+	for i, a := range held {
+		leases[i] = a.lease
+	}
+	// Never wait on Redis past the earliest deadline: a handler must learn
+	// that its lease expired when it does, not when a stalled call returns.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	rs, err := p.b.Renew(ctx, leases, p.cfg.LeaseDuration)
+	cancel()
+	for i, a := range held {
+		r := broker.Renewal{Err: err}
+		if i < len(rs) {
+			r = rs[i]
+		}
+		switch {
+		case r.Err != nil:
+			p.expire(a, r.Err)
+		case r.Outcome == broker.Stale:
+			p.stats.leasesLost.Add(1)
+			p.log.Warn("fenceq lease lost: another claim replaced this one; cancelling the handler", middleware.JobAttrs(a.job))
+			a.cancel(handlers.ErrLeaseLost)
+		case r.Outcome == broker.CancelRequested:
+			a.extend(r.LocalDeadline)
+			if a.ctx.Err() == nil {
+				p.log.Info("fenceq job cancelled; cancelling the handler", middleware.JobAttrs(a.job))
+			}
+			a.cancel(handlers.ErrJobCancelled)
+		default:
+			a.extend(r.LocalDeadline)
+		}
+	}
+	if err != nil && p.renewErrors.ok() {
+		p.log.Warn("fenceq could not renew leases; retrying until their deadlines", slog.Int("leases", len(held)), slog.Any("error", err))
+	}
+	return err == nil
+}
+
+// expire cancels a's handler with ErrLeaseExpired once its local deadline
+// has passed; it reports whether it has.
+func (p *Pool) expire(a *active, err error) bool {
+	if time.Now().Before(a.deadline()) {
+		return false
+	}
+	if !gone(a) {
+		p.stats.leasesLost.Add(1)
+		p.log.Warn("fenceq lease expired: it could not be renewed in time; cancelling the handler",
+			middleware.JobAttrs(a.job), slog.Any("error", err))
+		a.cancel(handlers.ErrLeaseExpired)
+	}
+	return true
+}
+
+// gone reports whether a's lease is no longer the pool's to renew.
+func gone(a *active) bool {
+	c := context.Cause(a.ctx)
+	return errors.Is(c, handlers.ErrLeaseLost) || errors.Is(c, handlers.ErrLeaseExpired)
+}
+
+func (p *Pool) untilEarliestDeadline() time.Duration {
+	d := time.Duration(1<<63 - 1)
+	for _, a := range p.snapshot() {
+		if !gone(a) {
+			d = min(d, time.Until(a.deadline()))
+		}
+	}
+	return d
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

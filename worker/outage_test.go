@@ -1,0 +1,173 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/worker"
+)
+
+type outage struct {
+	mr *miniredis.Miniredis
+	b  *broker.Broker
+}
+
+func newOutage(t *testing.T) *outage {
+	mr := miniredis.RunT(t)
+	// miniredis's blocking commands ignore their timeout after Restart, so a
+	// short read timeout bounds them; the pool blocks for half of it at most.
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), DialTimeout: 100 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	b, err := broker.New(c, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &outage{mr: mr, b: b}
+}
+
+func (o *outage) start(t *testing.T, h handlers.HandlerFunc, lease time.Duration) *worker.Pool {
+	p, err := worker.New(o.b, h, worker.Config{
+		LeaseDuration: lease, PollInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (o *outage) waitDone(t *testing.T, id string) broker.JobInfo {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if j, err := o.b.Job(context.Background(), worker.QueueDefault, id); err == nil && j.State.Final() {
+			return j
+		}
+	}
+	t.Fatalf("job %s not finished", id)
+	return broker.JobInfo{}
+}
+
+// A Redis outage while a handler runs stalls its settlement; when Redis is
+// back, the ack goes through. Nothing is lost and nothing runs twice.
+func TestOutageShorterThanLease(t *testing.T) {
+	o := newOutage(t)
+	started, finish := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	p := o.start(t, func(context.Context, *handlers.Job) error {
+		runs.Add(1)
+		close(started)
+		<-finish
+		return nil
+	}, 10*time.Second)
+	id, err := o.b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	o.mr.Close()
+	close(finish) // the ack now fails and is retried
+	time.Sleep(300 * time.Millisecond)
+	if err := o.mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	j := o.waitDone(t, id)
+	if j.State != broker.StateDone || runs.Load() != 1 {
+		t.Fatalf("state %s after %d runs, want done after 1", j.State, runs.Load())
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An outage longer than the lease cancels the handler with ErrLeaseExpired
+// at the locally measured deadline; once Redis is back the job is given
+// back (or reaped) and completed once.
+func TestOutageLongerThanLease(t *testing.T) {
+	o := newOutage(t)
+	started, cause := make(chan struct{}, 1), make(chan error, 1)
+	var runs atomic.Int32
+	p := o.start(t, func(ctx context.Context, _ *handlers.Job) error {
+		if runs.Add(1) > 1 {
+			return nil
+		}
+		started <- struct{}{}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}, 300*time.Millisecond)
+	id, err := o.b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	o.mr.Close()
+	select {
+	case c := <-cause:
+		if !errors.Is(c, handlers.ErrLeaseExpired) {
+			t.Fatalf("cause = %v, want ErrLeaseExpired", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not cancelled at its lease deadline")
+	}
+	if err := o.mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	j := o.waitDone(t, id)
+	if j.State != broker.StateDone || runs.Load() != 2 {
+		t.Fatalf("state %s after %d runs, want done after 2", j.State, runs.Load())
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Shutdown leaves no goroutine behind.
+func TestShutdownLeaksNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	b, _ := broker.New(c, broker.Options{})
+	ran := make(chan struct{}, 10)
+	p, err := worker.New(b, handlers.HandlerFunc(func(ctx context.Context, _ *handlers.Job) error {
+		ran <- struct{}{}
+		<-ctx.Done() // still running at Shutdown: cancelled and released
+		return ctx.Err()
+	}), worker.Config{ShutdownTimeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+		<-ran
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Released != 3 || s.Running != 0 {
+		t.Fatalf("stats after shutdown: %+v", s)
+	}
+}
