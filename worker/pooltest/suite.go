@@ -1,0 +1,31 @@
+package pooltest
+
+import "testing"
+
+// Run runs every pool scenario against the Redis that nc connects to.
+func Run(t *testing.T, nc NewClient) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, NewClient)
+	}{
+		{"RecoversDeadPoolsLeaseWithoutRestart", testRestartCase},
+		{"SlowHandlerThatRenewsIsNotStolen", testSlowHandler},
+		{"StolenJobsLateAckIsStale", testLateAck},
+		{"LostLeaseCancelsHandlerAndDiscardsResult", testLostLease},
+		{"ContinuousWorkDoesNotStarveRecovery", testNoStarvation},
+		{"GracefulShutdownReleasesToAnotherPool", testGracefulShutdown},
+		{"HandlerResults", testResults},
+		{"CancelRunningJob", testCancelRunning},
+		{"ProgressIsFenced", testProgress},
+		{"EnqueueWakesIdlePool", testWake},
+		{"ScheduledJobRunsWhenDue", testScheduled},
+		{"StrictPriorityQueues", testStrictPriority},
+		{"WeightedQueues", testWeighted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, nc)
+		})
+	}
+}
