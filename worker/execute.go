@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/middleware"
 )
+
+// errNotRenewed is logged when the watchdog finds a lease past its deadline.
+var errNotRenewed = errors.New("no renewal reached Redis before the lease's deadline")
 
 // start runs a claimed job in a slot of its own. A claim that lands after
 // Shutdown began is given straight back.
@@ -18,6 +22,11 @@ func (p *Pool) start(l broker.Lease) {
 	ctx, cancel := context.WithCancelCause(p.jobsCtx)
 	a := &active{lease: l, ctx: ctx, cancel: cancel, localDeadline: l.LocalDeadline}
 	a.job = handlers.NewJob(l.ID, l.Queue, l.Kind, l.Payload, l.Attempt, l.MaxAttempts, l.Generation, p.progress(a))
+	// The watchdog cancels the handler at its local deadline even while a
+	// renew is stuck in Redis (go-redis may not honour context deadlines).
+	a.mu.Lock()
+	a.expiry = time.AfterFunc(time.Until(l.LocalDeadline), func() { p.expire(a, errNotRenewed) })
+	a.mu.Unlock()
 	p.slots <- struct{}{}
 	p.mu.Lock()
 	closed := p.closed
@@ -29,6 +38,7 @@ func (p *Pool) start(l broker.Lease) {
 	if closed {
 		// Shutdown is past waiting for handlers: give the job straight back.
 		p.settle(a, handlers.ErrShutdown, "release")
+		a.expiry.Stop()
 		a.cancel(context.Canceled)
 		<-p.slots
 		return
@@ -46,6 +56,7 @@ func (p *Pool) start(l broker.Lease) {
 // finishWith runs fn, then frees a's slot.
 func (p *Pool) finishWith(a *active, fn func()) {
 	defer func() {
+		a.expiry.Stop()
 		a.cancel(context.Canceled)
 		p.mu.Lock()
 		delete(p.active, a)

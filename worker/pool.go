@@ -59,7 +59,8 @@ type active struct {
 	done   chan struct{} // closed when the handler and its settlement end
 
 	mu            sync.Mutex
-	localDeadline time.Time // when the lease certainly stops being ours
+	localDeadline time.Time   // when the lease certainly stops being ours
+	expiry        *time.Timer // fires at localDeadline: the watchdog
 }
 
 func (a *active) deadline() time.Time {
@@ -72,6 +73,7 @@ func (a *active) extend(d time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.localDeadline = d
+	a.expiry.Reset(time.Until(d))
 }
 
 // New returns a Pool that runs h (usually a *handlers.Mux) on jobs from b.

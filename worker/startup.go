@@ -25,11 +25,8 @@ func checkServer(ctx context.Context, rdb redis.UniversalClient, log *slog.Logge
 	}
 	if info, err := rdb.Info(ctx, "server").Result(); err != nil {
 		log.Debug("fenceq cannot read the Redis version; not checking it", slog.Any("error", err))
-	} else if v := infoField(info, "redis_version"); v != "" {
-		major, minor := parseVersion(v)
-		if major < MinRedisMajor || major == MinRedisMajor && minor < MinRedisMinor {
-			return fmt.Errorf("fenceq: Redis %s is too old: fenceq needs Redis %d.%d or newer; upgrade the server", v, MinRedisMajor, MinRedisMinor)
-		}
+	} else if err := checkVersion(infoField(info, "redis_version")); err != nil {
+		return err
 	}
 	policy := ""
 	if kv, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result(); err == nil {
@@ -44,6 +41,19 @@ func checkServer(ctx context.Context, rdb redis.UniversalClient, log *slog.Logge
 	default:
 		log.Warn("fenceq: Redis maxmemory-policy is not noeviction: when memory runs out Redis may EVICT job hashes and leases, and those jobs are LOST. Set maxmemory-policy noeviction.",
 			slog.String("maxmemory_policy", policy))
+	}
+	return nil
+}
+
+// checkVersion refuses a server older than MinRedisMajor.MinRedisMinor; an
+// empty version (not reported) passes.
+func checkVersion(v string) error {
+	if v == "" {
+		return nil
+	}
+	major, minor := parseVersion(v)
+	if major < MinRedisMajor || major == MinRedisMajor && minor < MinRedisMinor {
+		return fmt.Errorf("fenceq: Redis %s is too old: fenceq needs Redis %d.%d or newer; upgrade the server", v, MinRedisMajor, MinRedisMinor)
 	}
 	return nil
 }
