@@ -37,4 +37,5 @@ if backoff <= 0 then
 end
 redis.call('HSET', key, 'state', 'scheduled')
 redis.call('ZADD', K.scheduled, int(now + backoff), id)
+wake() -- a blocked worker learns when the retry falls due
 return 'scheduled'

@@ -157,6 +157,31 @@ func testWake(t *testing.T, nc NewClient) {
 	}
 }
 
+// A retry in backoff wakes the idle pool too, which then blocks only until
+// the retry falls due: with a minute's poll interval, nothing else would
+// run the second attempt in time.
+func testRetryWakes(t *testing.T, nc NewClient) {
+	s := setup(t, nc)
+	var runs atomic.Int32
+	ran := make(chan int32, 2)
+	s.pool(t, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
+		n := runs.Add(1)
+		ran <- n
+		if n == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	}), func(c *worker.Config) {
+		c.PollInterval, c.LeaseDuration = time.Minute, 3*time.Minute
+		c.Backoff = func(int) time.Duration { return 200 * time.Millisecond }
+	})
+	time.Sleep(100 * time.Millisecond)
+	id := s.enqueue(t, broker.Job{})
+	recv(t, "the first attempt", ran, 20*time.Second)
+	want(t, "second attempt", recv(t, "the retry", ran, 20*time.Second), int32(2))
+	want(t, "state", s.waitFinal(t, id, 10*time.Second).State, broker.StateDone)
+}
+
 // A delayed job runs when due even though nothing wakes the pool: the claim
 // tells it when the next scheduled job falls due.
 func testScheduled(t *testing.T, nc NewClient) {

@@ -19,6 +19,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"ProgressIsFenced", testProgress},
 		{"EnqueueWakesIdlePool", testWake},
 		{"ScheduledJobRunsWhenDue", testScheduled},
+		{"RetryInBackoffWakesIdlePool", testRetryWakes},
 		{"StrictPriorityQueues", testStrictPriority},
 		{"WeightedQueues", testWeighted},
 	}
