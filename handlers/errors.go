@@ -28,7 +28,12 @@ var (
 // payload, a rejected request): the job is dead at once.
 type PermanentError struct{ Err error }
 
-func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return "permanent failure"
+	}
+	return "permanent: " + e.Err.Error()
+}
 func (e *PermanentError) Unwrap() error { return e.Err }
 
 // Permanent wraps err so the job goes dead now instead of retrying.

@@ -58,6 +58,9 @@ func (m *Mux) Handle(kind string, h Handler) {
 
 // HandleFunc registers fn for kind.
 func (m *Mux) HandleFunc(kind string, fn func(ctx context.Context, job *Job) error) {
+	if fn == nil {
+		panic("fenceq: Mux.HandleFunc: nil function for kind " + kind)
+	}
 	m.Handle(kind, HandlerFunc(fn))
 }
 
