@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,5 +170,26 @@ func TestShutdownLeaksNothing(t *testing.T) {
 	}
 	if s := p.Stats(); s.Released != 3 || s.Running != 0 {
 		t.Fatalf("stats after shutdown: %+v", s)
+	}
+}
+
+// A pool whose Start failed (no Redis) can be neither shut down nor left
+// half-running; Start can be tried again.
+func TestStartWithoutRedis(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer c.Close()
+	b, _ := broker.New(c, broker.Options{})
+	p, err := worker.New(b, handlers.NewMux(), worker.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		err = p.Start(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "cannot reach Redis") {
+			t.Fatalf("Start = %v, want an error saying Redis cannot be reached", err)
+		}
+	}
+	if err := p.Shutdown(context.Background()); err == nil {
+		t.Fatal("Shutdown of a pool that never started succeeded")
 	}
 }

@@ -36,6 +36,7 @@ type Pool struct {
 	slotFreed chan struct{} // nudges the dispatcher when a slot frees
 
 	started      atomic.Bool
+	stopped      atomic.Bool
 	stop         chan struct{} // closed: claim no more
 	jobsCtx      context.Context
 	killJobs     context.CancelCauseFunc // cancels every handler (ErrShutdown)
@@ -121,6 +122,7 @@ func (p *Pool) Start(ctx context.Context) error {
 		return errors.New("fenceq: pool already started")
 	}
 	if err := checkServer(ctx, p.b.Client(), p.log); err != nil {
+		p.started.Store(false) // nothing runs: Start may be tried again
 		return err
 	}
 	go p.dispatch()
@@ -152,10 +154,8 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	if !p.started.Load() {
 		return errors.New("fenceq: pool not started")
 	}
-	select {
-	case <-p.stop:
+	if !p.stopped.CompareAndSwap(false, true) {
 		return errors.New("fenceq: pool already shut down")
-	default:
 	}
 	close(p.stop)
 	p.log.Info("fenceq pool shutting down", slog.Int("running", p.running()))
