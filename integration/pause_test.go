@@ -97,7 +97,7 @@ func TestClientPauseShorterThanLease(t *testing.T) {
 		t.Fatalf("state %s attempt %d after %d runs; want done once", j.State, j.Attempt, r.runs.Load())
 	}
 	if s := r.pool.Stats(); s.LeasesLost != 0 || s.Stale != 0 {
-		t.Fatalf("stats %+v", s)
+		t.Fatalf("stats %+v\n%s", s, r.logs.String())
 	}
 }
 

@@ -89,6 +89,7 @@ func (p *Pool) progress(a *active) func(context.Context, []byte) error {
 // settle stores what the handler returned, unless its lease was lost, in
 // which case the result would be stale anyway. op forces an operation.
 func (p *Pool) settle(a *active, herr error, op string) {
+	a.settling.Store(true)
 	cause := context.Cause(a.ctx)
 	attrs := middleware.JobAttrs(a.job)
 	if errors.Is(cause, handlers.ErrLeaseLost) {

@@ -12,8 +12,9 @@ import (
 )
 
 // heartbeat renews every lease the pool holds, every lease/3, in one round
-// trip. After a failed round it retries sooner, backing off, and never
-// sleeps past the earliest local deadline, where it cancels the handler.
+// trip. After a failed round it retries sooner, backing off. Cancelling a
+// handler whose lease ran out is the watchdog's job (see start), so a renew
+// stuck in Redis delays nothing.
 func (p *Pool) heartbeat() {
 	defer close(p.hbDone)
 	interval := p.cfg.LeaseDuration / 3
@@ -32,9 +33,6 @@ func (p *Pool) heartbeat() {
 		} else {
 			next, retry = min(retry, interval), min(retry*2, interval)
 		}
-		if d := p.untilEarliestDeadline(); d < next {
-			next = max(d, time.Millisecond)
-		}
 		t.Reset(next)
 	}
 }
@@ -44,7 +42,7 @@ func (p *Pool) renew(interval time.Duration) bool {
 	var held []*active
 	deadline := time.Now().Add(interval)
 	for _, a := range p.snapshot() {
-		if p.expire(a, nil) || gone(a) {
+		if gone(a) {
 			continue
 		}
 		held = append(held, a)
@@ -57,8 +55,8 @@ func (p *Pool) renew(interval time.Duration) bool {
 	for i, a := range held {
 		leases[i] = a.lease
 	}
-	// Never wait on Redis past the earliest deadline: a handler must learn
-	// that its lease expired when it does, not when a stalled call returns.
+	// A renew answered after the earliest deadline is of no use to that
+	// lease (clients with ContextTimeoutEnabled give up then).
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	rs, err := p.b.Renew(ctx, leases, p.cfg.LeaseDuration)
 	cancel()
@@ -70,6 +68,7 @@ func (p *Pool) renew(interval time.Duration) bool {
 		switch {
 		case r.Err != nil:
 			p.expire(a, r.Err)
+		case r.Outcome == broker.Stale && a.settling.Load():
 		case r.Outcome == broker.Stale:
 			p.stats.leasesLost.Add(1)
 			p.log.Warn("fenceq lease lost: another claim replaced this one; cancelling the handler", middleware.JobAttrs(a.job))
@@ -96,7 +95,7 @@ func (p *Pool) expire(a *active, err error) bool {
 	if time.Now().Before(a.deadline()) {
 		return false
 	}
-	if !gone(a) {
+	if !gone(a) && !a.settling.Load() {
 		p.stats.leasesLost.Add(1)
 		p.log.Warn("fenceq lease expired: it could not be renewed in time; cancelling the handler",
 			middleware.JobAttrs(a.job), slog.Any("error", err))
@@ -109,16 +108,6 @@ func (p *Pool) expire(a *active, err error) bool {
 func gone(a *active) bool {
 	c := context.Cause(a.ctx)
 	return errors.Is(c, handlers.ErrLeaseLost) || errors.Is(c, handlers.ErrLeaseExpired)
-}
-
-func (p *Pool) untilEarliestDeadline() time.Duration {
-	d := time.Duration(1<<63 - 1)
-	for _, a := range p.snapshot() {
-		if !gone(a) {
-			d = min(d, time.Until(a.deadline()))
-		}
-	}
-	return d
 }
 
 func minTime(a, b time.Time) time.Time {

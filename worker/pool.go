@@ -57,7 +57,10 @@ type active struct {
 	job    *handlers.Job
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	done   chan struct{} // closed when the handler and its settlement end
+	// settling is set when the handler has returned: a renew that finds
+	// the lease gone after that has most likely met our own settlement,
+	// which reports for itself if it was stale.
+	settling atomic.Bool
 
 	mu            sync.Mutex
 	localDeadline time.Time   // when the lease certainly stops being ours
