@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/worker"
+)
+
+// counter is a go-redis hook that counts round trips (a command or a whole
+// pipeline) and the commands they carry.
+type counter struct{ trips, cmds atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.trips.Add(1)
+		c.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.trips.Add(1)
+		c.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// benchRig is a broker for enqueueing and a pool on its own counted client.
+type benchRig struct {
+	enq   *broker.Broker
+	pool  *worker.Pool
+	count *counter
+}
+
+func newBenchRig(b *testing.B, concurrency int, h handlers.HandlerFunc) *benchRig {
+	b.Helper()
+	prefix := fmt.Sprintf("fqbench-%d", time.Now().UnixNano())
+	enq, err := broker.New(client(b), broker.Options{Prefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: concurrency + 10})
+	b.Cleanup(func() { _ = pc.Close() })
+	cnt := &counter{}
+	pc.AddHook(cnt)
+	pb, err := broker.New(pc, broker.Options{Prefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := worker.New(pb, h, worker.Config{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := enq.Client().Keys(ctx, prefix+":*").Result()
+		for i := 0; i < len(keys); i += 1000 {
+			enq.Client().Del(ctx, keys[i:min(i+1000, len(keys))]...)
+		}
+	})
+	return &benchRig{enq: enq, pool: p, count: cnt}
+}
+
+func (r *benchRig) start(b *testing.B) {
+	if err := r.pool.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.pool.Shutdown(context.Background()) })
+	r.count.trips.Store(0) // startup checks are not per-job work
+	r.count.cmds.Store(0)
+}
+
+// BenchmarkPoolNoop measures how fast one pool drains a backlog of no-op
+// jobs, and how many Redis round trips (and commands) the pool spends per
+// job: claim and settlement, heartbeats and wake-ups included, the enqueue
+// not (it runs before the timer, on another client).
+func BenchmarkPoolNoop(b *testing.B) {
+	for _, conc := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			var done atomic.Int64
+			all := make(chan struct{})
+			n := int64(b.N)
+			r := newBenchRig(b, conc, func(context.Context, *handlers.Job) error {
+				if done.Add(1) == n {
+					close(all)
+				}
+				return nil
+			})
+			ctx := context.Background()
+			for range b.N {
+				if _, err := r.enq.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "noop"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			r.start(b)
+			<-all
+			b.StopTimer()
+			// The last settlements may still be in flight: wait for them.
+			for r.pool.Stats().Succeeded < n {
+				time.Sleep(time.Millisecond)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			b.ReportMetric(float64(r.count.trips.Load())/float64(b.N), "roundtrips/job")
+			b.ReportMetric(float64(r.count.cmds.Load())/float64(b.N), "cmds/job")
+			b.ReportMetric(0, "ns/op") // jobs/s says it better
+		})
+	}
+}
+
+// BenchmarkIdlePickup measures the time from just before Enqueue to the
+// handler's start, on a pool that is idle (blocked in BLPOP on its wake-up
+// key) each time.
+func BenchmarkIdlePickup(b *testing.B) {
+	started := make(chan time.Time, 1)
+	r := newBenchRig(b, 1, func(context.Context, *handlers.Job) error {
+		started <- time.Now()
+		return nil
+	})
+	r.start(b)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		time.Sleep(3 * time.Millisecond) // settle and go back to blocking
+		b.StartTimer()
+		t0 := time.Now()
+		if _, err := r.enq.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "noop"}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, (<-started).Sub(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(q(1), "max-ms")
+	b.ReportMetric(0, "ns/op")
+}
