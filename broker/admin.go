@@ -54,6 +54,68 @@ func (b *Broker) Cancel(ctx context.Context, queue, id string) (State, error) {
 	return State(v), nil
 }
 
+// Retry sends a dead or cancelled job back to pending with a fresh attempt
+// budget (and a new generation). It answers the job's previous state; a job
+// in any other state is left alone and answers an error saying so.
+func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
+	if err := validID(queue, id); err != nil {
+		return "", err
+	}
+	prev, err := b.retry(ctx, queue, []string{id})
+	if err != nil {
+		return "", err
+	}
+	switch st := prev[0]; {
+	case st == "missing":
+		return "", notFound(queue, id)
+	case strings.HasPrefix(string(st), "corrupt: "):
+		return "", &CorruptJobError{Queue: queue, ID: id, Reason: strings.TrimPrefix(string(st), "corrupt: ")}
+	case st != StateDead && st != StateCancelled:
+		return st, fmt.Errorf("fenceq: job %q in queue %q is %s; only dead or cancelled jobs can be retried", id, queue, st)
+	default:
+		return st, nil
+	}
+}
+
+// RetryDead sends up to limit dead jobs of queue (oldest deaths first) back
+// to pending, as Retry does, and answers how many it sent.
+func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, error) {
+	if err := validName("queue", queue); err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
+	}
+	ids, err := b.rdb.ZRange(ctx, b.queueKeys(queue).index(StateDead), 0, int64(limit-1)).Result()
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	prev, err := b.retry(ctx, queue, ids)
+	n := 0
+	for _, st := range prev {
+		if st == StateDead {
+			n++
+		}
+	}
+	return n, err
+}
+
+func (b *Broker) retry(ctx context.Context, queue string, ids []string) ([]State, error) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	v, err := b.run(ctx, b.scripts.retry, b.queueKeys(queue), args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("fenceq: retry in queue %q: %w", queue, err)
+	}
+	out := make([]State, len(v))
+	for i, s := range v {
+		out[i] = State(s)
+	}
+	return out, nil
+}
+
 // Reaped is one job that Reap took from an expired lease.
 type Reaped struct {
 	ID         string

@@ -10,7 +10,7 @@ import (
 
 // scripts are the atomic operations, each lib.lua followed by its own file.
 type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, expired *redis.Script
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, expired *redis.Script
 }
 
 func loadScripts() (*scripts, error) {
@@ -22,7 +22,7 @@ func loadScripts() (*scripts, error) {
 	for name, dst := range map[string]**redis.Script{
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
-		"reap": &s.reap, "cancel": &s.cancel, "expired": &s.expired,
+		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "expired": &s.expired,
 	} {
 		src, err := lua.FS.ReadFile(name + ".lua")
 		if err != nil {

@@ -269,3 +269,53 @@ func testWake(t *testing.T, nb NewBackend) {
 	noErr(t, "LLEN", err)
 	want(t, "wake tokens", n, int64(1))
 }
+
+func testRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	dead := s.enqueue(t, broker.Job{MaxAttempts: 1})
+	_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
+	noErr(t, "Fail", err)
+	cancelled := s.enqueue(t, broker.Job{})
+	_, err = s.b.Cancel(s.ctx, s.q, cancelled)
+	noErr(t, "Cancel", err)
+	pending := s.enqueue(t, broker.Job{})
+	before := s.job(t, dead)
+
+	prev, err := s.b.Retry(s.ctx, s.q, dead)
+	noErr(t, "Retry of a dead job", err)
+	want(t, "previous state", prev, broker.StateDead)
+	j := s.job(t, dead)
+	want(t, "state", j.State, broker.StatePending)
+	want(t, "attempt", j.Attempt, 0)
+	want(t, "generation", j.Generation, before.Generation+1)
+	want(t, "last error kept", j.LastError, "boom")
+	_, err = s.b.Retry(s.ctx, s.q, cancelled)
+	noErr(t, "Retry of a cancelled job", err)
+	_, err = s.b.Retry(s.ctx, s.q, pending)
+	if err == nil || !strings.Contains(err.Error(), "only dead or cancelled") {
+		t.Fatalf("Retry of a pending job: %v", err)
+	}
+	_, err = s.b.Retry(s.ctx, s.q, "missing")
+	wantErr(t, "Retry of a missing job", err, broker.ErrJobNotFound)
+	s.consistent(t)
+	// The retried job runs again with its first attempt.
+	ls := s.claim(t, 10, long)
+	want(t, "claimed", len(ls), 3)
+
+	for range 5 {
+		s.enqueue(t, broker.Job{MaxAttempts: 1})
+	}
+	for _, l := range s.claim(t, 10, long) {
+		_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "x", Dead: true})
+		noErr(t, "Fail", err)
+	}
+	n, err := s.b.RetryDead(s.ctx, s.q, 3)
+	noErr(t, "RetryDead", err)
+	want(t, "retried", n, 3)
+	n, err = s.b.RetryDead(s.ctx, s.q, 100)
+	noErr(t, "RetryDead", err)
+	want(t, "retried", n, 2)
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "dead left", c.Dead, int64(0))
+	s.consistent(t)
+}

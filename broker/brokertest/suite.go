@@ -21,6 +21,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ReleaseUnownedBumpsGenerationInAnyState", testReleaseUnowned},
 		{"FailRetryDeadSnooze", testFail},
 		{"Cancel", testCancel},
+		{"Retry", testRetry},
 		{"PriorityAndFIFO", testPriority},
 		{"DelayAndRunAt", testDelay},
 		{"DuplicateID", testDuplicate},
