@@ -82,5 +82,10 @@ func (b *Broker) Prefix() string { return b.opts.Prefix }
 // run executes one script for one queue, by EVALSHA, falling back to EVAL
 // (which reloads the script) when Redis answers NOSCRIPT.
 func (b *Broker) run(ctx context.Context, s *redis.Script, k *queueKeys, args ...any) *redis.Cmd {
-	return s.Run(ctx, b.rdb, k.list, append([]any{k.job}, args...)...)
+	return s.Run(ctx, b.rdb, k.list, withJobPrefix(k, args)...)
+}
+
+// withJobPrefix puts the job key prefix first: every script's ARGV[1].
+func withJobPrefix(k *queueKeys, args []any) []any {
+	return append([]any{k.job}, args...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 )
 
 // Job is what Enqueue takes.
@@ -67,19 +68,29 @@ func (b *Broker) validate(j *Job) error {
 // *DuplicateError (errors.Is ErrJobExists); bad arguments return a
 // *ValidationError (errors.Is ErrInvalid) and write nothing.
 func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
-	if err := b.validate(&j); err != nil {
+	k, args, err := b.prepare(ctx, &j)
+	if err != nil {
 		return "", err
+	}
+	return j.ID, b.enqueued(j.Queue, j.ID, b.run(ctx, b.scripts.enqueue, k, args...))
+}
+
+// prepare validates j, gives it an id when it has none, registers its queue
+// and builds the enqueue script's arguments.
+func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error) {
+	if err := b.validate(j); err != nil {
+		return nil, nil, err
 	}
 	if j.ID == "" {
 		u, err := uuid.NewV7()
 		if err != nil {
-			return "", fmt.Errorf("fenceq: enqueue: new job id: %w", err)
+			return nil, nil, fmt.Errorf("fenceq: enqueue: new job id: %w", err)
 		}
 		j.ID = u.String()
 	}
 	k := b.queueKeys(j.Queue)
 	if err := b.register(ctx, k); err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	delayMS, atMS := int64(-1), int64(-1)
 	if j.RunAt.IsZero() {
@@ -87,15 +98,67 @@ func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
 	} else {
 		atMS = j.RunAt.UnixMilli()
 	}
-	v, err := b.run(ctx, b.scripts.enqueue, k, j.ID, j.Kind, j.Payload,
-		cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS).Result()
-	r := newReply("enqueue "+j.Queue, v, err)
+	return k, []any{j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS}, nil
+}
+
+// enqueued reads the enqueue script's answer.
+func (b *Broker) enqueued(queue, id string, cmd *redis.Cmd) error {
+	v, err := cmd.Result()
+	r := newReply("enqueue "+queue, v, err)
 	status, state := r.str(), State(r.str())
 	if r.err != nil {
-		return "", r.err
+		return r.err
 	}
 	if status == "exists" {
-		return j.ID, &DuplicateError{Queue: j.Queue, ID: j.ID, State: state}
+		return &DuplicateError{Queue: queue, ID: id, State: state}
 	}
-	return j.ID, nil
+	return nil
+}
+
+// Enqueued is EnqueueMany's answer for one job.
+type Enqueued struct {
+	ID  string
+	Err error // as Enqueue's: *ValidationError, *DuplicateError, or a Redis error
+}
+
+// EnqueueMany stores many jobs in one pipeline: one round trip on a single
+// Redis, however many queues they go to. Each job is atomic on its own; the
+// answers are in the order of jobs.
+func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
+	out := make([]Enqueued, len(jobs))
+	type call struct {
+		i    int
+		k    *queueKeys
+		args []any
+		cmd  *redis.Cmd
+	}
+	calls := make([]*call, 0, len(jobs))
+	for i, j := range jobs {
+		k, args, err := b.prepare(ctx, &j)
+		out[i] = Enqueued{ID: j.ID, Err: err}
+		if err == nil {
+			calls = append(calls, &call{i: i, k: k, args: args})
+		}
+	}
+	if len(calls) == 0 {
+		return out
+	}
+	run := func() {
+		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range calls {
+				c.cmd = b.scripts.enqueue.EvalSha(ctx, p, c.k.list, withJobPrefix(c.k, c.args)...)
+			}
+			return nil
+		})
+	}
+	run()
+	if redis.HasErrorPrefix(calls[0].cmd.Err(), "NOSCRIPT") {
+		if err := b.scripts.enqueue.Load(ctx, b.rdb).Err(); err == nil {
+			run()
+		}
+	}
+	for _, c := range calls {
+		out[c.i].Err = b.enqueued(jobs[c.i].Queue, out[c.i].ID, c.cmd)
+	}
+	return out
 }

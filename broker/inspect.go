@@ -133,38 +133,111 @@ func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 	return qs, nil
 }
 
-// ExpiredLease is a lease past its expiry that no reaper has taken yet.
-type ExpiredLease struct {
+// LeaseInfo is one running job's lease, for inspection.
+type LeaseInfo struct {
 	ID, Kind   string
 	Attempt    int
 	Generation int64
 	Deadline   time.Time     // Redis clock
-	Overdue    time.Duration // how long past Deadline, on Redis's clock
+	Left       time.Duration // until Deadline on Redis's clock; negative once expired
 }
+
+// Expired reports whether the lease is past its deadline (and, being still
+// listed, not yet reaped).
+func (l LeaseInfo) Expired() bool { return l.Left <= 0 }
 
 // ExpiredLeases lists up to limit leases of queue that expired and are not
 // yet reaped, oldest first: after a deploy, a long list that does not shrink
 // means no live worker is reaping this queue.
-func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]ExpiredLease, error) {
+func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
+	return b.leases(ctx, queue, "expired", limit)
+}
+
+// Leases lists up to limit running jobs' leases of queue, soonest expiry
+// first.
+func (b *Broker) Leases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
+	return b.leases(ctx, queue, "all", limit)
+}
+
+func (b *Broker) leases(ctx context.Context, queue, which string, limit int) ([]LeaseInfo, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
 	if limit < 1 {
 		return nil, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
 	}
-	v, err := b.run(ctx, b.scripts.expired, b.queueKeys(queue), limit).Result()
-	r := newReply("expired leases "+queue, v, err)
+	v, err := b.run(ctx, b.scripts.leases, b.queueKeys(queue), which, limit).Result()
+	r := newReply("leases "+queue, v, err)
 	now := r.int()
-	var out []ExpiredLease
+	var out []LeaseInfo
 	for r.more() {
-		e := ExpiredLease{ID: r.str()}
+		l := LeaseInfo{ID: r.str()}
 		until := r.int()
-		e.Kind, e.Attempt, e.Generation = r.str(), int(r.int()), r.int()
-		e.Deadline, e.Overdue = msTime(until), time.Duration(now-until)*time.Millisecond
-		out = append(out, e)
+		l.Kind, l.Attempt, l.Generation = r.str(), int(r.int()), r.int()
+		l.Deadline, l.Left = msTime(until), time.Duration(until-now)*time.Millisecond
+		out = append(out, l)
 	}
 	if r.err != nil {
 		return nil, r.err
 	}
 	return out, nil
+}
+
+// Overview is a queue at a glance.
+type Overview struct {
+	Counts
+	// HeadAge is how long the job at the head of the ready index (the next
+	// to be claimed) has been due; 0 when nothing is pending.
+	HeadAge time.Duration
+	// DoneLastMinute is how many jobs finished done in the last minute.
+	DoneLastMinute int64
+}
+
+// Overview reads a queue's counts, the age of its next job and its recent
+// throughput, in one round trip and on Redis's clock.
+func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
+	if err := validName("queue", queue); err != nil {
+		return Overview{}, err
+	}
+	v, err := b.run(ctx, b.scripts.overview, b.queueKeys(queue), time.Minute.Milliseconds()).Result()
+	r := newReply("overview "+queue, v, err)
+	now := r.int()
+	var o Overview
+	o.Scheduled, o.Pending, o.Running, o.Done, o.Dead, o.Cancelled = r.int(), r.int(), r.int(), r.int(), r.int(), r.int()
+	if head := r.int(); head > 0 && o.Pending > 0 {
+		o.HeadAge = max(time.Duration(now-head)*time.Millisecond, 0)
+	}
+	o.DoneLastMinute = r.int()
+	return o, r.err
+}
+
+// LoadScripts loads every script into the server's script cache: a check at
+// startup that the server runs them (and that an ACL user may), and what
+// ScriptsLoaded reports on later.
+func (b *Broker) LoadScripts(ctx context.Context) error {
+	for _, s := range b.scripts.all() {
+		if err := s.Load(ctx, b.rdb).Err(); err != nil {
+			return fmt.Errorf("fenceq: load scripts: %w", err)
+		}
+	}
+	return nil
+}
+
+// ScriptsLoaded reports whether the server's script cache holds every
+// script (a SCRIPT FLUSH empties it; the broker reloads on demand).
+func (b *Broker) ScriptsLoaded(ctx context.Context) (bool, error) {
+	hashes := make([]string, 0, 16)
+	for _, s := range b.scripts.all() {
+		hashes = append(hashes, s.Hash())
+	}
+	ok, err := b.rdb.ScriptExists(ctx, hashes...).Result()
+	if err != nil {
+		return false, fmt.Errorf("fenceq: check scripts: %w", err)
+	}
+	for _, v := range ok {
+		if !v {
+			return false, nil
+		}
+	}
+	return true, nil
 }

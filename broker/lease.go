@@ -134,7 +134,7 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 			if err := validName("queue", l.Queue); err != nil {
 				return nil, err
 			}
-			g = &group{k: b.queueKeys(l.Queue), args: []any{b.queueKeys(l.Queue).job, lease.Milliseconds()}}
+			g = &group{k: b.queueKeys(l.Queue), args: []any{lease.Milliseconds()}}
 			byQueue[l.Queue] = g
 			groups = append(groups, g)
 		}
@@ -146,7 +146,7 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 	cmds := make([]*redis.Cmd, len(groups))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, g := range groups {
-			cmds[i] = b.scripts.renew.EvalSha(ctx, p, g.k.list, g.args...)
+			cmds[i] = b.scripts.renew.EvalSha(ctx, p, g.k.list, withJobPrefix(g.k, g.args)...)
 		}
 		return nil
 	})
@@ -154,7 +154,7 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 	for i, g := range groups {
 		v, err := cmds[i].Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = b.scripts.renew.Run(ctx, b.rdb, g.k.list, g.args...).Result()
+			v, err = b.run(ctx, b.scripts.renew, g.k, g.args...).Result()
 		}
 		r := newReply("renew "+g.k.name, v, err)
 		r.int() // Redis time

@@ -255,6 +255,32 @@ func testInspection(t *testing.T, nb NewBackend) {
 	}
 	_, err = s.b.Job(s.ctx, s.q, "missing")
 	wantErr(t, "Job of a missing id", err, broker.ErrJobNotFound)
+
+	o, err := s.b.Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	want(t, "overview counts", o.Counts, c)
+	want(t, "done in the last minute", o.DoneLastMinute, int64(1))
+	s.Advance(past)
+	if o, _ = s.b.Overview(s.ctx, s.q); o.HeadAge < past {
+		t.Fatalf("head age %v, want at least %v", o.HeadAge, past)
+	}
+	ls, err := s.b.Leases(s.ctx, s.q, 10)
+	noErr(t, "Leases", err)
+	want(t, "leases", len(ls), 0)
+	l := s.claimOne(t, long)
+	ls, err = s.b.Leases(s.ctx, s.q, 10)
+	noErr(t, "Leases", err)
+	if len(ls) != 1 || ls[0].ID != l.ID || ls[0].Expired() || ls[0].Left < 59*time.Minute {
+		t.Fatalf("leases = %+v", ls)
+	}
+	// Another test may SCRIPT FLUSH the shared server in between: try again.
+	loaded := false
+	for i := 0; i < 5 && !loaded; i++ {
+		noErr(t, "LoadScripts", s.b.LoadScripts(s.ctx))
+		loaded, err = s.b.ScriptsLoaded(s.ctx)
+		noErr(t, "ScriptsLoaded", err)
+	}
+	want(t, "scripts loaded", loaded, true)
 }
 
 // Enqueue leaves one wake-up token, never a growing list.
@@ -317,5 +343,29 @@ func testRetry(t *testing.T, nb NewBackend) {
 	want(t, "retried", n, 2)
 	c, _ := s.b.Counts(s.ctx, s.q)
 	want(t, "dead left", c.Dead, int64(0))
+	s.consistent(t)
+}
+
+func testEnqueueMany(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{ID: "taken"})
+	noErr(t, "SCRIPT FLUSH", s.Client.ScriptFlush(s.ctx).Err()) // the pipeline reloads
+	res := s.b.EnqueueMany(s.ctx, []broker.Job{
+		{Queue: s.q, Kind: "a"},
+		{Queue: s.q, Kind: "b", ID: "taken"},
+		{Queue: s.q, Kind: ""},
+		{Queue: "other", Kind: "c", Delay: time.Hour},
+		{Queue: s.q, Kind: "d", ID: "chosen"},
+	})
+	want(t, "answers", len(res), 5)
+	noErr(t, "first job", res[0].Err)
+	wantErr(t, "duplicate", res[1].Err, broker.ErrJobExists)
+	wantErr(t, "invalid", res[2].Err, broker.ErrInvalid)
+	noErr(t, "other queue", res[3].Err)
+	noErr(t, "chosen id", res[4].Err)
+	want(t, "chosen id", res[4].ID, "chosen")
+	want(t, "state", s.job(t, res[0].ID).State, broker.StatePending)
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "pending", c.Pending, int64(3))
 	s.consistent(t)
 }

@@ -177,7 +177,7 @@ func testExpiredButUnreaped(t *testing.T, nb NewBackend) {
 	expired, err := s.b.ExpiredLeases(s.ctx, s.q, 10)
 	noErr(t, "ExpiredLeases", err)
 	want(t, "expired leases listed", len(expired), 2)
-	if expired[0].Overdue <= 0 || expired[0].Kind != "k" || expired[0].Generation != 1 {
+	if !expired[0].Expired() || expired[0].Kind != "k" || expired[0].Generation != 1 {
 		t.Fatalf("expired lease = %+v", expired[0])
 	}
 

@@ -25,6 +25,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"PriorityAndFIFO", testPriority},
 		{"DelayAndRunAt", testDelay},
 		{"DuplicateID", testDuplicate},
+		{"EnqueueMany", testEnqueueMany},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ScriptFlush", testScriptFlush},
