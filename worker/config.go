@@ -72,6 +72,10 @@ type Config struct {
 	Middleware []middleware.Middleware
 	// Logger receives the pool's logs. Default slog.Default().
 	Logger *slog.Logger
+	// OnRenew, when set, is called after every heartbeat round that had
+	// leases to renew, with its duration: a hook for metrics. It must not
+	// block.
+	OnRenew func(took time.Duration, leases int, err error)
 }
 
 func (c Config) withDefaults() Config {

@@ -58,8 +58,12 @@ func (p *Pool) renew(interval time.Duration) bool {
 	// A renew answered after the earliest deadline is of no use to that
 	// lease (clients with ContextTimeoutEnabled give up then).
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	began := time.Now()
 	rs, err := p.b.Renew(ctx, leases, p.cfg.LeaseDuration)
 	cancel()
+	if p.cfg.OnRenew != nil {
+		p.cfg.OnRenew(time.Since(began), len(leases), err)
+	}
 	for i, a := range held {
 		r := broker.Renewal{Err: err}
 		if i < len(rs) {
