@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+func runRelease(ctx context.Context, e *env, args []string) error {
+	const synopsis = "QUEUE ID"
+	fs := newFlags(e, "release", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	pos, err := parse(fs, synopsis, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	r, err := b.ReleaseUnowned(ctx, pos[0], pos[1])
+	if err != nil {
+		return notFoundIsFailure(e, err)
+	}
+	if r.Previous == broker.StateRunning {
+		fmt.Fprintf(e.stdout, "released %s: was running, now %s (generation %d); its worker's late results will be rejected\n", pos[1], r.State, r.Generation)
+	} else {
+		fmt.Fprintf(e.stdout, "%s was not running (%s); its generation is now %d, so no old claim can settle it\n", pos[1], r.Previous, r.Generation)
+	}
+	return nil
+}
+
+func runRetry(ctx context.Context, e *env, args []string) error {
+	const synopsis = "QUEUE ID | QUEUE --dead [--limit N]"
+	fs := newFlags(e, "retry", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	dead := fs.Bool("dead", false, "retry every dead job of the queue")
+	limit := fs.Int("limit", 0, "with --dead: at most this many (default: all)")
+	pos, err := parse(fs, synopsis, args, 1, 2)
+	if err != nil {
+		return err
+	}
+	if *dead == (len(pos) == 2) {
+		return usagef("give a job id or --dead; usage: workerd retry %s", synopsis)
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 2 {
+		prev, err := b.Retry(ctx, pos[0], pos[1])
+		if err != nil {
+			return notFoundIsFailure(e, err)
+		}
+		fmt.Fprintf(e.stdout, "retrying %s (was %s)\n", pos[1], prev)
+		return nil
+	}
+	total := 0
+	for *limit == 0 || total < *limit {
+		batch := 1000
+		if *limit > 0 {
+			batch = min(batch, *limit-total)
+		}
+		n, err := b.RetryDead(ctx, pos[0], batch)
+		if err != nil {
+			return err
+		}
+		total += n
+		if n < batch {
+			break
+		}
+	}
+	fmt.Fprintf(e.stdout, "retrying %d dead job(s) of %s\n", total, pos[0])
+	return nil
+}
+
+func runCancel(ctx context.Context, e *env, args []string) error {
+	const synopsis = "QUEUE ID"
+	fs := newFlags(e, "cancel", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	pos, err := parse(fs, synopsis, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	st, err := b.Cancel(ctx, pos[0], pos[1])
+	if err != nil {
+		return notFoundIsFailure(e, err)
+	}
+	switch st {
+	case broker.StateCancelled:
+		fmt.Fprintf(e.stdout, "cancelled %s\n", pos[1])
+	case broker.StateRunning:
+		fmt.Fprintf(e.stdout, "cancel requested for %s: its handler is told at the next heartbeat\n", pos[1])
+	default:
+		fmt.Fprintf(e.stdout, "%s had already finished (%s); nothing to cancel\n", pos[1], st)
+	}
+	return nil
+}
+
+func runCheck(ctx context.Context, e *env, args []string) error {
+	const synopsis = "[QUEUE]"
+	fs := newFlags(e, "check", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	pos, err := parse(fs, synopsis, args, 0, 1)
+	if err != nil {
+		return err
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	queues := pos
+	if len(queues) == 0 {
+		if queues, err = b.Queues(ctx); err != nil {
+			return err
+		}
+	}
+	bad := 0
+	for _, q := range queues {
+		found, err := b.Check(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, f := range found {
+			fmt.Fprintf(e.stdout, "%s: %s: %s\n", q, f.ID, f.Problem)
+		}
+		bad += len(found)
+	}
+	if bad > 0 {
+		fmt.Fprintf(e.stdout, "%d inconsistenc(ies) in %d queue(s); run check again to rule out jobs that moved while it read\n", bad, len(queues))
+		return errFailed
+	}
+	fmt.Fprintf(e.stdout, "ok: %d queue(s), every job in the index of its state\n", len(queues))
+	return nil
+}
+
+// notFoundIsFailure prints a missing job as a failure (exit 1), and passes
+// other errors on.
+func notFoundIsFailure(e *env, err error) error {
+	if errors.Is(err, broker.ErrJobNotFound) || errors.Is(err, broker.ErrCorruptJob) {
+		fmt.Fprintln(e.stderr, err)
+		return errFailed
+	}
+	if errors.Is(err, broker.ErrInvalid) {
+		return usagef("%v", err)
+	}
+	return err
+}

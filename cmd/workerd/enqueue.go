@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P]\n       workerd enqueue QUEUE --jsonl FILE|-"
+
+func runEnqueue(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "enqueue", enqueueSynopsis)
+	var rf redisFlags
+	rf.register(fs)
+	payload := fs.String("payload", "", "the payload: JSON text, @FILE to read a file, or - to read standard input (default {})")
+	raw := fs.Bool("raw", false, "send the payload as it is, without checking that it is JSON")
+	id := fs.String("id", "", "job id (default: a new UUID); enqueueing an id twice is refused, so a retried enqueue is safe")
+	delay := fs.Duration("delay", 0, "run the job this long from now")
+	at := fs.String("at", "", "run the job at this time (RFC 3339, e.g. 2026-12-01T09:00:00Z)")
+	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before the job is dead (default %d)", broker.MaxAttemptsDefault))
+	priority := fs.Int("priority", 0, fmt.Sprintf("priority from %d to %d; higher runs first", broker.PriorityMin, broker.PriorityMax))
+	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each {"kind": …, "payload": …, "id": …, "delay": "5s", "at": …, "max_attempts": …, "priority": …}`)
+	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
+	if err != nil {
+		return err
+	}
+	queue := pos[0]
+	if *jsonl != "" {
+		if len(pos) > 1 {
+			return usagef("--jsonl takes the kind from each line; give only the queue")
+		}
+		_, b, err := rf.connect(ctx, e)
+		if err != nil {
+			return err
+		}
+		return enqueueJSONL(ctx, e, b, queue, *jsonl)
+	}
+	if len(pos) < 2 {
+		return usagef("missing the job kind; usage: workerd enqueue %s", enqueueSynopsis)
+	}
+	j := broker.Job{Queue: queue, Kind: pos[1], ID: *id, Delay: *delay, MaxAttempts: *maxAttempts, Priority: *priority}
+	if j.Payload, err = readPayload(e, *payload, *raw); err != nil {
+		return err
+	}
+	if *at != "" {
+		if *delay != 0 {
+			return usagef("give --delay or --at, not both")
+		}
+		if j.RunAt, err = time.Parse(time.RFC3339, *at); err != nil {
+			return usagef("bad --at %q: want an RFC 3339 time such as 2026-12-01T09:00:00Z", *at)
+		}
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	got, err := b.Enqueue(ctx, j)
+	if err != nil {
+		if errors.Is(err, broker.ErrInvalid) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	fmt.Fprintln(e.stdout, got)
+	return nil
+}
+
+// readPayload reads --payload: inline JSON, @file or - for stdin.
+func readPayload(e *env, spec string, raw bool) ([]byte, error) {
+	var data []byte
+	switch {
+	case spec == "":
+		return []byte("{}"), nil
+	case spec == "-":
+		b, err := io.ReadAll(e.stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read payload from standard input: %w", err)
+		}
+		data = b
+	case strings.HasPrefix(spec, "@"):
+		b, err := os.ReadFile(spec[1:])
+		if err != nil {
+			return nil, usagef("read payload file: %v", err)
+		}
+		data = b
+	default:
+		data = []byte(spec)
+	}
+	if !raw && !json.Valid(data) {
+		return nil, usagef("the payload is not valid JSON (give --raw to send it as it is)")
+	}
+	return data, nil
+}
+
+// jsonlJob is one line of an --jsonl file.
+type jsonlJob struct {
+	Kind        string          `json:"kind"`
+	Payload     json.RawMessage `json:"payload"`
+	ID          string          `json:"id"`
+	Delay       string          `json:"delay"`
+	At          time.Time       `json:"at"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+}
+
+const enqueueBatch = 500
+
+// enqueueJSONL enqueues a file of jobs, one pipeline round trip per batch,
+// with a progress line on a terminal. A bad line stops nothing: it is
+// reported with its line number, and the command exits 1 at the end.
+func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path string) error {
+	in := e.stdin
+	var size int64
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return usagef("open --jsonl file: %v", err)
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			size = st.Size()
+		}
+		in = f
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), broker.MaxPayloadBytesDefault+64<<10)
+	tty := isTerminal(e.stderr)
+	var (
+		batch      []broker.Job
+		lines      []int
+		read       int64
+		line, ok   int
+		failed     int
+		lastReport time.Time
+	)
+	flush := func() {
+		for i, r := range b.EnqueueMany(ctx, batch) {
+			if r.Err != nil {
+				failed++
+				fmt.Fprintf(e.stderr, "line %d: %v\n", lines[i], r.Err)
+				continue
+			}
+			ok++
+		}
+		batch, lines = batch[:0], lines[:0]
+		if tty && time.Since(lastReport) > 100*time.Millisecond {
+			lastReport = time.Now()
+			if size > 0 {
+				fmt.Fprintf(e.stderr, "\renqueued %d jobs (%d%%)", ok, read*100/size)
+			} else {
+				fmt.Fprintf(e.stderr, "\renqueued %d jobs", ok)
+			}
+		}
+	}
+	for sc.Scan() {
+		line++
+		read += int64(len(sc.Bytes())) + 1
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		j, err := parseJSONL(queue, []byte(text))
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.stderr, "line %d: %v\n", line, err)
+			continue
+		}
+		batch, lines = append(batch, j), append(lines, line)
+		if len(batch) == enqueueBatch {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	if tty {
+		fmt.Fprintln(e.stderr)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read --jsonl after line %d: %w", line, err)
+	}
+	fmt.Fprintf(e.stdout, "enqueued %d jobs, %d failed\n", ok, failed)
+	if failed > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+func parseJSONL(queue string, text []byte) (broker.Job, error) {
+	var l jsonlJob
+	dec := json.NewDecoder(strings.NewReader(string(text)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return broker.Job{}, fmt.Errorf("not a job: %v", err)
+	}
+	j := broker.Job{Queue: queue, Kind: l.Kind, ID: l.ID, RunAt: l.At, MaxAttempts: l.MaxAttempts, Priority: l.Priority, Payload: l.Payload}
+	if len(j.Payload) == 0 {
+		j.Payload = []byte("{}")
+	}
+	if l.Delay != "" {
+		d, err := time.ParseDuration(l.Delay)
+		if err != nil {
+			return broker.Job{}, fmt.Errorf("delay %q is not a duration (write it with a unit: 30s, 5m)", l.Delay)
+		}
+		j.Delay = d
+	}
+	return j, nil
+}

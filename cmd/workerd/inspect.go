@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+const inspectSynopsis = "[QUEUE | job QUEUE ID] [--json]"
+
+// The --json shapes below are a stable interface: the README lists their
+// fields. Add fields; never rename or remove one.
+
+type queueJSON struct {
+	Queue                string  `json:"queue"`
+	Scheduled            int64   `json:"scheduled"`
+	Pending              int64   `json:"pending"`
+	Running              int64   `json:"running"`
+	Done                 int64   `json:"done"`
+	Dead                 int64   `json:"dead"`
+	Cancelled            int64   `json:"cancelled"`
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
+	DoneLastMinute       int64   `json:"done_last_minute"`
+}
+
+type leaseJSON struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"`
+	Attempt     int       `json:"attempt"`
+	Generation  int64     `json:"generation"`
+	Deadline    time.Time `json:"deadline"`
+	LeftSeconds float64   `json:"left_seconds"`
+	Expired     bool      `json:"expired"`
+}
+
+type queueDetailJSON struct {
+	queueJSON
+	Leases []leaseJSON `json:"leases"`
+}
+
+type jobJSON struct {
+	Queue           string          `json:"queue"`
+	ID              string          `json:"id"`
+	Kind            string          `json:"kind"`
+	State           string          `json:"state"`
+	Attempt         int             `json:"attempt"`
+	MaxAttempts     int             `json:"max_attempts"`
+	Priority        int             `json:"priority"`
+	Generation      int64           `json:"generation"`
+	Payload         json.RawMessage `json:"payload"`
+	Result          json.RawMessage `json:"result,omitempty"`
+	Progress        json.RawMessage `json:"progress,omitempty"`
+	LastError       string          `json:"last_error,omitempty"`
+	CancelRequested bool            `json:"cancel_requested"`
+	CreatedAt       *time.Time      `json:"created_at,omitempty"`
+	RunAt           *time.Time      `json:"run_at,omitempty"`
+	ClaimedAt       *time.Time      `json:"claimed_at,omitempty"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
+	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
+}
+
+func runInspect(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "inspect", inspectSynopsis)
+	var rf redisFlags
+	rf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON (stable field names, listed in the README)")
+	limit := fs.Int("limit", 100, "most leases to list for a queue")
+	pos, err := parse(fs, inspectSynopsis, args, 0, 3)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 2 || len(pos) == 3 && pos[0] != "job" {
+		return usagef("usage: workerd inspect %s", inspectSynopsis)
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	switch len(pos) {
+	case 0:
+		return inspectAll(ctx, e, b, *asJSON)
+	case 1:
+		return inspectQueue(ctx, e, b, pos[0], *limit, *asJSON)
+	}
+	return inspectJob(ctx, e, b, pos[1], pos[2], *asJSON)
+}
+
+func overviewJSON(ctx context.Context, b *broker.Broker, q string) (queueJSON, error) {
+	o, err := b.Overview(ctx, q)
+	if err != nil {
+		return queueJSON{}, err
+	}
+	return queueJSON{Queue: q, Scheduled: o.Scheduled, Pending: o.Pending, Running: o.Running, Done: o.Done,
+		Dead: o.Dead, Cancelled: o.Cancelled, OldestPendingSeconds: o.HeadAge.Seconds(), DoneLastMinute: o.DoneLastMinute}, nil
+}
+
+func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) error {
+	qs, err := b.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Queues []queueJSON `json:"queues"`
+	}{Queues: []queueJSON{}}
+	for _, q := range qs {
+		o, err := overviewJSON(ctx, b, q)
+		if err != nil {
+			return err
+		}
+		out.Queues = append(out.Queues, o)
+	}
+	if asJSON {
+		return printJSON(e.stdout, out)
+	}
+	if len(qs) == 0 {
+		fmt.Fprintln(e.stdout, "no queues yet (a queue appears with its first enqueue)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tRUNNING\tDONE\tDEAD\tCANCELLED\tOLDEST PENDING\tDONE/MIN\t")
+	for _, o := range out.Queues {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", o.Queue, o.Pending, o.Scheduled, o.Running, o.Done,
+			o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)
+	}
+	return tw.Flush()
+}
+
+func inspectQueue(ctx context.Context, e *env, b *broker.Broker, q string, limit int, asJSON bool) error {
+	o, err := overviewJSON(ctx, b, q)
+	if err != nil {
+		return err
+	}
+	ls, err := b.Leases(ctx, q, limit)
+	if err != nil {
+		return err
+	}
+	out := queueDetailJSON{queueJSON: o, Leases: []leaseJSON{}}
+	expired := 0
+	for _, l := range ls {
+		out.Leases = append(out.Leases, leaseJSON{ID: l.ID, Kind: l.Kind, Attempt: l.Attempt, Generation: l.Generation,
+			Deadline: l.Deadline.UTC(), LeftSeconds: l.Left.Seconds(), Expired: l.Expired()})
+		if l.Expired() {
+			expired++
+		}
+	}
+	if asJSON {
+		return printJSON(e.stdout, out)
+	}
+	fmt.Fprintf(e.stdout, "queue %s: %d pending, %d scheduled, %d running, %d done, %d dead, %d cancelled; oldest pending %s; %d done in the last minute\n\n",
+		q, o.Pending, o.Scheduled, o.Running, o.Done, o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)
+	if len(ls) == 0 {
+		fmt.Fprintln(e.stdout, "no running jobs")
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tKIND\tATTEMPT\tGENERATION\tLEASE")
+	for _, l := range ls {
+		left := "expires in " + l.Left.Round(time.Millisecond).String()
+		if l.Expired() {
+			left = fmt.Sprintf("EXPIRED %s ago, not yet reaped", (-l.Left).Round(time.Millisecond))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", l.ID, l.Kind, l.Attempt, l.Generation, left)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if expired > 0 {
+		fmt.Fprintf(e.stdout, "\n%d lease(s) expired and not yet reaped: their workers are gone or stalled. A running pool of this queue\nreaps them within a third of the lease; if the list does not shrink, no pool serves this queue.\n", expired)
+	}
+	return nil
+}
+
+func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJSON bool) error {
+	j, err := b.Job(ctx, q, id)
+	if err != nil {
+		if errors.Is(err, broker.ErrJobNotFound) {
+			fmt.Fprintf(e.stderr, "no job %q in queue %q\n", id, q)
+			return errFailed
+		}
+		return err
+	}
+	out := jobJSON{Queue: j.Queue, ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
+		Priority: j.Priority, Generation: j.Generation, Payload: rawOrString(j.Payload), Result: rawOrString(j.Result),
+		Progress: rawOrString(j.Progress), LastError: j.LastError, CancelRequested: j.CancelRequested,
+		CreatedAt: timePtr(j.CreatedAt), RunAt: timePtr(j.RunAt), ClaimedAt: timePtr(j.ClaimedAt),
+		FinishedAt: timePtr(j.FinishedAt), LeaseUntil: timePtr(j.LeaseUntil)}
+	if asJSON {
+		return printJSON(e.stdout, out)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("queue", j.Queue)
+	row("id", j.ID)
+	row("kind", j.Kind)
+	row("state", j.State)
+	row("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+	row("generation", j.Generation)
+	row("priority", j.Priority)
+	row("payload", string(j.Payload))
+	for _, kv := range []struct {
+		k string
+		v []byte
+	}{{"result", j.Result}, {"progress", j.Progress}} {
+		if len(kv.v) > 0 {
+			row(kv.k, string(kv.v))
+		}
+	}
+	for _, kv := range []struct {
+		k string
+		t time.Time
+	}{{"created", j.CreatedAt}, {"run at", j.RunAt}, {"claimed", j.ClaimedAt}, {"finished", j.FinishedAt}, {"lease until", j.LeaseUntil}} {
+		if !kv.t.IsZero() {
+			row(kv.k, kv.t.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if j.CancelRequested {
+		row("cancel", "requested")
+	}
+	if j.LastError != "" {
+		row("last error", j.LastError)
+	}
+	return tw.Flush()
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// rawOrString keeps JSON as JSON and quotes anything else.
+func rawOrString(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return b
+	}
+	q, _ := json.Marshal(string(b))
+	return q
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func age(seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return (time.Duration(seconds * float64(time.Second))).Round(time.Millisecond).String()
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/lmittmann/tint"
+)
+
+type logFlags struct{ format, level string }
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "auto", "log format: auto (colour text on a terminal, JSON otherwise), text or json")
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// logger builds the logger the flags ask for, writing to w.
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, usagef("bad --log-level %q: want debug, info, warn or error", l.level)
+	}
+	switch l.format {
+	case "auto":
+		if isTerminal(w) {
+			return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+	case "text":
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)})), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+	}
+	return nil, usagef("bad --log-format %q: want auto, text or json", l.format)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

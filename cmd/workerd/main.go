@@ -1,0 +1,129 @@
+// Command workerd runs fenceq workers and administers fenceq queues.
+//
+//	workerd dev                              an embedded Redis, demo workers and jobs
+//	workerd run --config workerd.yaml        the production runner
+//	workerd enqueue QUEUE KIND [flags]       enqueue a job (or --jsonl FILE for many)
+//	workerd inspect [QUEUE | job QUEUE ID]   queues, leases, one job
+//	workerd release QUEUE ID                 force-release a running job
+//	workerd retry QUEUE ID | --dead          send dead jobs back
+//	workerd cancel QUEUE ID                  cancel a job
+//	workerd check [QUEUE]                    verify that no job is lost or misfiled
+//
+// Exit codes: 0 success, 1 a failure the command reports (an inconsistency
+// found by check, a job that does not exist), 2 a usage or configuration
+// error (bad flag, bad config file, Redis unreachable or too old).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// env is what a command may touch of the outside world, so that tests can
+// run commands in-process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, e *env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"dev", "run an embedded Redis with demo workers and jobs (no setup)", runDev},
+		{"run", "run workers from a config file (the production runner)", runRun},
+		{"enqueue", "enqueue a job, or many from a JSON-lines file", runEnqueue},
+		{"inspect", "show queues, a queue's leases, or one job", runInspect},
+		{"release", "force-release a running job (it runs again elsewhere)", runRelease},
+		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},
+		{"cancel", "cancel a job", runCancel},
+		{"check", "verify that every job is in the index of its state", runCheck},
+	}
+}
+
+// usageError is a mistake on the command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// configError is a bad configuration or an unusable Redis: exit code 2.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// failure is a reported failure (check found inconsistencies): exit code 1,
+// with nothing more to print.
+var errFailed = errors.New("failed")
+
+func main() {
+	// go-redis prints its dial retries on its own; workerd reports a failed
+	// connection once, with what to do about it.
+	redis.SetLogger(quiet{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:]))
+}
+
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(e.stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, e, args[1:])
+		var ue *usageError
+		var ce *configError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, errHelp):
+			return 0
+		case errors.Is(err, errFailed):
+			return 1
+		case errors.As(err, &ue):
+			fmt.Fprintf(e.stderr, "workerd %s: %v\nRun 'workerd %s --help' for usage.\n", c.name, err, c.name)
+			return 2
+		case errors.As(err, &ce):
+			fmt.Fprintf(e.stderr, "workerd %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(e.stderr, "workerd %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "workerd: unknown command %q\n\n", args[0])
+	usage(e.stderr)
+	return 2
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "workerd runs fenceq workers and administers fenceq queues.\n\nUsage:\n  workerd COMMAND [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'workerd COMMAND --help' for a command's flags.\nExit codes: 0 success, 1 failure, 2 usage or configuration error.\n")
+}

@@ -1,0 +1,267 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// workerdBin builds cmd/workerd once per test run.
+func workerdBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "workerd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "workerd")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/workerd").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// workerd runs the binary to completion and answers its exit code and
+// output.
+func workerd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(workerdBin(t), args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), o.String(), e.String()
+	} else if err != nil {
+		t.Fatalf("run workerd %v: %v", args, err)
+	}
+	return 0, o.String(), e.String()
+}
+
+// The issue's end-to-end case: a job enqueued through the CLI runs under
+// `workerd run` with an exec handler; the runner is killed with SIGKILL in
+// the middle of the job; a second runner recovers it without any restart
+// of the first, and it ends done on attempt 2; check is clean.
+func TestWorkerdKill9AndRecover(t *testing.T) {
+	client(t) // skips (or fails under CI) without Redis
+	dir := t.TempDir()
+	prefix := fmt.Sprintf("fqe2e-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	redisURL := "redis://" + redisAddr
+	common := []string{"--redis", redisURL, "--prefix", prefix}
+
+	script := filepath.Join(dir, "work.sh")
+	marker := filepath.Join(dir, "attempt1.pid")
+	writeFile(t, script, `#!/bin/sh
+payload=$(cat)
+if [ "$FENCEQ_ATTEMPT" = "1" ]; then
+  echo $$ > `+marker+`
+  exec sleep 60   # the runner is killed while this runs
+fi
+printf '{"attempt":%s,"token":%s,"payload":%s}' "$FENCEQ_ATTEMPT" "$FENCEQ_FENCING_TOKEN" "$payload"
+`, 0o755)
+	config := filepath.Join(dir, "workerd.yaml")
+	writeFile(t, config, `
+http: "off"
+pools:
+  - queues: [e2e]
+    concurrency: 2
+    lease: 2s
+    poll_interval: 100ms
+handlers:
+  work:
+    exec:
+      command: [`+script+`]
+`, 0o644)
+
+	code, out, errOut := workerd(t, "", append([]string{"enqueue", "e2e", "work", "--payload", `{"n":42}`}, common...)...)
+	if code != 0 {
+		t.Fatalf("enqueue: exit %d: %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+
+	runner := func() *exec.Cmd {
+		cmd := exec.Command(workerdBin(t), append([]string{"run", "--config", config, "--log-format", "json"}, common...)...)
+		cmd.Stderr = &bytes.Buffer{}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	a := runner()
+	pid := waitForFile(t, marker, 20*time.Second)
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+
+	b := runner()
+	var job struct {
+		State      string          `json:"state"`
+		Attempt    int             `json:"attempt"`
+		Generation int64           `json:"generation"`
+		Result     json.RawMessage `json:"result"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, errOut = workerd(t, "", append([]string{"inspect", "job", "e2e", id, "--json"}, common...)...)
+		if code != 0 {
+			t.Fatalf("inspect job: exit %d: %s", code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), &job); err != nil {
+			t.Fatalf("inspect job --json: %v\n%s", err, out)
+		}
+		if job.State == "done" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job still %s after 30s; runner B's log:\n%s", job.State, b.Stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if job.Attempt != 2 {
+		t.Fatalf("done on attempt %d, want 2", job.Attempt)
+	}
+	var result struct {
+		Attempt int   `json:"attempt"`
+		Token   int64 `json:"token"`
+		Payload struct {
+			N int `json:"n"`
+		} `json:"payload"`
+	}
+	if err := json.Unmarshal(job.Result, &result); err != nil || result.Attempt != 2 || result.Payload.N != 42 || result.Token != job.Generation {
+		t.Fatalf("result %s (%v); want attempt 2, payload n=42, token = generation %d", job.Result, err, job.Generation)
+	}
+	code, out, errOut = workerd(t, "", append([]string{"check", "e2e"}, common...)...)
+	if code != 0 {
+		t.Fatalf("check: exit %d\n%s%s", code, out, errOut)
+	}
+	_ = b.Process.Signal(syscall.SIGTERM)
+	if err := b.Wait(); err != nil {
+		t.Fatalf("runner B after SIGTERM: %v\n%s", err, b.Stderr)
+	}
+}
+
+// `workerd dev` needs nothing: an embedded Redis, demo jobs, done ones.
+func TestWorkerdDev(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := workerd(t, "", "dev", "--exit-after", "4s")
+	if code != 0 {
+		t.Fatalf("dev: exit %d\n%s\n%s", code, out, errOut)
+	}
+	m := regexp.MustCompile(`done (\d+)`).FindAllStringSubmatch(out, -1)
+	if len(m) == 0 {
+		t.Fatalf("no counts printed:\n%s", out)
+	}
+	if n, _ := strconv.Atoi(m[len(m)-1][1]); n == 0 {
+		t.Fatalf("no demo job done in 4s:\n%s", out)
+	}
+	if !strings.Contains(out, "NOT durable") {
+		t.Fatalf("no in-memory banner:\n%s", out)
+	}
+}
+
+// Bad configuration: one clear error naming the file, the field and the
+// fix, and exit code 2.
+func TestWorkerdBadConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"UnknownField", "pools:\n  - queues: [a]\n    concurency: 3\nhandlers:\n  k: {exec: {command: [true]}}\n",
+			[]string{"line 3", `unknown field "concurency"`}},
+		{"BadDuration", "pools:\n  - queues: [a]\n    lease: 30\nhandlers:\n  k: {exec: {command: [true]}}\n",
+			[]string{"line 3", `"30" is not a duration`, "30s"}},
+		{"MissingCommand", "pools:\n  - queues: [a]\nhandlers:\n  k: {exec: {dir: /tmp}}\n",
+			[]string{"handlers.k.exec.command: missing"}},
+		{"CommandNotFound", "pools:\n  - queues: [a]\nhandlers:\n  k: {exec: {command: [no-such-program-xyz]}}\n",
+			[]string{"handlers.k.exec", "no-such-program-xyz"}},
+		{"NoPools", "handlers:\n  k: {exec: {command: [true]}}\n", []string{"pools: none configured"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name+".yaml")
+			writeFile(t, path, tc.yaml, 0o644)
+			code, _, errOut := workerd(t, "", "run", "--config", path, "--redis", "redis://127.0.0.1:1")
+			if code != 2 {
+				t.Fatalf("exit %d, want 2: %s", code, errOut)
+			}
+			for _, w := range append(tc.want, path) {
+				if !strings.Contains(errOut, w) {
+					t.Fatalf("error does not mention %q:\n%s", w, errOut)
+				}
+			}
+		})
+	}
+	t.Run("UnreachableRedis", func(t *testing.T) {
+		path := filepath.Join(dir, "ok.yaml")
+		writeFile(t, path, "pools:\n  - queues: [a]\nhandlers:\n  k: {exec: {command: [true]}}\n", 0o644)
+		code, _, errOut := workerd(t, "", "run", "--config", path, "--redis", "redis://127.0.0.1:1")
+		if code != 2 || !strings.Contains(errOut, "cannot reach Redis at 127.0.0.1:1") {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("UnknownCommand", func(t *testing.T) {
+		if code, _, errOut := workerd(t, "", "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForFile waits for a file holding a pid and answers the pid.
+func waitForFile(t *testing.T, path string, within time.Duration) int {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+			if err == nil {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("%s did not appear within %v", path, within)
+	return 0
+}
+
+func deletePrefixKeys(t *testing.T, prefix string) {
+	c := client(t)
+	ctx := context.Background()
+	keys, _ := c.Keys(ctx, prefix+":*").Result()
+	if len(keys) > 0 {
+		c.Del(ctx, keys...)
+	}
+}
