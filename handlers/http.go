@@ -1,0 +1,261 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// resultLimit caps a result taken from a command's output or a response
+	// body: it is stored in Redis with the job.
+	resultLimit = 1 << 20
+	// truncatedMark ends a result that resultLimit cut, so nobody mistakes
+	// it for the whole output.
+	truncatedMark = "\n[truncated]"
+
+	// httpErrorBody is how much of a failed response's body an error
+	// message quotes: enough for an error document, not a whole page.
+	httpErrorBody = 512
+	// httpMaxSnooze caps a Retry-After: a misconfigured server must not
+	// park a job for days.
+	httpMaxSnooze = time.Hour
+	// httpMinSnooze floors a Retry-After: "0" or a date in the past would
+	// otherwise rerun the job at once, without charging an attempt, in a
+	// loop as fast as the server answers.
+	httpMinSnooze = time.Second
+)
+
+// HTTPConfig configures HTTP.
+type HTTPConfig struct {
+	URL     string        // required: where the payload is POSTed
+	Header  http.Header   // extra request headers
+	Timeout time.Duration // per request; 0 means no limit beyond the job's context
+	Client  *http.Client  // default: a client with no overall timeout
+}
+
+// HTTP returns a Handler that POSTs each job's payload to cfg.URL, so jobs
+// can be handled by any web service.
+//
+// The request carries cfg.Header, Content-Type application/json unless
+// cfg.Header sets one, and Fenceq-Job-Id, Fenceq-Job-Queue, Fenceq-Job-Kind,
+// Fenceq-Attempt and Fenceq-Fencing-Token (the job's generation). It is
+// aborted when the job's context is cancelled, and the error then wraps
+// context.Cause.
+//
+// A 2xx response settles the job, its body (at most 1 MiB, ending in
+// "[truncated]" when cut) becoming the result. 429 or 503 with a
+// Retry-After header snoozes the job for that long (at least a second, at
+// most an hour). 408, 429, 5xx and transport errors are retried; any other
+// status fails the job permanently, since sending the same request again
+// will get the same answer.
+func HTTP(cfg HTTPConfig) (Handler, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("http handler: a URL is required")
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		// url.Error repeats the URL; say it once.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("http handler: URL %q does not parse: %w", cfg.URL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("http handler: URL %q: scheme must be http or https, as in https://host/path", cfg.URL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("http handler: URL %q has no host", cfg.URL)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("http handler: timeout %v is negative: give a positive duration, or 0 for none", cfg.Timeout)
+	}
+	client := cfg.Client
+	if client == nil {
+		// Not http.DefaultClient: another package could change that one.
+		client = &http.Client{}
+	}
+	return &httpHandler{
+		url:     u.String(),
+		name:    u.Redacted(), // error messages must not leak a password
+		header:  cfg.Header.Clone(),
+		timeout: cfg.Timeout,
+		client:  client,
+	}, nil
+}
+
+type httpHandler struct {
+	url, name string
+	header    http.Header
+	timeout   time.Duration
+	client    *http.Client
+}
+
+func (h *httpHandler) ProcessJob(ctx context.Context, job *Job) error {
+	reqCtx := ctx
+	if h.timeout > 0 {
+		var cancel context.CancelFunc
+		reqCtx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, h.url, bytes.NewReader(job.Payload))
+	if err != nil {
+		return fmt.Errorf("post %s: build request: %w", h.name, err)
+	}
+	for k, vs := range h.header {
+		for _, v := range vs {
+			req.Header.Add(k, v) // Add canonicalizes k, so Get below finds it
+		}
+	}
+	if host := req.Header.Get("Host"); host != "" {
+		req.Host = host // the client ignores a Host header field
+	}
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Fenceq-Job-Id", job.ID)
+	req.Header.Set("Fenceq-Job-Queue", job.Queue)
+	req.Header.Set("Fenceq-Job-Kind", job.Kind)
+	req.Header.Set("Fenceq-Attempt", strconv.Itoa(job.Attempt))
+	req.Header.Set("Fenceq-Fencing-Token", strconv.FormatInt(job.Generation, 10))
+
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return h.transportError(ctx, reqCtx, err)
+	}
+	defer resp.Body.Close()
+
+	status := statusLine(resp)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		var body headBuffer
+		body.limit = resultLimit
+		// One byte past the limit tells a body that fits from one that
+		// does not, without reading the rest.
+		if _, err := io.Copy(&body, io.LimitReader(resp.Body, resultLimit+1)); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("post %s: %s, aborted reading the body: %w", h.name, status, context.Cause(ctx))
+			}
+			return fmt.Errorf("post %s: %s, but reading the body failed: %w", h.name, status, err)
+		}
+		job.SetResult(body.Bytes())
+		return nil
+	}
+
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return Snooze(min(max(d, httpMinSnooze), httpMaxSnooze))
+		}
+	}
+	// The snippet is for the message only; a failure to read it changes
+	// nothing, the status has decided.
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBody+1))
+	err = fmt.Errorf("post %s: %s%s", h.name, status, bodyDetail(snippet))
+	switch {
+	case resp.StatusCode == http.StatusRequestTimeout,
+		resp.StatusCode == http.StatusTooManyRequests,
+		resp.StatusCode >= 500:
+		return err
+	default:
+		// Other 4xx, and 3xx the client did not follow: the same request
+		// will get the same answer.
+		return Permanent(err)
+	}
+}
+
+// transportError describes a request that got no response.
+func (h *httpHandler) transportError(ctx, reqCtx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("post %s: aborted: %w", h.name, context.Cause(ctx))
+	}
+	// url.Error repeats the method and URL, which the message already has.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if reqCtx.Err() != nil {
+		return fmt.Errorf("post %s: no response within %v: %w", h.name, h.timeout, err)
+	}
+	return fmt.Errorf("post %s: %w", h.name, err)
+}
+
+// statusLine is "status 404 Not Found".
+func statusLine(resp *http.Response) string {
+	if resp.Status != "" {
+		return "status " + resp.Status
+	}
+	return fmt.Sprintf("status %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+}
+
+// bodyDetail formats the start of a response body for an error message:
+// ": " and the text, "..." when it goes on, or "" for an empty body.
+func bodyDetail(b []byte) string {
+	cut := len(b) > httpErrorBody
+	if cut {
+		b = b[:httpErrorBody]
+	}
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	if s == "" {
+		return ""
+	}
+	if cut {
+		s += "..."
+	}
+	return ": " + s
+}
+
+// parseRetryAfter reads a Retry-After value, in seconds or as an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
+		// Capped before converting, so a huge value cannot overflow.
+		if secs > uint64(httpMaxSnooze/time.Second) {
+			return httpMaxSnooze, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return t.Sub(now), true
+}
+
+// headBuffer keeps the first limit bytes written to it. It accepts and
+// drops the rest rather than failing, so a writer is never blocked by it.
+type headBuffer struct {
+	limit int
+	buf   []byte
+	cut   bool
+}
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	room := b.limit - len(b.buf)
+	if len(p) > room {
+		b.cut = true
+	}
+	if room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// Bytes is what was kept. When more was written, its end is replaced by
+// truncatedMark, so the result stays within limit.
+func (b *headBuffer) Bytes() []byte {
+	if !b.cut {
+		return b.buf
+	}
+	keep := max(len(b.buf)-len(truncatedMark), 0)
+	return append(b.buf[:keep:keep], truncatedMark...)
+}
