@@ -119,6 +119,14 @@ handlers:
 	}
 	_ = a.Wait()
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// The exec handler's command dies with its runner (Linux's parent-death
+	// signal): left running, it would do the job a second time alongside
+	// the retry.
+	for deadline := time.Now().Add(5 * time.Second); !processGone(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed runner's command (pid %d) is still running", pid)
+		}
+	}
 
 	b := runner()
 	var job struct {
@@ -264,4 +272,15 @@ func deletePrefixKeys(t *testing.T, prefix string) {
 	if len(keys) > 0 {
 		c.Del(ctx, keys...)
 	}
+}
+
+// processGone reports whether pid has exited (a zombie counts: whether one
+// is reaped depends on the container's init).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(fields) > 0 && fields[0] == "Z"
 }
