@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// cli runs workerd commands in-process against one miniredis.
+type cli struct {
+	t   *testing.T
+	url string
+	mr  *miniredis.Miniredis
+}
+
+func newCLI(t *testing.T) *cli {
+	mr := miniredis.RunT(t)
+	return &cli{t: t, url: "redis://" + mr.Addr(), mr: mr}
+}
+
+// run runs one command with --redis added, answering exit code and output.
+func (c *cli) run(stdin string, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	e := &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
+	code := run(context.Background(), e, append(args, "--redis", c.url))
+	return code, out.String(), errOut.String()
+}
+
+func (c *cli) ok(stdin string, args ...string) string {
+	c.t.Helper()
+	code, out, errOut := c.run(stdin, args...)
+	if code != 0 {
+		c.t.Fatalf("workerd %v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+func (c *cli) job(queue, id string) jobJSON {
+	c.t.Helper()
+	var j jobJSON
+	if err := json.Unmarshal([]byte(c.ok("", "inspect", "job", queue, id, "--json")), &j); err != nil {
+		c.t.Fatal(err)
+	}
+	return j
+}
+
+func TestEnqueueAndInspect(t *testing.T) {
+	c := newCLI(t)
+	id := strings.TrimSpace(c.ok("", "enqueue", "mail", "welcome", "--payload", `{"to":"ada"}`, "--id", "w-1", "--max-attempts", "3", "--priority", "5"))
+	if id != "w-1" {
+		t.Fatalf("printed id %q", id)
+	}
+	j := c.job("mail", "w-1")
+	if j.State != "pending" || j.Kind != "welcome" || compact(j.Payload) != `{"to":"ada"}` || j.MaxAttempts != 3 || j.Priority != 5 {
+		t.Fatalf("job %+v", j)
+	}
+	if code, _, errOut := c.run("", "enqueue", "mail", "welcome", "--id", "w-1"); code != 1 || !strings.Contains(errOut, "already exists") {
+		t.Fatalf("duplicate id: exit %d: %s", code, errOut)
+	}
+
+	file := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(file, []byte(`{"from":"file"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromFile := strings.TrimSpace(c.ok("", "enqueue", "mail", "welcome", "--payload", "@"+file))
+	fromStdin := strings.TrimSpace(c.ok(`{"from":"stdin"}`, "enqueue", "mail", "welcome", "--payload", "-", "--delay", "1h"))
+	if p := c.job("mail", fromFile).Payload; compact(p) != `{"from":"file"}` {
+		t.Fatalf("payload from file %s", p)
+	}
+	if j := c.job("mail", fromStdin); compact(j.Payload) != `{"from":"stdin"}` || j.State != "scheduled" {
+		t.Fatalf("payload from stdin %+v", j)
+	}
+	for _, bad := range [][]string{
+		{"enqueue", "mail", "welcome", "--payload", "{nope"},
+		{"enqueue", "mail"},
+		{"enqueue", "mail", "welcome", "--delay", "1m", "--at", "2030-01-01T00:00:00Z"},
+		{"enqueue", "mail", "welcome", "--at", "tomorrow"},
+		{"enqueue", "ma{il", "welcome"},
+		{"enqueue", "mail", "welcome", "--priority", "1000"},
+	} {
+		if code, _, errOut := c.run("", bad...); code != 2 || errOut == "" {
+			t.Errorf("workerd %v: exit %d (%q), want 2 with a message", bad, code, errOut)
+		}
+	}
+
+	var all struct {
+		Queues []queueJSON `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("", "inspect", "--json")), &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Queues) != 1 || all.Queues[0].Queue != "mail" || all.Queues[0].Pending != 2 || all.Queues[0].Scheduled != 1 {
+		t.Fatalf("inspect --json: %+v", all)
+	}
+	if out := c.ok("", "inspect"); !strings.Contains(out, "mail") || !strings.Contains(out, "PENDING") {
+		t.Fatalf("inspect table:\n%s", out)
+	}
+	if code, _, _ := c.run("", "inspect", "job", "mail", "nope"); code != 1 {
+		t.Fatalf("inspect of a missing job: exit %d, want 1", code)
+	}
+}
+
+func TestEnqueueJSONL(t *testing.T) {
+	c := newCLI(t)
+	lines := strings.Join([]string{
+		`{"kind":"a","payload":{"n":1}}`,
+		`{"kind":"b","id":"fixed","delay":"1h"}`,
+		`not json`,
+		`{"kind":"a","id":"fixed"}`,
+		``,
+		`{"kind":"c","max_attempts":2,"priority":3}`,
+	}, "\n")
+	code, out, errOut := c.run(lines, "enqueue", "bulk", "--jsonl", "-")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 for the bad lines\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "enqueued 3 jobs, 2 failed") || !strings.Contains(errOut, "line 3:") || !strings.Contains(errOut, "line 4:") {
+		t.Fatalf("stdout %q stderr %q", out, errOut)
+	}
+	if j := c.job("bulk", "fixed"); j.Kind != "b" || j.State != "scheduled" {
+		t.Fatalf("job fixed: %+v", j)
+	}
+}
+
+func TestAdminCommands(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "enqueue", "q", "k", "--id", "p")
+	if out := c.ok("", "cancel", "q", "p"); !strings.Contains(out, "cancelled p") {
+		t.Fatalf("cancel: %s", out)
+	}
+	if out := c.ok("", "retry", "q", "p"); !strings.Contains(out, "was cancelled") {
+		t.Fatalf("retry: %s", out)
+	}
+	if j := c.job("q", "p"); j.State != "pending" || j.Generation != 1 {
+		t.Fatalf("after retry: %+v", j)
+	}
+	if out := c.ok("", "release", "q", "p"); !strings.Contains(out, "was not running") {
+		t.Fatalf("release: %s", out)
+	}
+	if code, _, _ := c.run("", "release", "q", "missing"); code != 1 {
+		t.Fatalf("release of a missing job: exit %d", code)
+	}
+	if code, _, _ := c.run("", "retry", "q"); code != 2 {
+		t.Fatalf("retry without id or --dead: exit %d", code)
+	}
+	if out := c.ok("", "retry", "q", "--dead"); !strings.Contains(out, "retrying 0 dead") {
+		t.Fatalf("retry --dead: %s", out)
+	}
+	if out := c.ok("", "check"); !strings.Contains(out, "ok: 1 queue") {
+		t.Fatalf("check: %s", out)
+	}
+	// A job hash deleted behind fenceq's back: check reports it, exit 1.
+	c.mr.Del("fenceq:{q}:job:p")
+	code, out, _ := c.run("", "check", "q")
+	if code != 1 || !strings.Contains(out, "does not exist") {
+		t.Fatalf("check of a broken queue: exit %d\n%s", code, out)
+	}
+}
+
+// run serves liveness, readiness and metrics while its pools work, and
+// stops on cancellation.
+func TestRunServesEndpoints(t *testing.T) {
+	c := newCLI(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "workerd.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+http: %s
+pools:
+  - queues: [q]
+    poll_interval: 20ms
+handlers:
+  k:
+    exec: {command: ["true"]}
+`, addr)), 0o644)
+	c.ok("", "enqueue", "q", "k", "--id", "j1")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var errOut bytes.Buffer
+	go func() {
+		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errOut, getenv: func(string) string { return "" }}
+		done <- run(ctx, e, []string{"run", "--config", cfg, "--redis", c.url, "--log-format", "json"})
+	}()
+	get := func(path string) (int, string) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get("http://" + addr + path)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, string(b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v\n%s", path, err, errOut.String())
+			}
+		}
+	}
+	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, "ok") {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	if code, body := get("/readyz"); code != 200 {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	for deadline := time.Now().Add(10 * time.Second); c.job("q", "j1").State != "done"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job not done:\n%s", errOut.String())
+		}
+	}
+	_, metrics := get("/metrics")
+	for _, name := range []string{"fenceq_jobs_succeeded_total", `fenceq_queue_jobs{queue="q",state="done"} 1`,
+		"fenceq_job_duration_seconds_bucket", "fenceq_stale_settlements_total", "fenceq_leases_reaped_total"} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("run exited %d\n%s", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
+
+func compact(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
