@@ -95,6 +95,9 @@ func runDev(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}
+	if tty {
+		fmt.Fprintln(e.stdout) // end the line the counter kept redrawing
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = pool.Shutdown(sctx)
