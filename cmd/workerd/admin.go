@@ -9,15 +9,7 @@ import (
 )
 
 func runRelease(ctx context.Context, e *env, args []string) error {
-	const synopsis = "QUEUE ID"
-	fs := newFlags(e, "release", synopsis)
-	var rf redisFlags
-	rf.register(fs)
-	pos, err := parse(fs, synopsis, args, 2, 2)
-	if err != nil {
-		return err
-	}
-	_, b, err := rf.connect(ctx, e)
+	b, pos, err := queueAndID(ctx, e, "release", args)
 	if err != nil {
 		return err
 	}
@@ -79,15 +71,7 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 }
 
 func runCancel(ctx context.Context, e *env, args []string) error {
-	const synopsis = "QUEUE ID"
-	fs := newFlags(e, "cancel", synopsis)
-	var rf redisFlags
-	rf.register(fs)
-	pos, err := parse(fs, synopsis, args, 2, 2)
-	if err != nil {
-		return err
-	}
-	_, b, err := rf.connect(ctx, e)
+	b, pos, err := queueAndID(ctx, e, "cancel", args)
 	if err != nil {
 		return err
 	}
@@ -142,6 +126,20 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "ok: %d queue(s), every job in the index of its state\n", len(queues))
 	return nil
+}
+
+// queueAndID parses the arguments of a QUEUE ID command and connects.
+func queueAndID(ctx context.Context, e *env, name string, args []string) (*broker.Broker, []string, error) {
+	const synopsis = "QUEUE ID"
+	fs := newFlags(e, name, synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	pos, err := parse(fs, synopsis, args, 2, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, b, err := rf.connect(ctx, e)
+	return b, pos, err
 }
 
 // notFoundIsFailure prints a missing job as a failure (exit 1), and passes
