@@ -49,6 +49,7 @@ func commands() []command {
 		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},
 		{"cancel", "cancel a job", runCancel},
 		{"check", "verify that every job is in the index of its state", runCheck},
+		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 	}
 }
 

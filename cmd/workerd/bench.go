@@ -1,0 +1,434 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/worker"
+)
+
+const benchSynopsis = "--redis URL [--flush] [--json] [--jobs N]"
+
+// benchResult is what `workerd bench --json` prints. Field names are
+// stable: scripts track them.
+type benchResult struct {
+	Jobs                int                `json:"jobs"`
+	RedisCeilingPerS    float64            `json:"redis_ceiling_per_s"`
+	EnqueueSinglePerS   float64            `json:"enqueue_single_per_s"`
+	EnqueueBatchPerS    float64            `json:"enqueue_batch_per_s"`
+	ProcessPerS         float64            `json:"process_per_s"`
+	CeilingFraction     float64            `json:"ceiling_fraction"`
+	RoundTripsPerJob    float64            `json:"round_trips_per_job"`
+	CommandsPerJob      float64            `json:"commands_per_job"`
+	IdlePickupP50Ms     float64            `json:"idle_pickup_p50_ms"`
+	IdlePickupP99Ms     float64            `json:"idle_pickup_p99_ms"`
+	IdlePickupMaxMs     float64            `json:"idle_pickup_max_ms"`
+	LoadedPickupP50Ms   float64            `json:"loaded_pickup_p50_ms"`
+	LoadedPickupP99Ms   float64            `json:"loaded_pickup_p99_ms"`
+	LoadedPickupMaxMs   float64            `json:"loaded_pickup_max_ms"`
+	BytesPerPendingJob  float64            `json:"bytes_per_pending_job"`
+	ProcessByConcurrent map[string]procRun `json:"process_by_concurrency"`
+	ProcessByPayload    map[string]procRun `json:"process_by_payload"`
+}
+
+type procRun struct {
+	PerS             float64 `json:"per_s"`
+	RoundTripsPerJob float64 `json:"round_trips_per_job"`
+	CommandsPerJob   float64 `json:"commands_per_job"`
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "bench", benchSynopsis)
+	var rf redisFlags
+	rf.register(fs)
+	flush := fs.Bool("flush", false, "empty the Redis database first (bench refuses a non-empty one otherwise)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	jobs := fs.Int("jobs", 20000, "jobs per throughput measurement")
+	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
+		return err
+	}
+	rf.prefix = "fenceq-bench"
+	rdb, _, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	if err := emptyDB(ctx, rdb, *flush); err != nil {
+		return err
+	}
+	progress := func(what string) {
+		if !*asJSON {
+			fmt.Fprintf(e.stderr, "bench: %s...\n", what)
+		}
+	}
+	r := benchResult{Jobs: *jobs, ProcessByConcurrent: map[string]procRun{}, ProcessByPayload: map[string]procRun{}}
+	bn := &bencher{ctx: ctx, rdb: rdb, url: rf, e: e}
+
+	progress("Redis ceiling (EVALSHA of a trivial script, 50 clients)")
+	if r.RedisCeilingPerS, err = bn.ceiling(50, 2*time.Second); err != nil {
+		return err
+	}
+	progress("enqueue")
+	if r.EnqueueSinglePerS, r.EnqueueBatchPerS, err = bn.enqueueRates(*jobs); err != nil {
+		return err
+	}
+	progress("memory per pending job")
+	if r.BytesPerPendingJob, err = bn.memoryPerJob(10000); err != nil {
+		return err
+	}
+	for _, c := range []int{1, 10, 50, 200} {
+		progress(fmt.Sprintf("process, concurrency %d", c))
+		n := *jobs
+		if c == 1 {
+			n = max(n/4, 1)
+		}
+		run, err := bn.process(c, n, 0)
+		if err != nil {
+			return err
+		}
+		r.ProcessByConcurrent[strconv.Itoa(c)] = run
+	}
+	for _, size := range []int{64, 1024, 64 << 10} {
+		progress(fmt.Sprintf("process, %d-byte payloads", size))
+		n := *jobs
+		if size > 4096 {
+			n = max(n/8, 1)
+		}
+		run, err := bn.process(50, n, size)
+		if err != nil {
+			return err
+		}
+		r.ProcessByPayload[strconv.Itoa(size)] = run
+	}
+	main := r.ProcessByConcurrent["50"]
+	r.ProcessPerS, r.RoundTripsPerJob, r.CommandsPerJob = main.PerS, main.RoundTripsPerJob, main.CommandsPerJob
+	r.CeilingFraction = r.ProcessPerS / r.RedisCeilingPerS
+	progress("pickup latency, idle pool")
+	idle, err := bn.pickup(false, 300)
+	if err != nil {
+		return err
+	}
+	r.IdlePickupP50Ms, r.IdlePickupP99Ms, r.IdlePickupMaxMs = idle[0], idle[1], idle[2]
+	progress("pickup latency, pool under load")
+	loaded, err := bn.pickup(true, 300)
+	if err != nil {
+		return err
+	}
+	r.LoadedPickupP50Ms, r.LoadedPickupP99Ms, r.LoadedPickupMaxMs = loaded[0], loaded[1], loaded[2]
+	_ = rdb.FlushDB(ctx).Err()
+
+	if *asJSON {
+		return printJSON(e.stdout, r)
+	}
+	printBench(e, r)
+	return nil
+}
+
+func emptyDB(ctx context.Context, rdb redis.UniversalClient, flush bool) error {
+	n, err := rdb.DBSize(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if n > 0 && !flush {
+		return &configError{fmt.Errorf("the Redis database holds %d keys; bench writes and flushes it, so point it at an empty database (e.g. redis://host:6379/15) or pass --flush", n)}
+	}
+	if n > 0 {
+		return rdb.FlushDB(ctx).Err()
+	}
+	return nil
+}
+
+// counter is a go-redis hook counting round trips and commands.
+type counter struct{ trips, cmds atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.trips.Add(1)
+		c.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.trips.Add(1)
+		c.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+type bencher struct {
+	ctx context.Context
+	rdb redis.UniversalClient
+	url redisFlags
+	e   *env
+	seq int
+}
+
+// client is a fresh counted client and broker under a fresh queue.
+func (bn *bencher) client(poolSize int) (*redis.Client, *broker.Broker, *counter, string, error) {
+	rdb, _, err := bn.url.connect(bn.ctx, bn.e)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	opt := rdb.(*redis.Client).Options()
+	rdb.Close()
+	opt.PoolSize = poolSize
+	c := redis.NewClient(opt)
+	cnt := &counter{}
+	c.AddHook(cnt)
+	b, err := broker.New(c, broker.Options{Prefix: bn.url.prefix})
+	bn.seq++
+	return c, b, cnt, fmt.Sprintf("bench-%d", bn.seq), err
+}
+
+func (bn *bencher) ceiling(conc int, d time.Duration) (float64, error) {
+	s := redis.NewScript("return 1")
+	if err := s.Load(bn.ctx, bn.rdb).Err(); err != nil {
+		return 0, err
+	}
+	c, _, _, _, err := bn.client(conc + 2)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	var ops atomic.Int64
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if s.EvalSha(bn.ctx, c, nil).Err() == nil {
+					ops.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(ops.Load()) / d.Seconds(), nil
+}
+
+func (bn *bencher) enqueueRates(n int) (single, batch float64, err error) {
+	c, b, _, q, err := bn.client(4)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	payload := []byte(`{"n":1}`)
+	start := time.Now()
+	for range n / 4 {
+		if _, err := b.Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "noop", Payload: payload}); err != nil {
+			return 0, 0, err
+		}
+	}
+	single = float64(n/4) / time.Since(start).Seconds()
+	start = time.Now()
+	if err := enqueueN(bn.ctx, b, q+"b", n, payload); err != nil {
+		return 0, 0, err
+	}
+	batch = float64(n) / time.Since(start).Seconds()
+	return single, batch, bn.rdb.FlushDB(bn.ctx).Err()
+}
+
+func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []byte) error {
+	batch := make([]broker.Job, 0, enqueueBatch)
+	for i := 0; i < n; i++ {
+		batch = append(batch, broker.Job{Queue: q, Kind: "noop", Payload: payload})
+		if len(batch) == enqueueBatch || i == n-1 {
+			for _, r := range b.EnqueueMany(ctx, batch) {
+				if r.Err != nil {
+					return r.Err
+				}
+			}
+			batch = batch[:0]
+		}
+	}
+	return nil
+}
+
+func (bn *bencher) memoryPerJob(n int) (float64, error) {
+	used := func() (int64, error) {
+		info, err := bn.rdb.Info(bn.ctx, "memory").Result()
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseInt(strings.TrimSpace(infoValue(info, "used_memory")), 10, 64)
+	}
+	c, b, _, q, err := bn.client(4)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	// The first enqueue creates the queue's fixed keys; measure after it.
+	if err := enqueueN(bn.ctx, b, q, 1, make([]byte, 64)); err != nil {
+		return 0, err
+	}
+	before, err := used()
+	if err != nil {
+		return 0, err
+	}
+	if err := enqueueN(bn.ctx, b, q, n, []byte(strings.Repeat("x", 64))); err != nil {
+		return 0, err
+	}
+	after, err := used()
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / float64(n), bn.rdb.FlushDB(bn.ctx).Err()
+}
+
+func infoValue(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// process measures a pool of the given concurrency draining n no-op jobs,
+// counting every round trip of the enqueue (batched) and of the pool.
+func (bn *bencher) process(conc, n, size int) (procRun, error) {
+	c, b, cnt, q, err := bn.client(conc + 10)
+	if err != nil {
+		return procRun{}, err
+	}
+	defer c.Close()
+	var done atomic.Int64
+	all := make(chan struct{})
+	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
+		if done.Add(1) == int64(n) {
+			close(all)
+		}
+		return nil
+	}), worker.Config{Queues: []worker.Queue{{Name: q}}, Concurrency: conc, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return procRun{}, err
+	}
+	payload := []byte(`{}`)
+	if size > 0 {
+		payload = []byte(`"` + strings.Repeat("x", size-2) + `"`)
+	}
+	if err := enqueueN(bn.ctx, b, q, n, payload); err != nil {
+		return procRun{}, err
+	}
+	if err := p.Start(bn.ctx); err != nil {
+		return procRun{}, err
+	}
+	base := cnt.trips.Load() - int64((n+enqueueBatch-1)/enqueueBatch) // keep the enqueue pipelines, drop startup checks
+	baseCmds := cnt.cmds.Load() - int64(n)
+	start := time.Now()
+	<-all
+	for p.Stats().Succeeded < int64(n) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	took := time.Since(start)
+	trips, cmds := cnt.trips.Load()-base, cnt.cmds.Load()-baseCmds
+	if err := p.Shutdown(bn.ctx); err != nil {
+		return procRun{}, err
+	}
+	return procRun{PerS: float64(n) / took.Seconds(), RoundTripsPerJob: float64(trips) / float64(n),
+		CommandsPerJob: float64(cmds) / float64(n)}, bn.rdb.FlushDB(bn.ctx).Err()
+}
+
+// pickup measures enqueue → handler start, on an idle pool of one slot, or
+// on a pool of 50 slots kept busy by a producer of no-op jobs.
+func (bn *bencher) pickup(loaded bool, samples int) ([3]float64, error) {
+	c, b, _, q, err := bn.client(70)
+	if err != nil {
+		return [3]float64{}, err
+	}
+	defer c.Close()
+	started := make(chan time.Time, 1)
+	conc := 1
+	if loaded {
+		conc = 50
+	}
+	p, err := worker.New(b, handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {
+		if j.Kind == "probe" {
+			started <- time.Now()
+		}
+		return nil
+	}), worker.Config{Queues: []worker.Queue{{Name: q}}, Concurrency: conc, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return [3]float64{}, err
+	}
+	if err := p.Start(bn.ctx); err != nil {
+		return [3]float64{}, err
+	}
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	stop := make(chan struct{})
+	var producing sync.WaitGroup
+	if loaded {
+		producing.Add(1)
+		go func() { // about half the pool's capacity, in small batches
+			defer producing.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				_ = enqueueN(bn.ctx, b, q, 10, []byte(`{}`))
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+	}
+	lat := make([]time.Duration, 0, samples)
+	for range samples {
+		time.Sleep(3 * time.Millisecond)
+		t0 := time.Now()
+		if _, err := b.Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "probe", Payload: []byte(`{}`), Priority: 0}); err != nil {
+			close(stop)
+			return [3]float64{}, err
+		}
+		select {
+		case t := <-started:
+			lat = append(lat, t.Sub(t0))
+		case <-time.After(10 * time.Second):
+			close(stop)
+			return [3]float64{}, fmt.Errorf("a probe job was not picked up in 10s")
+		}
+	}
+	close(stop)
+	producing.Wait()
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return [3]float64{ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])}, bn.rdb.FlushDB(bn.ctx).Err()
+}
+
+func printBench(e *env, r benchResult) {
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("Redis ceiling (trivial EVALSHA, 50 clients)", fmt.Sprintf("%.0f/s", r.RedisCeilingPerS))
+	row("enqueue, one at a time", fmt.Sprintf("%.0f/s", r.EnqueueSinglePerS))
+	row("enqueue, batched (EnqueueMany, 500)", fmt.Sprintf("%.0f/s", r.EnqueueBatchPerS))
+	for _, c := range []string{"1", "10", "50", "200"} {
+		p := r.ProcessByConcurrent[c]
+		row("process no-op, concurrency "+c, fmt.Sprintf("%.0f/s  %.2f round trips/job  %.2f commands/job", p.PerS, p.RoundTripsPerJob, p.CommandsPerJob))
+	}
+	for _, s := range []string{"64", "1024", "65536"} {
+		p := r.ProcessByPayload[s]
+		row("process, "+s+"-byte payload, concurrency 50", fmt.Sprintf("%.0f/s", p.PerS))
+	}
+	row("process/s as a fraction of the ceiling", fmt.Sprintf("%.1f%%", 100*r.CeilingFraction))
+	row("pickup latency, idle (p50 / p99 / max)", fmt.Sprintf("%.2f / %.2f / %.2f ms", r.IdlePickupP50Ms, r.IdlePickupP99Ms, r.IdlePickupMaxMs))
+	row("pickup latency, under load (p50 / p99 / max)", fmt.Sprintf("%.2f / %.2f / %.2f ms", r.LoadedPickupP50Ms, r.LoadedPickupP99Ms, r.LoadedPickupMaxMs))
+	row("Redis memory per pending job (64-byte payload)", fmt.Sprintf("%.0f bytes", r.BytesPerPendingJob))
+	_ = tw.Flush()
+}
+
