@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 )
 
 // Lease is one claim on one job: the right to run it, renew it and settle it
@@ -120,45 +119,18 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 	if len(leases) == 0 {
 		return out, nil
 	}
-	// Group by queue, keeping each lease's position.
-	type group struct {
-		k    *queueKeys
-		idx  []int
-		args []any
-	}
-	var groups []*group
-	byQueue := map[string]*group{}
-	for i, l := range leases {
-		g := byQueue[l.Queue]
-		if g == nil {
-			if err := validName("queue", l.Queue); err != nil {
-				return nil, err
-			}
-			g = &group{k: b.queueKeys(l.Queue), args: []any{lease.Milliseconds()}}
-			byQueue[l.Queue] = g
-			groups = append(groups, g)
-		}
-		g.idx = append(g.idx, i)
-		g.args = append(g.args, l.ID, strconv.FormatInt(l.Generation, 10), l.Token)
-	}
-
 	sent := time.Now()
-	cmds := make([]*redis.Cmd, len(groups))
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, g := range groups {
-			cmds[i] = b.scripts.renew.EvalSha(ctx, p, g.k.list, withJobPrefix(g.k, g.args)...)
-		}
-		return nil
-	})
+	calls, err := b.perQueue(ctx, "renew", b.scripts.renew, len(leases),
+		func(i int) string { return leases[i].Queue }, []any{lease.Milliseconds()},
+		func(i int) []any { return []any{leases[i].ID, strconv.FormatInt(leases[i].Generation, 10), leases[i].Token} })
+	if err != nil {
+		return nil, err
+	}
 	var errs []error
-	for i, g := range groups {
-		v, err := cmds[i].Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = b.run(ctx, b.scripts.renew, g.k, g.args...).Result()
-		}
-		r := newReply("renew "+g.k.name, v, err)
+	for _, c := range calls {
+		r := c.reply
 		r.int() // Redis time
-		for _, pos := range g.idx {
+		for _, pos := range c.idx {
 			status, until := r.int(), r.time()
 			switch status {
 			case 1:
@@ -171,7 +143,7 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 		}
 		if r.err != nil {
 			errs = append(errs, r.err)
-			for _, pos := range g.idx {
+			for _, pos := range c.idx {
 				out[pos] = Renewal{Err: r.err}
 			}
 		}

@@ -26,8 +26,53 @@ type Failure struct {
 // Ack settles a lease as done and stores result. It answers Stale, changing
 // nothing, when the claim is no longer valid.
 func (b *Broker) Ack(ctx context.Context, l Lease, result []byte) (Outcome, error) {
-	o, _, err := b.settle(ctx, "ack", b.scripts.ack, l, result)
-	return o, err
+	if err := validID(l.Queue, l.ID); err != nil {
+		return Stale, err
+	}
+	os, err := b.AckMany(ctx, []Ack{{Lease: l, Result: result}})
+	if err != nil {
+		return Stale, err
+	}
+	return os[0], nil
+}
+
+// Ack is one success for AckMany.
+type Ack struct {
+	Lease  Lease
+	Result []byte
+}
+
+// AckMany settles many leases as done, each with its result: one script
+// call per queue, all in one pipeline. It answers, in order, OK or Stale for
+// each (as Ack does); on an error, none of the answers is known and the
+// caller should try again (an ack is idempotent for its claim).
+func (b *Broker) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
+	out := make([]Outcome, len(acks))
+	if len(acks) == 0 {
+		return out, nil
+	}
+	calls, err := b.perQueue(ctx, "ack", b.scripts.ack, len(acks),
+		func(i int) string { return acks[i].Lease.Queue }, nil,
+		func(i int) []any {
+			l := acks[i].Lease
+			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, acks[i].Result}
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range calls {
+		for _, pos := range c.idx {
+			if c.reply.str() == "done" {
+				out[pos] = OK
+			} else {
+				out[pos] = Stale
+			}
+		}
+		if c.reply.err != nil {
+			return nil, c.reply.err
+		}
+	}
+	return out, nil
 }
 
 // Progress stores a progress report for a running job (any bytes; a JSON
@@ -76,8 +121,8 @@ func (b *Broker) Release(ctx context.Context, l Lease) (Outcome, State, error) {
 	return b.settle(ctx, "release", b.scripts.release, l)
 }
 
-// settle runs one guarded script. They all take (id, gen, token) first and
-// answer 'stale' or the job's new state.
+// settle runs one guarded script that takes (id, gen, token) first and
+// answers 'stale' or the job's new state.
 func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l Lease, extra ...any) (Outcome, State, error) {
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, "", err

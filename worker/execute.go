@@ -104,8 +104,8 @@ func (p *Pool) settle(a *active, herr error, op string) {
 		// Interrupted by us, not failed: give it back uncharged.
 		op, call = "release", func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Release(ctx, a.lease) }
 	case herr == nil:
-		op, call = "ack", func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			o, err := p.b.Ack(ctx, a.lease, a.job.Result())
+		op, call = "ack", func(context.Context) (broker.Outcome, broker.State, error) {
+			o, err := p.ack(a) // batched with other successes
 			return o, broker.StateDone, err
 		}
 	case errors.As(herr, &snooze):

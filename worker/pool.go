@@ -46,6 +46,8 @@ type Pool struct {
 	dispatchDone chan struct{}  // closed when the dispatcher has returned
 	hbStop       chan struct{}
 	hbDone       chan struct{}
+	acks         chan *ackReq  // successes for the acker to batch
+	ackerDone    chan struct{} // closed when the acker has returned
 
 	stats       stats
 	renewErrors *throttle
@@ -100,6 +102,8 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		halt:      make(chan struct{}),
 		hbStop:    make(chan struct{}),
 		hbDone:    make(chan struct{}),
+		acks:      make(chan *ackReq, cfg.Concurrency),
+		ackerDone: make(chan struct{}),
 
 		dispatchDone: make(chan struct{}),
 
@@ -130,6 +134,7 @@ func (p *Pool) Start(ctx context.Context) error {
 	}
 	go p.dispatch()
 	go p.heartbeat()
+	go p.acker()
 	p.log.Info("fenceq pool started", slog.Any("queues", p.queueNames()),
 		slog.Int("concurrency", p.cfg.Concurrency), slog.Duration("lease", p.cfg.LeaseDuration))
 	return nil
@@ -198,6 +203,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	p.haltOnce.Do(func() { close(p.halt) })
 	close(p.hbStop)
 	<-p.hbDone
+	<-p.ackerDone
 	<-p.dispatchDone // at most one claim or one short blocking call away
 	p.log.Info("fenceq pool stopped", slog.Int64("succeeded", p.stats.succeeded.Load()), slog.Int64("claimed", p.stats.claimed.Load()))
 	return err

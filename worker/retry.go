@@ -22,7 +22,7 @@ func (p *Pool) retry(what string, attrs slog.Attr, op func(context.Context) erro
 	logged := newThrottle(10 * time.Second)
 	for {
 		err := op(context.Background())
-		if err == nil || !transient(err) {
+		if err == nil || !transient(err) || errors.Is(err, errHalted) {
 			return err
 		}
 		if logged.ok() {

@@ -417,3 +417,34 @@ func testStaleAfterRecreate(t *testing.T, nb NewBackend) {
 	noErr(t, "B's Ack", err)
 	want(t, "B's ack outcome", o, broker.OK)
 }
+
+func testAckMany(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 3 {
+		s.enqueue(t, broker.Job{})
+	}
+	s.enqueue(t, broker.Job{Queue: "other"})
+	ls := s.claim(t, 3, long)
+	other, err := s.b.Claim(s.ctx, "other", 1, long)
+	noErr(t, "Claim other", err)
+	ls = append(ls, other.Leases...)
+	_, err = s.b.ReleaseUnowned(s.ctx, s.q, ls[1].ID) // ls[1] is now stale
+	noErr(t, "ReleaseUnowned", err)
+	noErr(t, "SCRIPT FLUSH", s.Client.ScriptFlush(s.ctx).Err())
+
+	acks := make([]broker.Ack, len(ls))
+	for i, l := range ls {
+		acks[i] = broker.Ack{Lease: l, Result: []byte("r" + l.ID)}
+	}
+	os, err := s.b.AckMany(s.ctx, acks)
+	noErr(t, "AckMany", err)
+	for i, w := range []broker.Outcome{broker.OK, broker.Stale, broker.OK, broker.OK} {
+		want(t, "ack outcome", os[i], w)
+	}
+	want(t, "result", string(s.job(t, ls[0].ID).Result), "r"+ls[0].ID)
+	want(t, "stale job's state", s.job(t, ls[1].ID).State, broker.StatePending)
+	j, err := s.b.Job(s.ctx, "other", ls[3].ID)
+	noErr(t, "Job other", err)
+	want(t, "other queue's job", j.State, broker.StateDone)
+	s.consistent(t)
+}

@@ -30,6 +30,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"CorruptJobHashes", testCorrupt},
 		{"ScriptFlush", testScriptFlush},
 		{"RenewMany", testRenewMany},
+		{"AckMany", testAckMany},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
 		{"Model", testModel},
