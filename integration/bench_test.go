@@ -86,7 +86,7 @@ func (r *benchRig) start(b *testing.B) {
 // job: claim and settlement, heartbeats and wake-ups included, the enqueue
 // not (it runs before the timer, on another client).
 func BenchmarkPoolNoop(b *testing.B) {
-	for _, conc := range []int{1, 10, 50} {
+	for _, conc := range []int{1, 10, 50, 200} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			var done atomic.Int64
 			all := make(chan struct{})
@@ -149,4 +149,61 @@ func BenchmarkIdlePickup(b *testing.B) {
 	b.ReportMetric(q(0.99), "p99-ms")
 	b.ReportMetric(q(1), "max-ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkBrokerScripts times each hot script on the real Redis: one
+// enqueue, a claim of 50 with their batched ack, and a renew of 50 leases.
+func BenchmarkBrokerScripts(b *testing.B) {
+	r := newBenchRig(b, 1, func(context.Context, *handlers.Job) error { return nil })
+	ctx := context.Background()
+	q := "scripts"
+	b.Run("Enqueue", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.enq.Enqueue(ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	fill := func(n int) {
+		jobs := make([]broker.Job, n)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: q, Kind: "k"}
+		}
+		for _, e := range r.enq.EnqueueMany(ctx, jobs) {
+			if e.Err != nil {
+				b.Fatal(e.Err)
+			}
+		}
+	}
+	b.Run("Claim50AckMany", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			fill(50)
+			b.StartTimer()
+			res, err := r.enq.Claim(ctx, q, 50, time.Minute)
+			if err != nil || len(res.Leases) != 50 {
+				b.Fatalf("claim: %v (%d)", err, len(res.Leases))
+			}
+			acks := make([]broker.Ack, len(res.Leases))
+			for i, l := range res.Leases {
+				acks[i] = broker.Ack{Lease: l}
+			}
+			if _, err := r.enq.AckMany(ctx, acks); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*50), "ns/job")
+	})
+	b.Run("Renew50", func(b *testing.B) {
+		fill(50)
+		res, err := r.enq.Claim(ctx, q, 50, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := r.enq.Renew(ctx, res.Leases, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
