@@ -122,7 +122,9 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 	sent := time.Now()
 	calls, err := b.perQueue(ctx, "renew", b.scripts.renew, len(leases),
 		func(i int) string { return leases[i].Queue }, []any{lease.Milliseconds()},
-		func(i int) []any { return []any{leases[i].ID, strconv.FormatInt(leases[i].Generation, 10), leases[i].Token} })
+		func(i int) []any {
+			return []any{leases[i].ID, strconv.FormatInt(leases[i].Generation, 10), leases[i].Token}
+		})
 	if err != nil {
 		return nil, err
 	}

@@ -431,4 +431,3 @@ func printBench(e *env, r benchResult) {
 	row("Redis memory per pending job (64-byte payload)", fmt.Sprintf("%.0f bytes", r.BytesPerPendingJob))
 	_ = tw.Flush()
 }
-
