@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -32,11 +33,23 @@ type Options struct {
 	// MaxPayloadBytes is the largest payload Enqueue accepts. Default
 	// MaxPayloadBytesDefault (1 MiB); -1 means no limit beyond Redis's own.
 	MaxPayloadBytes int
+	// WaitReplicas, when above 0, makes Enqueue and EnqueueMany durable
+	// against a failover: after the script, on the same connection, the
+	// broker sends WAIT and returns an error wrapping ErrNotReplicated when
+	// fewer replicas acknowledged the write within WaitTimeout. Default 0
+	// (off: an acknowledged enqueue may be lost if its primary fails before
+	// replicating it). WaitTimeout defaults to 1s and must stay below the
+	// client's ReadTimeout, since WAIT blocks that long.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 func (o Options) withDefaults() Options {
 	o.Prefix = cmp.Or(o.Prefix, PrefixDefault)
 	o.MaxPayloadBytes = cmp.Or(o.MaxPayloadBytes, MaxPayloadBytesDefault)
+	if o.WaitReplicas > 0 {
+		o.WaitTimeout = cmp.Or(o.WaitTimeout, time.Second)
+	}
 	return o
 }
 
@@ -46,6 +59,9 @@ func (o Options) validate() error {
 	}
 	if o.MaxPayloadBytes < -1 {
 		return &ValidationError{Field: "MaxPayloadBytes", Value: fmt.Sprint(o.MaxPayloadBytes), Reason: "must be positive, 0 for the default, or -1 for no limit"}
+	}
+	if o.WaitReplicas < 0 || o.WaitTimeout < 0 {
+		return &ValidationError{Field: "WaitReplicas", Value: fmt.Sprint(o.WaitReplicas, " ", o.WaitTimeout), Reason: "WaitReplicas and WaitTimeout must not be negative"}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -63,16 +64,125 @@ func (b *Broker) validate(j *Job) error {
 	return nil
 }
 
+// ErrNotReplicated is wrapped by the error of an Enqueue (or of one job of
+// EnqueueMany) when Options.WaitReplicas is set and WAIT saw fewer replicas
+// acknowledge the write within Options.WaitTimeout; the error says how many
+// did. The job IS stored on the primary and will normally run: it may still
+// replicate, and it is lost only if the primary fails over before it does.
+// So retry with the same job ID (a *DuplicateError then means it was kept),
+// never with a new one.
+var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
+
 // Enqueue stores a job, pending at once or scheduled for later, and wakes a
 // waiting worker. It returns the job's id. A duplicate id returns a
 // *DuplicateError (errors.Is ErrJobExists); bad arguments return a
-// *ValidationError (errors.Is ErrInvalid) and write nothing.
+// *ValidationError (errors.Is ErrInvalid) and write nothing. With
+// Options.WaitReplicas, an error wrapping ErrNotReplicated says the job was
+// stored but not replicated in time.
 func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
 	k, args, err := b.prepare(ctx, &j)
 	if err != nil {
 		return "", err
 	}
+	if b.opts.WaitReplicas > 0 {
+		c := &enqueueCall{k: k, args: args}
+		b.enqueueDurably(ctx, []*enqueueCall{c})
+		return j.ID, b.replicated(j.Queue, j.ID, c)
+	}
 	return j.ID, b.enqueued(j.Queue, j.ID, b.run(ctx, b.scripts.enqueue, k, args...))
+}
+
+// enqueueCall is one job on the durable (WAIT) path.
+type enqueueCall struct {
+	i    int // position in EnqueueMany's jobs
+	k    *queueKeys
+	args []any
+	cmd  *redis.Cmd
+	acks *redis.IntCmd // the WAIT that followed cmd on the same connection
+}
+
+// enqueueDurably runs each call's enqueue script and then WAIT on one
+// connection of the primary that owns the call's queue. WAIT counts the
+// replicas that have received this connection's writes, so sent on any other
+// connection it would prove nothing; and WAIT inside MULTI does not block,
+// hence a plain pipeline. On a Cluster the calls are grouped by master. A
+// call that did not run (NOSCRIPT, or MOVED and the like after a failover or
+// resharding) is tried again a few times, after loading the script or
+// refreshing the slot map; a call that may have run is never repeated.
+func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
+	const rounds = 5
+	for round := 1; len(pending) > 0; round++ {
+		groups := map[redis.Cmdable][]*enqueueCall{}
+		var nodes []redis.Cmdable
+		for _, c := range pending {
+			node, err := b.nodeFor(ctx, c.k.ready())
+			if err != nil {
+				c.cmd = redis.NewCmd(ctx)
+				c.cmd.SetErr(err)
+				continue
+			}
+			if groups[node] == nil {
+				nodes = append(nodes, node)
+			}
+			groups[node] = append(groups[node], c)
+		}
+		pending = nil
+		redirected := false
+		for _, node := range nodes {
+			group := groups[node]
+			_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, c := range group {
+					c.cmd = b.scripts.enqueue.EvalSha(ctx, p, c.k.list, withJobPrefix(c.k, c.args)...)
+				}
+				// Pipeliner lacks Wait: the raw command, timeout in milliseconds.
+				acks := redis.NewIntCmd(ctx, "WAIT", b.opts.WaitReplicas, b.opts.WaitTimeout.Milliseconds())
+				_ = p.Process(ctx, acks)
+				for _, c := range group {
+					c.acks = acks
+				}
+				return nil
+			})
+			for _, c := range group {
+				err := c.cmd.Err()
+				switch {
+				case round == rounds || err == nil:
+				case redis.HasErrorPrefix(err, "NOSCRIPT"):
+					_ = b.scripts.enqueue.Load(ctx, node).Err()
+					pending = append(pending, c)
+				case redis.HasErrorPrefix(err, "MOVED"), redis.HasErrorPrefix(err, "ASK"),
+					redis.HasErrorPrefix(err, "TRYAGAIN"), redis.HasErrorPrefix(err, "CLUSTERDOWN"):
+					redirected = true
+					pending = append(pending, c)
+				}
+			}
+		}
+		if redirected {
+			if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+				cc.ReloadState(ctx) // asynchronous: give it a moment
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(round) * 50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// replicated reads a durable call's answers: the script's, then WAIT's.
+func (b *Broker) replicated(queue, id string, c *enqueueCall) error {
+	if err := b.enqueued(queue, id, c.cmd); err != nil {
+		return err
+	}
+	n, err := c.acks.Result()
+	if err != nil {
+		return fmt.Errorf("fenceq: enqueue %q in queue %q: %w: WAIT failed: %w (the job is stored on the primary)", id, queue, ErrNotReplicated, err)
+	}
+	if int(n) < b.opts.WaitReplicas {
+		return fmt.Errorf("fenceq: enqueue %q in queue %q: %w: %d of %d replicas acknowledged within %v (the job is stored on the primary, and lost only if it fails over before replicating)",
+			id, queue, ErrNotReplicated, n, b.opts.WaitReplicas, b.opts.WaitTimeout)
+	}
+	return nil
 }
 
 // prepare validates j, gives it an id when it has none, registers its queue
@@ -143,6 +253,17 @@ func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 	if len(calls) == 0 {
 		return out
 	}
+	if b.opts.WaitReplicas > 0 {
+		durable := make([]*enqueueCall, len(calls))
+		for n, c := range calls {
+			durable[n] = &enqueueCall{i: c.i, k: c.k, args: c.args}
+		}
+		b.enqueueDurably(ctx, durable)
+		for _, c := range durable {
+			out[c.i].Err = b.replicated(jobs[c.i].Queue, out[c.i].ID, c)
+		}
+		return out
+	}
 	run := func() {
 		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, c := range calls {
@@ -152,9 +273,11 @@ func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 		})
 	}
 	run()
-	if redis.HasErrorPrefix(calls[0].cmd.Err(), "NOSCRIPT") {
-		if err := b.scripts.enqueue.Load(ctx, b.rdb).Err(); err == nil {
-			run()
+	for _, c := range calls {
+		// A node without the script ran nothing: run that call on its own,
+		// which loads the script (each node of a Cluster has its own cache).
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			c.cmd = b.run(ctx, b.scripts.enqueue, c.k, c.args...)
 		}
 	}
 	for _, c := range calls {

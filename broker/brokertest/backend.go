@@ -61,16 +61,27 @@ func on(t failer, be Backend, opts ...func(*broker.Options)) (*bundle, func()) {
 	return &bundle{Backend: be, b: b, ctx: context.Background(), q: "q"}, func() { deletePrefix(be.Client, o.Prefix) }
 }
 
+// deletePrefix removes the prefix's keys. On a Cluster, SCAN sees one node
+// only, so every master is scanned; keys go one DEL each, since a DEL of
+// keys in several slots is refused (CROSSSLOT).
 func deletePrefix(c redis.UniversalClient, prefix string) {
 	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+	del := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		for _, k := range keys {
+			node.Del(ctx, k)
+		}
+		return iter.Err()
 	}
-	for _, k := range keys {
-		c.Del(ctx, k)
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return del(ctx, n) })
+		return
 	}
+	_ = del(ctx, c)
 }
 
 func randHex() string {

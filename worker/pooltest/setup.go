@@ -45,11 +45,21 @@ func setup(t *testing.T, nc NewClient) *bundle {
 		t.Fatalf("broker.New: %v", err)
 	}
 	t.Cleanup(func() {
+		// KEYS sees one node only: on a Cluster, ask every master, and
+		// delete key by key, since one DEL must not span slots.
 		ctx := context.Background()
-		keys, _ := c.Keys(ctx, prefix+":*").Result()
-		if len(keys) > 0 {
-			c.Del(ctx, keys...)
+		del := func(ctx context.Context, node redis.Cmdable) error {
+			keys, err := node.Keys(ctx, prefix+":*").Result()
+			for _, k := range keys {
+				node.Del(ctx, k)
+			}
+			return err
 		}
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return del(ctx, n) })
+			return
+		}
+		_ = del(ctx, c)
 	})
 	return &bundle{client: c, b: b, ctx: context.Background(), q: "q", logs: &logSink{}}
 }
