@@ -27,6 +27,17 @@ func (b *Broker) Check(ctx context.Context, queue string) ([]Inconsistency, erro
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
+	out, err := b.check(ctx, queue)
+	if c, ok := b.rdb.(*redis.ClusterClient); ok && redis.HasErrorPrefix(err, "MOVED") {
+		// A failover moved the slot since go-redis last looked: refresh
+		// its slot map and read the right node.
+		c.ReloadState(ctx)
+		out, err = b.check(ctx, queue)
+	}
+	return out, err
+}
+
+func (b *Broker) check(ctx context.Context, queue string) ([]Inconsistency, error) {
 	k := b.queueKeys(queue)
 	node, err := b.nodeFor(ctx, k.ready())
 	if err != nil {
