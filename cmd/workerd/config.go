@@ -136,6 +136,8 @@ func (c *fileConfig) validate() error {
 	}
 	for kind, h := range c.Handlers {
 		switch {
+		case kind == "":
+			return errors.New(`handlers: a handler has an empty kind; key each handler by the job kind it runs`)
 		case h.Exec == nil && h.HTTP == nil:
 			return fmt.Errorf("handlers.%s: give it an exec or an http handler", kind)
 		case h.Exec != nil && h.HTTP != nil:

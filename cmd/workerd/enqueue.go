@@ -201,6 +201,9 @@ func parseJSONL(queue string, text []byte) (broker.Job, error) {
 	if err := dec.Decode(&l); err != nil {
 		return broker.Job{}, fmt.Errorf("not a job: %v", err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return broker.Job{}, errors.New("not a job: more follows the job's JSON object; write one job per line")
+	}
 	j := broker.Job{Queue: queue, Kind: l.Kind, ID: l.ID, RunAt: l.At, MaxAttempts: l.MaxAttempts, Priority: l.Priority, Payload: l.Payload}
 	if len(j.Payload) == 0 {
 		j.Payload = []byte("{}")
