@@ -25,12 +25,7 @@ func startServer(t *testing.T, args ...string) *redis.Client {
 		}
 		t.Skipf("SKIP: redis-server not installed: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := freePort(t)
 	argv := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", t.TempDir()}, args...)
 	cmd := exec.Command(path, argv...)
@@ -48,4 +43,29 @@ func startServer(t *testing.T, args ...string) *redis.Client {
 			t.Fatalf("redis-server on port %d did not answer", port)
 		}
 	}
+}
+
+// freePort answers a loopback port that is free, and whose +10000 (a
+// Redis Cluster node's bus port) is free too.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if port+10000 > 65535 {
+			_ = l.Close()
+			continue
+		}
+		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000))
+		_ = l.Close()
+		if err == nil {
+			_ = bus.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair for redis-server")
+	return 0
 }

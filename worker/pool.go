@@ -121,8 +121,9 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// Start checks the Redis server (reachable, recent enough, and warns when
-// its eviction policy could drop jobs), then starts claiming. It returns at
+// Start checks the Redis server (reachable, recent enough, running the
+// scripts for this user, and warns when its eviction policy could drop
+// jobs), then starts claiming. It returns at
 // once; the pool runs until Shutdown.
 func (p *Pool) Start(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
@@ -131,6 +132,10 @@ func (p *Pool) Start(ctx context.Context) error {
 	if err := checkServer(ctx, p.b.Client(), p.log); err != nil {
 		p.started.Store(false) // nothing runs: Start may be tried again
 		return err
+	}
+	if err := p.b.LoadScripts(ctx); err != nil {
+		p.started.Store(false)
+		return fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)
 	}
 	go p.dispatch()
 	go p.heartbeat()
