@@ -13,34 +13,15 @@ import (
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/roundtrips"
 	"github.com/fenceq/fenceq/worker"
 )
-
-// counter is a go-redis hook that counts round trips (a command or a whole
-// pipeline) and the commands they carry.
-type counter struct{ trips, cmds atomic.Int64 }
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.trips.Add(1)
-		c.cmds.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.trips.Add(1)
-		c.cmds.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
 
 // benchRig is a broker for enqueueing and a pool on its own counted client.
 type benchRig struct {
 	enq   *broker.Broker
 	pool  *worker.Pool
-	count *counter
+	count *roundtrips.Counter
 }
 
 func newBenchRig(b *testing.B, concurrency int, h handlers.HandlerFunc) *benchRig {
@@ -52,7 +33,7 @@ func newBenchRig(b *testing.B, concurrency int, h handlers.HandlerFunc) *benchRi
 	}
 	pc := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: concurrency + 10})
 	b.Cleanup(func() { _ = pc.Close() })
-	cnt := &counter{}
+	cnt := &roundtrips.Counter{}
 	pc.AddHook(cnt)
 	pb, err := broker.New(pc, broker.Options{Prefix: prefix})
 	if err != nil {
@@ -77,8 +58,7 @@ func (r *benchRig) start(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = r.pool.Shutdown(context.Background()) })
-	r.count.trips.Store(0) // startup checks are not per-job work
-	r.count.cmds.Store(0)
+	r.count.Reset() // startup checks are not per-job work
 }
 
 // BenchmarkPoolNoop measures how fast one pool drains a backlog of no-op
@@ -112,8 +92,8 @@ func BenchmarkPoolNoop(b *testing.B) {
 				time.Sleep(time.Millisecond)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-			b.ReportMetric(float64(r.count.trips.Load())/float64(b.N), "roundtrips/job")
-			b.ReportMetric(float64(r.count.cmds.Load())/float64(b.N), "cmds/job")
+			b.ReportMetric(float64(r.count.Trips.Load())/float64(b.N), "roundtrips/job")
+			b.ReportMetric(float64(r.count.Commands.Load())/float64(b.N), "cmds/job")
 			b.ReportMetric(0, "ns/op") // jobs/s says it better
 		})
 	}

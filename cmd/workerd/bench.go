@@ -16,6 +16,7 @@ import (
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/roundtrips"
 	"github.com/fenceq/fenceq/worker"
 )
 
@@ -150,25 +151,6 @@ func emptyDB(ctx context.Context, rdb redis.UniversalClient, flush bool) error {
 	return nil
 }
 
-// counter is a go-redis hook counting round trips and commands.
-type counter struct{ trips, cmds atomic.Int64 }
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.trips.Add(1)
-		c.cmds.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.trips.Add(1)
-		c.cmds.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
-
 type bencher struct {
 	ctx context.Context
 	rdb redis.UniversalClient
@@ -178,7 +160,7 @@ type bencher struct {
 }
 
 // client is a fresh counted client and broker under a fresh queue.
-func (bn *bencher) client(poolSize int) (*redis.Client, *broker.Broker, *counter, string, error) {
+func (bn *bencher) client(poolSize int) (*redis.Client, *broker.Broker, *roundtrips.Counter, string, error) {
 	rdb, _, err := bn.url.connect(bn.ctx, bn.e)
 	if err != nil {
 		return nil, nil, nil, "", err
@@ -187,7 +169,7 @@ func (bn *bencher) client(poolSize int) (*redis.Client, *broker.Broker, *counter
 	rdb.Close()
 	opt.PoolSize = poolSize
 	c := redis.NewClient(opt)
-	cnt := &counter{}
+	cnt := &roundtrips.Counter{}
 	c.AddHook(cnt)
 	b, err := broker.New(c, broker.Options{Prefix: bn.url.prefix})
 	bn.seq++
@@ -329,15 +311,15 @@ func (bn *bencher) process(conc, n, size int) (procRun, error) {
 	if err := p.Start(bn.ctx); err != nil {
 		return procRun{}, err
 	}
-	base := cnt.trips.Load() - int64((n+enqueueBatch-1)/enqueueBatch) // keep the enqueue pipelines, drop startup checks
-	baseCmds := cnt.cmds.Load() - int64(n)
+	base := cnt.Trips.Load() - int64((n+enqueueBatch-1)/enqueueBatch) // keep the enqueue pipelines, drop startup checks
+	baseCmds := cnt.Commands.Load() - int64(n)
 	start := time.Now()
 	<-all
 	for p.Stats().Succeeded < int64(n) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	took := time.Since(start)
-	trips, cmds := cnt.trips.Load()-base, cnt.cmds.Load()-baseCmds
+	trips, cmds := cnt.Trips.Load()-base, cnt.Commands.Load()-baseCmds
 	if err := p.Shutdown(bn.ctx); err != nil {
 		return procRun{}, err
 	}
