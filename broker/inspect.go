@@ -191,6 +191,8 @@ type Overview struct {
 	HeadAge time.Duration
 	// DoneLastMinute is how many jobs finished done in the last minute.
 	DoneLastMinute int64
+	// Paused: no pool claims from the queue until it is resumed.
+	Paused bool
 }
 
 // Overview reads a queue's counts, the age of its next job and its recent
@@ -208,6 +210,7 @@ func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
 		o.HeadAge = max(time.Duration(now-head)*time.Millisecond, 0)
 	}
 	o.DoneLastMinute = r.int()
+	o.Paused = r.int() == 1
 	return o, r.err
 }
 

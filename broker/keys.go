@@ -27,7 +27,7 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 	}
 	base := b.opts.Prefix + ":{" + queue + "}:"
 	k := &queueKeys{name: queue, job: base + "job:"}
-	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq"} {
+	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused"} {
 		k.list = append(k.list, base+s)
 	}
 	actual, _ := b.queues.LoadOrStore(queue, k)
@@ -39,6 +39,7 @@ func (k *queueKeys) ready() string     { return k.list[0] }
 func (k *queueKeys) scheduled() string { return k.list[1] }
 func (k *queueKeys) leases() string    { return k.list[2] }
 func (k *queueKeys) wake() string      { return k.list[6] }
+func (k *queueKeys) paused() string    { return k.list[8] }
 
 // index is the key of the index that holds jobs in state s.
 func (k *queueKeys) index(s State) string {

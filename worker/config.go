@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/middleware"
 )
 
@@ -18,6 +19,12 @@ const (
 	PollIntervalDefault    = time.Second
 	ShutdownTimeoutDefault = 30 * time.Second
 	ReapBatchDefault       = 100
+
+	// Retention defaults: how long finished jobs are kept when
+	// Config.Retention is nil.
+	RetainDoneDefault      = 24 * time.Hour
+	RetainCancelledDefault = 24 * time.Hour
+	RetainDeadDefault      = 7 * 24 * time.Hour
 
 	// MinLeaseDuration is the shortest lease the pool accepts: the heartbeat
 	// renews every lease/3.
@@ -67,6 +74,11 @@ type Config struct {
 	Backoff BackoffFunc
 	// KindBackoff overrides Backoff for some job kinds.
 	KindBackoff map[string]BackoffFunc
+	// Retention says how long finished jobs of the pool's queues are kept;
+	// the reaper deletes older ones in its bounded upkeep. nil means done
+	// and cancelled jobs for a day, dead ones for a week; &broker.Retention{}
+	// keeps everything. Pools of one queue should agree: the strictest wins.
+	Retention *broker.Retention
 	// Middleware wraps every handler, the first outermost. The pool always
 	// adds middleware.Recover outside them all.
 	Middleware []middleware.Middleware
@@ -97,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Retention == nil {
+		c.Retention = &broker.Retention{Done: RetainDoneDefault, Cancelled: RetainCancelledDefault, Dead: RetainDeadDefault}
 	}
 	return c
 }

@@ -20,7 +20,8 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if c.Concurrency != ConcurrencyDefault || c.LeaseDuration != LeaseDurationDefault ||
 		c.PollInterval != PollIntervalDefault || c.ShutdownTimeout != ShutdownTimeoutDefault ||
-		c.ReapBatch != ReapBatchDefault || c.Backoff == nil || c.Logger == nil {
+		c.ReapBatch != ReapBatchDefault || c.Backoff == nil || c.Logger == nil ||
+		c.Retention == nil || c.Retention.Done != RetainDoneDefault || c.Retention.Dead != RetainDeadDefault {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if err := c.validate(); err != nil {

@@ -200,8 +200,9 @@ func (p *Pool) waitSlot(d time.Duration) {
 	}
 }
 
-// reap recovers expired leases of every queue, one bounded batch each. It
-// reports whether a batch was full, so more may be waiting.
+// reap recovers expired leases of every queue, one bounded batch each, and
+// trims finished jobs past their retention. It reports whether a batch was
+// full, so more may be waiting.
 func (p *Pool) reap() (more bool) {
 	for _, q := range p.cfg.Queues {
 		res, err := p.b.Reap(context.Background(), q.Name, p.cfg.ReapBatch)
@@ -216,6 +217,13 @@ func (p *Pool) reap() (more bool) {
 				slog.String("queue", q.Name), slog.String("id", r.ID), slog.String("now", string(r.State)), slog.Int64("generation", r.Generation))
 		}
 		more = more || len(res.Reaped) == p.cfg.ReapBatch
+		// Retention is upkeep of the same kind: bounded, on the same clock.
+		trimmed, err := p.b.Trim(context.Background(), q.Name, *p.cfg.Retention, p.cfg.ReapBatch)
+		if err != nil {
+			p.log.Warn("fenceq could not trim finished jobs", slog.String("queue", q.Name), slog.Any("error", err))
+			continue
+		}
+		more = more || trimmed == p.cfg.ReapBatch
 	}
 	return more
 }

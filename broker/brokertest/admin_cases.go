@@ -369,3 +369,89 @@ func testEnqueueMany(t *testing.T, nb NewBackend) {
 	want(t, "pending", c.Pending, int64(3))
 	s.consistent(t)
 }
+
+// A paused queue takes enqueues but hands out nothing until resumed.
+func testPause(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	noErr(t, "Pause", s.b.Pause(s.ctx, s.q))
+	paused, err := s.b.Paused(s.ctx, s.q)
+	noErr(t, "Paused", err)
+	want(t, "paused", paused, true)
+	id := s.enqueue(t, broker.Job{})
+	if ls := s.claim(t, 5, long); len(ls) != 0 {
+		t.Fatalf("claimed %d jobs from a paused queue", len(ls))
+	}
+	if o, _ := s.b.Overview(s.ctx, s.q); !o.Paused || o.Pending != 1 {
+		t.Fatalf("overview of a paused queue: %+v", o)
+	}
+	key, _ := s.b.WakeKey(s.q)
+	noErr(t, "DEL wake", s.Client.Del(s.ctx, key).Err())
+	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
+	n, err := s.Client.LLen(s.ctx, key).Result()
+	noErr(t, "LLEN", err)
+	want(t, "wake token after resume", n, int64(1))
+	o, err := s.b.Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	want(t, "overview after resume", o.Paused, false)
+	want(t, "claimed after resume", s.claimOne(t, long).ID, id)
+	paused, _ = s.b.Paused(s.ctx, s.q)
+	want(t, "paused after resume", paused, false)
+	s.consistent(t)
+}
+
+// Trim deletes finished jobs past their retention, oldest first, and
+// leaves everything else alone.
+func testRetention(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	finish := func(n int, how string) []string {
+		var ids []string
+		for range n {
+			ids = append(ids, s.enqueue(t, broker.Job{MaxAttempts: 1}))
+		}
+		for _, l := range s.claim(t, n, long) {
+			var err error
+			switch how {
+			case "done":
+				_, err = s.b.Ack(s.ctx, l, nil)
+			case "dead":
+				_, _, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "x"})
+			}
+			noErr(t, how, err)
+		}
+		return ids
+	}
+	oldDone := finish(3, "done")
+	oldDead := finish(2, "dead")
+	s.Advance(past)
+	newDone := finish(4, "done")
+	pending := s.enqueue(t, broker.Job{})
+
+	// Age: done jobs older than 30ms go; dead ones are kept longer.
+	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: short, Dead: time.Hour}, 100)
+	noErr(t, "Trim", err)
+	want(t, "trimmed by age", n, 3)
+	for _, id := range oldDone {
+		_, err := s.b.Job(s.ctx, s.q, id)
+		wantErr(t, "old done job", err, broker.ErrJobNotFound)
+	}
+	for _, id := range append(append(oldDead, newDone...), pending) {
+		s.job(t, id)
+	}
+	// Count: at most 2 done jobs, oldest go first; bounded by the limit.
+	n, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 2}, 1)
+	noErr(t, "Trim", err)
+	want(t, "trimmed within the limit", n, 1)
+	n, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 2}, 100)
+	noErr(t, "Trim", err)
+	want(t, "trimmed by count", n, 1)
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "counts", c, broker.Counts{Pending: 1, Done: 2, Dead: 2})
+	n, err = s.b.Trim(s.ctx, s.q, broker.Retention{}, 100)
+	noErr(t, "Trim", err)
+	want(t, "the zero Retention trims", n, 0)
+	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: -time.Second}, 100)
+	wantErr(t, "negative retention", err, broker.ErrInvalid)
+	s.consistent(t)
+	// A trimmed id is free again.
+	s.enqueue(t, broker.Job{ID: oldDone[0]})
+}

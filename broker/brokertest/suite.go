@@ -22,6 +22,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"FailRetryDeadSnooze", testFail},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
+		{"Pause", testPause},
+		{"Retention", testRetention},
 		{"PriorityAndFIFO", testPriority},
 		{"DelayAndRunAt", testDelay},
 		{"DuplicateID", testDuplicate},

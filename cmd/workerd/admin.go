@@ -154,3 +154,41 @@ func notFoundIsFailure(e *env, err error) error {
 	}
 	return err
 }
+
+func runPause(ctx context.Context, e *env, args []string) error {
+	b, q, err := queueOnly(ctx, e, "pause", args)
+	if err != nil {
+		return err
+	}
+	if err := b.Pause(ctx, q); err != nil {
+		return notFoundIsFailure(e, err)
+	}
+	fmt.Fprintf(e.stdout, "paused %s: enqueues are accepted, nothing is claimed; running jobs finish\n", q)
+	return nil
+}
+
+func runResume(ctx context.Context, e *env, args []string) error {
+	b, q, err := queueOnly(ctx, e, "resume", args)
+	if err != nil {
+		return err
+	}
+	if err := b.Resume(ctx, q); err != nil {
+		return notFoundIsFailure(e, err)
+	}
+	fmt.Fprintf(e.stdout, "resumed %s\n", q)
+	return nil
+}
+
+// queueOnly parses the arguments of a QUEUE command and connects.
+func queueOnly(ctx context.Context, e *env, name string, args []string) (*broker.Broker, string, error) {
+	const synopsis = "QUEUE"
+	fs := newFlags(e, name, synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	pos, err := parse(fs, synopsis, args, 1, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	_, b, err := rf.connect(ctx, e)
+	return b, pos[0], err
+}

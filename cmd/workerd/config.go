@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/worker"
 )
@@ -27,12 +28,24 @@ type fileConfig struct {
 }
 
 type poolConfig struct {
-	Queues         []queueConfig `yaml:"queues"`
-	StrictPriority bool          `yaml:"strict_priority"`
-	Concurrency    int           `yaml:"concurrency"`
-	Lease          duration      `yaml:"lease"`
-	PollInterval   duration      `yaml:"poll_interval"`
-	Backoff        backoffConfig `yaml:"backoff"`
+	Queues         []queueConfig    `yaml:"queues"`
+	StrictPriority bool             `yaml:"strict_priority"`
+	Concurrency    int              `yaml:"concurrency"`
+	Lease          duration         `yaml:"lease"`
+	PollInterval   duration         `yaml:"poll_interval"`
+	Backoff        backoffConfig    `yaml:"backoff"`
+	Retention      *retentionConfig `yaml:"retention"`
+}
+
+// retentionConfig is a pool's retention of finished jobs; omitted, the
+// worker's defaults apply (done and cancelled a day, dead a week).
+type retentionConfig struct {
+	Done         duration `yaml:"done"`
+	Cancelled    duration `yaml:"cancelled"`
+	Dead         duration `yaml:"dead"`
+	MaxDone      int      `yaml:"max_done"`
+	MaxCancelled int      `yaml:"max_cancelled"`
+	MaxDead      int      `yaml:"max_dead"`
 }
 
 type queueConfig struct {
@@ -105,7 +118,8 @@ func loadConfig(path string) (*fileConfig, error) {
 		msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n  ")
 		msg = unknownField.ReplaceAllString(msg, `unknown field "$1" in $2 (check the spelling against the README's configuration reference)`)
 		msg = strings.NewReplacer("poolConfig", "a pool", "fileConfig", "the top level", "handlerConfig", "a handler",
-			"execConfig", "exec", "httpConfig", "http", "queueConfig", "a queue", "backoffConfig", "backoff").Replace(msg)
+			"execConfig", "exec", "httpConfig", "http", "queueConfig", "a queue", "backoffConfig", "backoff",
+			"retentionConfig", "retention").Replace(msg)
 		return nil, &configError{fmt.Errorf("%s: %s", path, msg)}
 	}
 	if err := c.validate(); err != nil {
@@ -126,6 +140,9 @@ func (c *fileConfig) validate() error {
 			if q.Name == "" {
 				return fmt.Errorf("pools[%d].queues[%d].name: missing", i, j)
 			}
+		}
+		if r := p.Retention; r != nil && (r.MaxDone < 0 || r.MaxCancelled < 0 || r.MaxDead < 0) {
+			return fmt.Errorf("pools[%d].retention: counts must not be negative (0 or omitted means no limit)", i)
 		}
 		if p.Concurrency < 0 {
 			return fmt.Errorf("pools[%d].concurrency: %d; it must be positive (omit it for %d)", i, p.Concurrency, worker.ConcurrencyDefault)
@@ -203,6 +220,10 @@ func (p poolConfig) workerConfig() worker.Config {
 	}
 	for _, q := range p.Queues {
 		cfg.Queues = append(cfg.Queues, worker.Queue{Name: q.Name, Weight: q.Weight})
+	}
+	if r := p.Retention; r != nil {
+		cfg.Retention = &broker.Retention{Done: r.Done.Duration, Cancelled: r.Cancelled.Duration, Dead: r.Dead.Duration,
+			MaxDone: r.MaxDone, MaxCancelled: r.MaxCancelled, MaxDead: r.MaxDead}
 	}
 	if p.Backoff.Base.Duration > 0 || p.Backoff.Max.Duration > 0 {
 		base, limit := p.Backoff.Base.Duration, p.Backoff.Max.Duration

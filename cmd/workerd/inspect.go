@@ -27,6 +27,7 @@ type queueJSON struct {
 	Cancelled            int64   `json:"cancelled"`
 	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
 	DoneLastMinute       int64   `json:"done_last_minute"`
+	Paused               bool    `json:"paused"`
 }
 
 type leaseJSON struct {
@@ -97,7 +98,8 @@ func overviewJSON(ctx context.Context, b *broker.Broker, q string) (queueJSON, e
 		return queueJSON{}, err
 	}
 	return queueJSON{Queue: q, Scheduled: o.Scheduled, Pending: o.Pending, Running: o.Running, Done: o.Done,
-		Dead: o.Dead, Cancelled: o.Cancelled, OldestPendingSeconds: o.HeadAge.Seconds(), DoneLastMinute: o.DoneLastMinute}, nil
+		Dead: o.Dead, Cancelled: o.Cancelled, OldestPendingSeconds: o.HeadAge.Seconds(), DoneLastMinute: o.DoneLastMinute,
+		Paused: o.Paused}, nil
 }
 
 func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) error {
@@ -125,7 +127,11 @@ func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) erro
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tRUNNING\tDONE\tDEAD\tCANCELLED\tOLDEST PENDING\tDONE/MIN\t")
 	for _, o := range out.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", o.Queue, o.Pending, o.Scheduled, o.Running, o.Done,
+		name := o.Queue
+		if o.Paused {
+			name += " (paused)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", name, o.Pending, o.Scheduled, o.Running, o.Done,
 			o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)
 	}
 	return tw.Flush()
@@ -151,6 +157,9 @@ func inspectQueue(ctx context.Context, e *env, b *broker.Broker, q string, limit
 	}
 	if asJSON {
 		return printJSON(e.stdout, out)
+	}
+	if o.Paused {
+		fmt.Fprintf(e.stdout, "queue %s is PAUSED: nothing is claimed until 'workerd resume %s'\n", q, q)
 	}
 	fmt.Fprintf(e.stdout, "queue %s: %d pending, %d scheduled, %d running, %d done, %d dead, %d cancelled; oldest pending %s; %d done in the last minute\n\n",
 		q, o.Pending, o.Scheduled, o.Running, o.Done, o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)

@@ -7,6 +7,7 @@
 //	workerd release QUEUE ID                 force-release a running job
 //	workerd retry QUEUE ID | --dead          send dead jobs back
 //	workerd cancel QUEUE ID                  cancel a job
+//	workerd pause QUEUE / resume QUEUE       stop and restart claiming from a queue
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
@@ -48,6 +49,8 @@ func commands() []command {
 		{"release", "force-release a running job (it runs again elsewhere)", runRelease},
 		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},
 		{"cancel", "cancel a job", runCancel},
+		{"pause", "stop claiming from a queue (enqueues still accepted)", runPause},
+		{"resume", "resume a paused queue", runResume},
 		{"check", "verify that every job is in the index of its state", runCheck},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 	}

@@ -257,3 +257,43 @@ func TestBenchRefusesNonEmptyDatabase(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+func TestPauseResumeCommands(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "enqueue", "q", "k")
+	if out := c.ok("", "pause", "q"); !strings.Contains(out, "paused q") {
+		t.Fatalf("pause: %s", out)
+	}
+	var all struct {
+		Queues []queueJSON `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("", "inspect", "--json")), &all); err != nil || len(all.Queues) != 1 || !all.Queues[0].Paused {
+		t.Fatalf("inspect --json of a paused queue: %+v %v", all, err)
+	}
+	if out := c.ok("", "inspect", "q"); !strings.Contains(out, "PAUSED") {
+		t.Fatalf("inspect q: %s", out)
+	}
+	c.ok("", "resume", "q")
+	if out := c.ok("", "inspect", "q"); strings.Contains(out, "PAUSED") {
+		t.Fatalf("still paused: %s", out)
+	}
+	if code, _, _ := c.run("", "pause"); code != 2 {
+		t.Fatalf("pause without a queue: exit %d", code)
+	}
+}
+
+func TestConfigRetention(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.yaml")
+	os.WriteFile(path, []byte("pools:\n  - queues: [a]\n    retention: {done: 1h, dead: 72h, max_done: 1000}\n  - queues: [b]\nhandlers:\n  k: {exec: {command: [\"true\"]}}\n"), 0o644)
+	cfg, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Pools[0].workerConfig().Retention
+	if r == nil || r.Done != time.Hour || r.Dead != 72*time.Hour || r.Cancelled != 0 || r.MaxDone != 1000 {
+		t.Fatalf("retention %+v", r)
+	}
+	if cfg.Pools[1].workerConfig().Retention != nil {
+		t.Fatal("a pool without retention should take the worker's defaults (nil)")
+	}
+}

@@ -1,4 +1,5 @@
--- claim: promote due scheduled jobs (bounded), then take up to n ready jobs.
+-- claim: promote due scheduled jobs (bounded), then take up to n ready jobs,
+-- unless the queue is paused.
 -- Guard: none from the caller; a popped job is claimed only if its hash says
 -- pending. Each claim bumps gen and installs a fresh token, which makes it the
 -- one valid claim (invariants 1 and 3); the job moves from ready to leases
@@ -27,7 +28,7 @@ end
 local out = {now, -1, 0}
 local until_ms = now + lease_ms
 local claimed = 0
-if n > 0 then
+if n > 0 and redis.call('EXISTS', K.paused) == 0 then
   local popped = redis.call('ZPOPMIN', K.ready, n)
   for i = 1, #popped, 2 do
     local id = popped[i]

@@ -11,6 +11,7 @@
 --   KEYS[6] cancelled  ZSET    cancelled jobs; score = finished_at
 --   KEYS[7] wake       LIST    at most one wake-up token for workers blocked in BLPOP
 --   KEYS[8] seq        STRING  the ready index's FIFO sequence
+--   KEYS[9] paused     STRING  present while the queue is paused (nothing is claimed)
 -- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
 -- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
 -- ids from an index), but they share the hash tag and so the slot.
@@ -20,7 +21,7 @@
 
 local K = {
   ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
-  done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8],
+  done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
 }
 local JOB = ARGV[1]
 

@@ -252,3 +252,50 @@ func testWeighted(t *testing.T, nc NewClient) {
 		t.Fatalf("processed %v, want 20 of each", seen)
 	}
 }
+
+// A paused queue's jobs wait, and Resume wakes the idle pool at once: with
+// a minute's poll interval, nothing else would run them in time.
+func testPauseResume(t *testing.T, nc NewClient) {
+	s := setup(t, nc)
+	ran := make(chan string, 4)
+	s.pool(t, handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {
+		ran <- j.ID
+		return nil
+	}), func(c *worker.Config) { c.PollInterval, c.LeaseDuration = time.Minute, 3*time.Minute })
+	if err := s.b.Pause(s.ctx, s.q); err != nil {
+		t.Fatal(err)
+	}
+	id := s.enqueue(t, broker.Job{})
+	select {
+	case got := <-ran:
+		t.Fatalf("ran %s while the queue was paused", got)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := s.b.Resume(s.ctx, s.q); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "job run after resume", recv(t, "the job after Resume", ran, 20*time.Second), id)
+}
+
+// The reaper's upkeep deletes finished jobs past their retention.
+func testRetentionUpkeep(t *testing.T, nc NewClient) {
+	s := setup(t, nc)
+	ran := make(chan struct{}, 1)
+	s.pool(t, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { ran <- struct{}{}; return nil }),
+		func(c *worker.Config) {
+			c.LeaseDuration = 300 * time.Millisecond // reaps every 100ms
+			c.Retention = &broker.Retention{Done: 50 * time.Millisecond}
+		})
+	id := s.enqueue(t, broker.Job{})
+	recv(t, "the job to run", ran, 10*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err := s.b.Job(s.ctx, s.q, id)
+		if errors.Is(err, broker.ErrJobNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("done job still stored 10s later: %v", err)
+		}
+	}
+	s.consistent(t)
+}

@@ -22,6 +22,8 @@ func Run(t *testing.T, nc NewClient) {
 		{"RetryInBackoffWakesIdlePool", testRetryWakes},
 		{"StrictPriorityQueues", testStrictPriority},
 		{"WeightedQueues", testWeighted},
+		{"PauseAndResume", testPauseResume},
+		{"RetentionUpkeep", testRetentionUpkeep},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Pause stops every pool from claiming jobs of queue until Resume. Enqueues
+// are still accepted, and jobs already running go on to settle.
+func (b *Broker) Pause(ctx context.Context, queue string) error {
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
+	if err := b.rdb.Set(ctx, b.queueKeys(queue).paused(), "1", 0).Err(); err != nil {
+		return fmt.Errorf("fenceq: pause queue %q: %w", queue, err)
+	}
+	return nil
+}
+
+// Resume lets pools claim jobs of queue again, and wakes one that is
+// blocked so that the queue's backlog starts at once.
+func (b *Broker) Resume(ctx context.Context, queue string) error {
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
+	k := b.queueKeys(queue)
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k.paused())
+		p.RPush(ctx, k.wake(), "1")
+		p.LTrim(ctx, k.wake(), 0, 0) // one token is enough; see lib.lua's wake
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fenceq: resume queue %q: %w", queue, err)
+	}
+	return nil
+}
+
+// Paused reports whether queue is paused.
+func (b *Broker) Paused(ctx context.Context, queue string) (bool, error) {
+	if err := validName("queue", queue); err != nil {
+		return false, err
+	}
+	n, err := b.rdb.Exists(ctx, b.queueKeys(queue).paused()).Result()
+	if err != nil {
+		return false, fmt.Errorf("fenceq: read whether queue %q is paused: %w", queue, err)
+	}
+	return n == 1, nil
+}
+
+// Retention says how long finished jobs are kept. A zero field keeps them
+// forever (as far as that field goes): the zero Retention trims nothing.
+type Retention struct {
+	Done, Cancelled, Dead          time.Duration // maximum age, from finished_at
+	MaxDone, MaxCancelled, MaxDead int           // maximum count; the oldest go first
+}
+
+// Trim deletes up to limit finished jobs of queue that retention no longer
+// keeps, oldest first, and answers how many it deleted. A deleted job's id
+// is free again: an Enqueue with it creates a new job.
+func (b *Broker) Trim(ctx context.Context, queue string, r Retention, limit int) (int, error) {
+	if err := validName("queue", queue); err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
+	}
+	if r.Done < 0 || r.Cancelled < 0 || r.Dead < 0 || r.MaxDone < 0 || r.MaxCancelled < 0 || r.MaxDead < 0 {
+		return 0, &ValidationError{Field: "retention", Value: fmt.Sprintf("%+v", r), Reason: "ages and counts must not be negative (0 means no limit)"}
+	}
+	n, err := b.run(ctx, b.scripts.trim, b.queueKeys(queue), limit,
+		r.Done.Milliseconds(), r.MaxDone, r.Cancelled.Milliseconds(), r.MaxCancelled, r.Dead.Milliseconds(), r.MaxDead).Int()
+	if err != nil {
+		return 0, fmt.Errorf("fenceq: trim queue %q: %w", queue, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,37 @@
+-- trim: retention. Deletes finished jobs (done, cancelled, dead) older than
+-- their state's maximum age, or beyond its maximum count (oldest first),
+-- at most limit jobs per call: the reaper's bounded upkeep.
+-- Guard: a job is deleted only if its hash is in the state of the index it
+-- is listed in; another entry is only dropped from the index (invariant 6).
+-- ARGV[2] limit, then (max_age_ms, max_count) for done, cancelled and dead;
+--     0 means no limit of that kind
+-- Reply: the number of jobs deleted
+local budget = tonumber(ARGV[2])
+local now = now_ms()
+local deleted = 0
+local function drop(index, state, ids)
+  for _, id in ipairs(ids) do
+    local key = JOB .. id
+    local f = read(key, 'state')
+    if f and f[1] == state then
+      redis.call('DEL', key)
+      deleted = deleted + 1
+    end
+    redis.call('ZREM', index, id)
+    budget = budget - 1
+  end
+end
+for i, state in ipairs({'done', 'cancelled', 'dead'}) do
+  local index = INDEX[state]
+  local max_age, max_count = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+  if budget > 0 and max_age > 0 then
+    drop(index, state, redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. int(now - max_age), 'LIMIT', 0, budget))
+  end
+  if budget > 0 and max_count > 0 then
+    local excess = redis.call('ZCARD', index) - max_count
+    if excess > 0 then
+      drop(index, state, redis.call('ZRANGE', index, 0, math.min(excess, budget) - 1))
+    end
+  end
+end
+return deleted
