@@ -28,6 +28,7 @@ func TestMiniredis(t *testing.T) {
 				defer mu.Unlock()
 				now = now.Add(d)
 				mr.SetTime(now)
+				mr.FastForward(d) // and expire keys with a TTL, as real time would
 			},
 		}
 	})

@@ -32,6 +32,13 @@ type Job struct {
 	// Priority runs from PriorityMin to PriorityMax (-100..100); higher is
 	// claimed first, FIFO within one priority. Default 0.
 	Priority int
+	// UniqueKey, when set, admits one job per key: while it is held, an
+	// enqueue with the same key answers the holding job's id (EnqueueMany's
+	// Enqueued.Existing says so) and creates nothing. The key is held for
+	// UniqueFor, or, when UniqueFor is 0, until the job is done, dead or
+	// cancelled. Keys are per queue.
+	UniqueKey string
+	UniqueFor time.Duration
 }
 
 func (b *Broker) validate(j *Job) error {
@@ -55,6 +62,15 @@ func (b *Broker) validate(j *Job) error {
 	if j.Delay > 0 && !j.RunAt.IsZero() {
 		return &ValidationError{Field: "delay", Value: j.Delay.String(), Reason: "set Delay or RunAt, not both"}
 	}
+	if j.UniqueKey != "" {
+		if err := validID(j.Queue, j.UniqueKey); err != nil {
+			err.(*ValidationError).Field = "unique key"
+			return err
+		}
+	}
+	if j.UniqueFor < 0 || j.UniqueFor > 0 && j.UniqueKey == "" {
+		return &ValidationError{Field: "unique for", Value: j.UniqueFor.String(), Reason: "must not be negative, and needs a UniqueKey"}
+	}
 	if j.MaxAttempts < 0 {
 		return &ValidationError{Field: "max attempts", Value: fmt.Sprint(j.MaxAttempts), Reason: "must be at least 1 (0 means the default, 25)"}
 	}
@@ -74,7 +90,8 @@ func (b *Broker) validate(j *Job) error {
 var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
 
 // Enqueue stores a job, pending at once or scheduled for later, and wakes a
-// waiting worker. It returns the job's id. A duplicate id returns a
+// waiting worker. It returns the job's id: with a UniqueKey that is held,
+// the holding job's id, and nothing is written. A duplicate id returns a
 // *DuplicateError (errors.Is ErrJobExists); bad arguments return a
 // *ValidationError (errors.Is ErrInvalid) and write nothing. With
 // Options.WaitReplicas, an error wrapping ErrNotReplicated says the job was
@@ -87,9 +104,11 @@ func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
 	if b.opts.WaitReplicas > 0 {
 		c := &enqueueCall{k: k, args: args}
 		b.enqueueDurably(ctx, []*enqueueCall{c})
-		return j.ID, b.replicated(j.Queue, j.ID, c)
+		e := b.replicated(j.Queue, j.ID, c)
+		return e.ID, e.Err
 	}
-	return j.ID, b.enqueued(j.Queue, j.ID, b.run(ctx, b.scripts.enqueue, k, args...))
+	e := b.enqueued(j.Queue, j.ID, b.run(ctx, b.scripts.enqueue, k, args...))
+	return e.ID, e.Err
 }
 
 // enqueueCall is one job on the durable (WAIT) path.
@@ -170,19 +189,19 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 }
 
 // replicated reads a durable call's answers: the script's, then WAIT's.
-func (b *Broker) replicated(queue, id string, c *enqueueCall) error {
-	if err := b.enqueued(queue, id, c.cmd); err != nil {
-		return err
+func (b *Broker) replicated(queue, id string, c *enqueueCall) Enqueued {
+	e := b.enqueued(queue, id, c.cmd)
+	if e.Err != nil || e.Existing {
+		return e // nothing was written: nothing to wait for
 	}
 	n, err := c.acks.Result()
 	if err != nil {
-		return fmt.Errorf("fenceq: enqueue %q in queue %q: %w: WAIT failed: %w (the job is stored on the primary)", id, queue, ErrNotReplicated, err)
-	}
-	if int(n) < b.opts.WaitReplicas {
-		return fmt.Errorf("fenceq: enqueue %q in queue %q: %w: %d of %d replicas acknowledged within %v (the job is stored on the primary, and lost only if it fails over before replicating)",
+		e.Err = fmt.Errorf("fenceq: enqueue %q in queue %q: %w: WAIT failed: %w (the job is stored on the primary)", id, queue, ErrNotReplicated, err)
+	} else if int(n) < b.opts.WaitReplicas {
+		e.Err = fmt.Errorf("fenceq: enqueue %q in queue %q: %w: %d of %d replicas acknowledged within %v (the job is stored on the primary, and lost only if it fails over before replicating)",
 			id, queue, ErrNotReplicated, n, b.opts.WaitReplicas, b.opts.WaitTimeout)
 	}
-	return nil
+	return e
 }
 
 // prepare validates j, gives it an id when it has none, registers its queue
@@ -208,27 +227,38 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 	} else {
 		atMS = j.RunAt.UnixMilli()
 	}
-	return k, []any{j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS}, nil
+	unique := ""
+	if j.UniqueKey != "" {
+		unique = b.opts.Prefix + ":{" + j.Queue + "}:unique:" + j.UniqueKey
+	}
+	return k, []any{j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
+		unique, j.UniqueFor.Milliseconds()}, nil
 }
 
-// enqueued reads the enqueue script's answer.
-func (b *Broker) enqueued(queue, id string, cmd *redis.Cmd) error {
+// enqueued reads the enqueue script's answer for the job with id.
+func (b *Broker) enqueued(queue, id string, cmd *redis.Cmd) Enqueued {
 	v, err := cmd.Result()
 	r := newReply("enqueue "+queue, v, err)
-	status, state := r.str(), State(r.str())
-	if r.err != nil {
-		return r.err
+	switch status := r.str(); status {
+	case "exists":
+		if state := State(r.str()); r.err == nil {
+			return Enqueued{ID: id, Err: &DuplicateError{Queue: queue, ID: id, State: state}}
+		}
+	case "unique":
+		if holder := r.str(); r.err == nil {
+			return Enqueued{ID: holder, Existing: true}
+		}
 	}
-	if status == "exists" {
-		return &DuplicateError{Queue: queue, ID: id, State: state}
-	}
-	return nil
+	return Enqueued{ID: id, Err: r.err}
 }
 
 // Enqueued is EnqueueMany's answer for one job.
 type Enqueued struct {
-	ID  string
-	Err error // as Enqueue's: *ValidationError, *DuplicateError, or a Redis error
+	ID string
+	// Existing: the job's unique key was held, and ID is the job holding
+	// it; nothing was written.
+	Existing bool
+	Err      error // as Enqueue's: *ValidationError, *DuplicateError, or a Redis error
 }
 
 // EnqueueMany stores many jobs in one pipeline: one round trip on a single
@@ -260,7 +290,7 @@ func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 		}
 		b.enqueueDurably(ctx, durable)
 		for _, c := range durable {
-			out[c.i].Err = b.replicated(jobs[c.i].Queue, out[c.i].ID, c)
+			out[c.i] = b.replicated(jobs[c.i].Queue, out[c.i].ID, c)
 		}
 		return out
 	}
@@ -281,7 +311,7 @@ func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 		}
 	}
 	for _, c := range calls {
-		out[c.i].Err = b.enqueued(jobs[c.i].Queue, out[c.i].ID, c.cmd)
+		out[c.i] = b.enqueued(jobs[c.i].Queue, out[c.i].ID, c.cmd)
 	}
 	return out
 }

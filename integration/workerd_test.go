@@ -284,3 +284,39 @@ func processGone(pid int) bool {
 	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(fields) > 0 && fields[0] == "Z"
 }
+
+// Several processes enqueueing under one unique key at once make one job,
+// and all of them print its id.
+func TestWorkerdUniqueAcrossProcesses(t *testing.T) {
+	client(t)
+	prefix := fmt.Sprintf("fquniq-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	const n = 6
+	outs := make(chan string, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, out, errOut := workerd(t, "", "enqueue", "reports", "build", "--unique", "report-2026-11",
+				"--redis", "redis://"+redisAddr, "--prefix", prefix)
+			if code != 0 {
+				t.Errorf("exit %d: %s", code, errOut)
+			}
+			outs <- strings.TrimSpace(out)
+		}()
+	}
+	wg.Wait()
+	close(outs)
+	ids := map[string]bool{}
+	for id := range outs {
+		ids[id] = true
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d processes printed %d different ids: %v", n, len(ids), ids)
+	}
+	code, out, _ := workerd(t, "", "inspect", "reports", "--json", "--redis", "redis://"+redisAddr, "--prefix", prefix)
+	if code != 0 || !strings.Contains(out, `"pending": 1`) {
+		t.Fatalf("inspect: exit %d\n%s", code, out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -454,4 +455,66 @@ func testRetention(t *testing.T, nb NewBackend) {
 	s.consistent(t)
 	// A trimmed id is free again.
 	s.enqueue(t, broker.Job{ID: oldDone[0]})
+}
+
+// A unique key admits one job at a time: until it finishes, or for a TTL.
+func testUnique(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	first := s.enqueue(t, broker.Job{UniqueKey: "report-42"})
+	again := s.enqueue(t, broker.Job{UniqueKey: "report-42", Payload: []byte("other")})
+	want(t, "id of a duplicate unique enqueue", again, first)
+	res := s.b.EnqueueMany(s.ctx, []broker.Job{{Queue: s.q, Kind: "k", UniqueKey: "report-42"}, {Queue: s.q, Kind: "k", UniqueKey: "report-43"}})
+	noErr(t, "EnqueueMany", res[0].Err)
+	if !res[0].Existing || res[0].ID != first || res[1].Existing {
+		t.Fatalf("EnqueueMany answers %+v", res)
+	}
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "pending", c.Pending, int64(2))
+
+	// Held until the job finishes; free after.
+	var l broker.Lease
+	for _, x := range s.claim(t, 2, long) {
+		if x.ID == first {
+			l = x
+		}
+	}
+	want(t, "still held while running", s.enqueue(t, broker.Job{UniqueKey: "report-42"}), first)
+	_, err := s.b.Ack(s.ctx, l, nil)
+	noErr(t, "Ack", err)
+	if next := s.enqueue(t, broker.Job{UniqueKey: "report-42"}); next == first {
+		t.Fatal("the unique key is still held after its job was done")
+	}
+
+	// Held for a TTL, whatever the job does.
+	ttl := s.enqueue(t, broker.Job{UniqueKey: "daily", UniqueFor: short})
+	want(t, "within the TTL", s.enqueue(t, broker.Job{UniqueKey: "daily"}), ttl)
+	s.Advance(past)
+	if after := s.enqueue(t, broker.Job{UniqueKey: "daily"}); after == ttl {
+		t.Fatal("the unique key is still held after its TTL")
+	}
+
+	// Concurrent enqueues of one key make one job.
+	ids := make(chan string, 10)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: "race"})
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- id
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		seen[id] = true
+	}
+	want(t, "jobs made by 10 concurrent enqueues of one key", len(seen), 1)
+	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueFor: time.Minute})
+	wantErr(t, "UniqueFor without a key", err, broker.ErrInvalid)
+	s.consistent(t)
 }

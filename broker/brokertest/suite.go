@@ -23,6 +23,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"Pause", testPause},
+		{"UniqueJobs", testUnique},
 		{"Retention", testRetention},
 		{"PriorityAndFIFO", testPriority},
 		{"DelayAndRunAt", testDelay},

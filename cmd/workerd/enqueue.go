@@ -14,7 +14,7 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P]\n       workerd enqueue QUEUE --jsonl FILE|-"
+const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]]\n       workerd enqueue QUEUE --jsonl FILE|-"
 
 func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "enqueue", enqueueSynopsis)
@@ -27,6 +27,8 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	at := fs.String("at", "", "run the job at this time (RFC 3339, e.g. 2026-12-01T09:00:00Z)")
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before the job is dead (default %d)", broker.MaxAttemptsDefault))
 	priority := fs.Int("priority", 0, fmt.Sprintf("priority from %d to %d; higher runs first", broker.PriorityMin, broker.PriorityMax))
+	unique := fs.String("unique", "", "unique key: while a job with this key exists (or for --unique-for), enqueueing another answers its id and makes none")
+	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
 	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each {"kind": …, "payload": …, "id": …, "delay": "5s", "at": …, "max_attempts": …, "priority": …}`)
 	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
 	if err != nil {
@@ -46,7 +48,8 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if len(pos) < 2 {
 		return usagef("missing the job kind; usage: workerd enqueue %s", enqueueSynopsis)
 	}
-	j := broker.Job{Queue: queue, Kind: pos[1], ID: *id, Delay: *delay, MaxAttempts: *maxAttempts, Priority: *priority}
+	j := broker.Job{Queue: queue, Kind: pos[1], ID: *id, Delay: *delay, MaxAttempts: *maxAttempts, Priority: *priority,
+		UniqueKey: *unique, UniqueFor: *uniqueFor}
 	if j.Payload, err = readPayload(e, *payload, *raw); err != nil {
 		return err
 	}
@@ -62,14 +65,17 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	got, err := b.Enqueue(ctx, j)
-	if err != nil {
-		if errors.Is(err, broker.ErrInvalid) {
-			return usagef("%v", err)
+	got := b.EnqueueMany(ctx, []broker.Job{j})[0]
+	if got.Err != nil {
+		if errors.Is(got.Err, broker.ErrInvalid) {
+			return usagef("%v", got.Err)
 		}
-		return err
+		return got.Err
 	}
-	fmt.Fprintln(e.stdout, got)
+	if got.Existing {
+		fmt.Fprintf(e.stderr, "unique key %q is held by job %s: nothing enqueued\n", j.UniqueKey, got.ID)
+	}
+	fmt.Fprintln(e.stdout, got.ID)
 	return nil
 }
 

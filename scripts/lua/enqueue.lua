@@ -3,9 +3,14 @@
 -- Guard: the id is unused. An existing hash, whatever its state, is left
 -- untouched, so enqueue with a caller-chosen id is idempotent.
 -- Serves invariant 6: the new job is filed in the index of its state.
+-- A unique key, when given, admits one job at a time: while the key holds
+-- the id of a job that still exists (for ttl_ms, or until that job is done,
+-- dead or cancelled when ttl_ms is 0), another enqueue answers that job.
 -- ARGV[2] id  [3] kind  [4] payload  [5] max_attempts  [6] priority
 --     [7] delay_ms (>= 0) or -1  [8] run_at_ms (absolute) or -1
--- Reply: {'ok', state} or {'exists', state of the existing job}
+--     [9] unique key ('' for none; in the queue's hash tag)  [10] ttl_ms
+-- Reply: {'ok', state}, {'exists', state of the existing job}, or
+--        {'unique', id of the job holding the unique key, its state}
 local id, kind, payload = ARGV[2], ARGV[3], ARGV[4]
 local key = JOB .. id
 
@@ -16,6 +21,23 @@ if t ~= 'none' then
     state = redis.call('HGET', key, 'state') or '?'
   end
   return {'exists', state}
+end
+
+local unique, unique_ttl = ARGV[9], tonumber(ARGV[10])
+if unique ~= '' then
+  local holder = redis.call('GET', unique)
+  if holder then
+    local f = read(JOB .. holder, 'state')
+    if f and not (unique_ttl == 0 and (f[1] == 'done' or f[1] == 'dead' or f[1] == 'cancelled')) then
+      return {'unique', holder, f[1]}
+    end
+  end
+  if unique_ttl > 0 then
+    redis.call('SET', unique, id, 'PX', unique_ttl)
+  else
+    redis.call('SET', unique, id)
+    redis.call('HSET', key, 'unique_until_done', unique)
+  end
 end
 
 local now = now_ms()

@@ -76,6 +76,11 @@ local function finish(id, key, state, now)
   redis.call('HSET', key, 'state', state, 'finished_at', now, 'token', '')
   redis.call('HDEL', key, 'lease_until')
   redis.call('ZADD', INDEX[state], now, id)
+  -- A unique key held until the job ends is free from now on.
+  local unique = redis.call('HGET', key, 'unique_until_done')
+  if unique and redis.call('GET', unique) == id then
+    redis.call('DEL', unique)
+  end
 end
 
 -- read fetches fields of a job hash, the first of which must be present. It
