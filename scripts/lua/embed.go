@@ -1,6 +1,6 @@
-// Package lua holds fenceq's Redis scripts: one file per atomic operation,
-// each prefixed at load time with the helpers of lib.lua. The broker package
-// is their only user.
+// Package lua holds fenceq's Redis scripts: one file per atomic operation
+// of the broker package, each prefixed at load time with the helpers of
+// lib.lua, and fence_hset.lua, the fence package's standalone script.
 package lua
 
 import "embed"
