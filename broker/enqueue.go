@@ -41,6 +41,10 @@ type Job struct {
 	UniqueFor time.Duration
 }
 
+// ValidateJob checks a job as Enqueue would, without writing anything: a
+// template (a periodic job's) can be refused at startup.
+func (b *Broker) ValidateJob(j Job) error { return b.validate(&j) }
+
 func (b *Broker) validate(j *Job) error {
 	if err := validName("queue", j.Queue); err != nil {
 		return err

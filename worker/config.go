@@ -79,6 +79,8 @@ type Config struct {
 	// and cancelled jobs for a day, dead ones for a week; &broker.Retention{}
 	// keeps everything. Pools of one queue should agree: the strictest wins.
 	Retention *broker.Retention
+	// Periodic jobs this pool enqueues on their schedules (see Periodic).
+	Periodic []Periodic
 	// Middleware wraps every handler, the first outermost. The pool always
 	// adds middleware.Recover outside them all.
 	Middleware []middleware.Middleware

@@ -118,3 +118,42 @@ type redisErr string
 
 func (e redisErr) Error() string { return string(e) }
 func (redisErr) RedisError()     {}
+
+func TestParseSchedule(t *testing.T) {
+	at := time.Date(2026, 11, 30, 14, 37, 20, 0, time.UTC)
+	cases := []struct {
+		p          Periodic
+		next, prev time.Time
+	}{
+		{Periodic{Name: "a", Every: time.Minute}, time.Date(2026, 11, 30, 14, 38, 0, 0, time.UTC), time.Date(2026, 11, 30, 14, 37, 0, 0, time.UTC)},
+		{Periodic{Name: "b", Cron: "0 * * * *"}, time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)},
+		{Periodic{Name: "c", Cron: "@daily"}, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)},
+		{Periodic{Name: "d", Cron: "0 0 1 1 *"}, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tc := range cases {
+		s, err := parseSchedule(tc.p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.p.Name, err)
+		}
+		if got := s.next(at); !got.Equal(tc.next) {
+			t.Errorf("%s: next = %v, want %v", tc.p.Name, got, tc.next)
+		}
+		if got := s.prev(at); !got.Equal(tc.prev) {
+			t.Errorf("%s: prev = %v, want %v", tc.p.Name, got, tc.prev)
+		}
+	}
+	for _, bad := range []Periodic{
+		{Every: time.Minute},
+		{Name: "x"},
+		{Name: "x", Every: time.Minute, Cron: "* * * * *"},
+		{Name: "x", Cron: "61 * * * *"},
+		{Name: "x", Every: time.Millisecond},
+	} {
+		if _, err := parseSchedule(bad); err == nil {
+			t.Errorf("parseSchedule(%+v) accepted", bad)
+		}
+	}
+	if got := tickID("r", time.Unix(1700000000, 0)); got != "periodic:r:1700000000" {
+		t.Fatalf("tickID = %q", got)
+	}
+}

@@ -47,6 +47,8 @@ type Pool struct {
 	hbStop       chan struct{}
 	hbDone       chan struct{}
 	acks         chan *ackReq  // successes for the acker to batch
+	scheds       []*schedule   // parsed Config.Periodic
+	schedDone    chan struct{} // closed when the scheduler has returned
 	ackerDone    chan struct{} // closed when the acker has returned
 
 	stats       stats
@@ -116,6 +118,17 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		}
 		p.wakeKeys = append(p.wakeKeys, k)
 	}
+	for _, pc := range cfg.Periodic {
+		s, err := parseSchedule(pc)
+		if err != nil {
+			return nil, fmt.Errorf("fenceq: worker config: %w", err)
+		}
+		if err := b.ValidateJob(pc.Job); err != nil {
+			return nil, fmt.Errorf("fenceq: worker config: periodic %q: %w", pc.Name, err)
+		}
+		p.scheds = append(p.scheds, s)
+	}
+	p.schedDone = make(chan struct{})
 	p.maxBlock = blockLimit(b.Client())
 	p.jobsCtx, p.killJobs = context.WithCancelCause(context.Background())
 	return p, nil
@@ -140,6 +153,11 @@ func (p *Pool) Start(ctx context.Context) error {
 	go p.dispatch()
 	go p.heartbeat()
 	go p.acker()
+	if len(p.scheds) > 0 {
+		go p.scheduler(p.scheds)
+	} else {
+		close(p.schedDone)
+	}
 	p.log.Info("fenceq pool started", slog.Any("queues", p.queueNames()),
 		slog.Int("concurrency", p.cfg.Concurrency), slog.Duration("lease", p.cfg.LeaseDuration))
 	return nil
@@ -210,6 +228,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	<-p.hbDone
 	<-p.ackerDone
 	<-p.dispatchDone // at most one claim or one short blocking call away
+	<-p.schedDone
 	p.log.Info("fenceq pool stopped", slog.Int64("succeeded", p.stats.succeeded.Load()), slog.Int64("claimed", p.stats.claimed.Load()))
 	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -24,6 +25,7 @@ type fileConfig struct {
 	HTTP            string                   `yaml:"http"`
 	ShutdownTimeout duration                 `yaml:"shutdown_timeout"`
 	Pools           []poolConfig             `yaml:"pools"`
+	Periodic        []periodicConfig         `yaml:"periodic"`
 	Handlers        map[string]handlerConfig `yaml:"handlers"`
 }
 
@@ -46,6 +48,19 @@ type retentionConfig struct {
 	MaxDone      int      `yaml:"max_done"`
 	MaxCancelled int      `yaml:"max_cancelled"`
 	MaxDead      int      `yaml:"max_dead"`
+}
+
+// periodicConfig is a job enqueued on a schedule (worker.Periodic).
+type periodicConfig struct {
+	Name        string   `yaml:"name"`
+	Cron        string   `yaml:"cron"`
+	Every       duration `yaml:"every"`
+	Queue       string   `yaml:"queue"`
+	Kind        string   `yaml:"kind"`
+	Payload     any      `yaml:"payload"`
+	MaxAttempts int      `yaml:"max_attempts"`
+	Priority    int      `yaml:"priority"`
+	CatchUp     bool     `yaml:"catch_up"`
 }
 
 type queueConfig struct {
@@ -119,7 +134,7 @@ func loadConfig(path string) (*fileConfig, error) {
 		msg = unknownField.ReplaceAllString(msg, `unknown field "$1" in $2 (check the spelling against the README's configuration reference)`)
 		msg = strings.NewReplacer("poolConfig", "a pool", "fileConfig", "the top level", "handlerConfig", "a handler",
 			"execConfig", "exec", "httpConfig", "http", "queueConfig", "a queue", "backoffConfig", "backoff",
-			"retentionConfig", "retention").Replace(msg)
+			"retentionConfig", "retention", "periodicConfig", "a periodic job").Replace(msg)
 		return nil, &configError{fmt.Errorf("%s: %s", path, msg)}
 	}
 	if err := c.validate(); err != nil {
@@ -146,6 +161,11 @@ func (c *fileConfig) validate() error {
 		}
 		if p.Concurrency < 0 {
 			return fmt.Errorf("pools[%d].concurrency: %d; it must be positive (omit it for %d)", i, p.Concurrency, worker.ConcurrencyDefault)
+		}
+	}
+	for i, p := range c.Periodic {
+		if _, err := c.periodic(i, p); err != nil {
+			return err
 		}
 	}
 	if len(c.Handlers) == 0 {
@@ -236,4 +256,22 @@ func (p poolConfig) workerConfig() worker.Config {
 		cfg.Backoff = worker.ExponentialBackoff(base, limit)
 	}
 	return cfg
+}
+
+// periodic turns entry i into a worker.Periodic; the worker checks the
+// schedule itself when the pool is built.
+func (c *fileConfig) periodic(i int, p periodicConfig) (worker.Periodic, error) {
+	if p.Name == "" || p.Queue == "" || p.Kind == "" {
+		return worker.Periodic{}, fmt.Errorf("periodic[%d]: name, queue and kind are required", i)
+	}
+	payload := []byte("{}")
+	if p.Payload != nil {
+		b, err := json.Marshal(p.Payload)
+		if err != nil {
+			return worker.Periodic{}, fmt.Errorf("periodic[%d].payload: %v; write it as a YAML map, list or scalar", i, err)
+		}
+		payload = b
+	}
+	return worker.Periodic{Name: p.Name, Cron: p.Cron, Every: p.Every.Duration, CatchUp: p.CatchUp,
+		Job: broker.Job{Queue: p.Queue, Kind: p.Kind, Payload: payload, MaxAttempts: p.MaxAttempts, Priority: p.Priority}}, nil
 }

@@ -297,3 +297,34 @@ func TestConfigRetention(t *testing.T) {
 		t.Fatal("a pool without retention should take the worker's defaults (nil)")
 	}
 }
+
+func TestConfigPeriodic(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte(`
+pools:
+  - queues: [reports]
+periodic:
+  - name: nightly
+    cron: "0 3 * * *"
+    queue: reports
+    kind: build
+    payload: {full: true, days: [1, 2]}
+    catch_up: true
+handlers:
+  build: {exec: {command: ["true"]}}
+`), 0o644)
+	cfg, err := loadConfig(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cfg.periodic(0, cfg.Periodic[0])
+	if err != nil || p.Cron != "0 3 * * *" || !p.CatchUp || string(p.Job.Payload) != `{"days":[1,2],"full":true}` {
+		t.Fatalf("periodic %+v (%s) %v", p, p.Job.Payload, err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("pools:\n  - queues: [a]\nperiodic:\n  - name: x\n    every: 1m\nhandlers:\n  k: {exec: {command: [\"true\"]}}\n"), 0o644)
+	if _, err := loadConfig(bad); err == nil || !strings.Contains(err.Error(), "periodic[0]: name, queue and kind are required") {
+		t.Fatalf("loadConfig of a periodic job without queue: %v", err)
+	}
+}

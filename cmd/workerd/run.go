@@ -74,6 +74,12 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		wc.Logger = log.With(slog.Int("pool", i))
 		wc.Middleware = []middleware.Middleware{m.middleware(), middleware.Timeout(0, timeouts)}
 		wc.OnRenew = m.observeRenew
+		if i == 0 { // schedules run once per process; any pool may carry them
+			for j, pc := range cfg.Periodic {
+				per, _ := cfg.periodic(j, pc) // checked by loadConfig
+				wc.Periodic = append(wc.Periodic, per)
+			}
+		}
 		p, err := worker.New(b, mux, wc)
 		if err != nil {
 			return &configError{fmt.Errorf("%s: pools[%d]: %w", *path, i, err)}

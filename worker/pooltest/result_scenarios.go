@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -298,4 +299,34 @@ func testRetentionUpkeep(t *testing.T, nc NewClient) {
 		}
 	}
 	s.consistent(t)
+}
+
+// Two pools carrying one schedule never enqueue a tick twice: each tick's
+// job id comes from the schedule's name and the tick's time.
+func testPeriodic(t *testing.T, nc NewClient) {
+	s := setup(t, nc)
+	var runs atomic.Int32
+	every := worker.Periodic{Name: "heartbeat-report", Every: time.Second, Job: broker.Job{Queue: s.q, Kind: "report"}}
+	catchUp := worker.Periodic{Name: "hourly", Every: time.Hour, CatchUp: true, Job: broker.Job{Queue: s.q, Kind: "report"}}
+	h := handlers.HandlerFunc(func(context.Context, *handlers.Job) error { runs.Add(1); return nil })
+	withSchedules := func(c *worker.Config) { c.Periodic = []worker.Periodic{every, catchUp} }
+	begin := time.Now()
+	s.pool(t, h, withSchedules)
+	s.pool(t, h, withSchedules)
+	time.Sleep(3500 * time.Millisecond)
+	ticks := int(time.Since(begin) / time.Second) // whole seconds passed: ticks fired, give or take one
+	c, err := s.b.Counts(s.ctx, s.q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := int(c.Pending + c.Running + c.Done)
+	// The hourly schedule caught up once (not twice); the 1s one fired once
+	// per second, not twice per second.
+	if jobs < ticks || jobs > ticks+2 {
+		t.Fatalf("%d jobs after %d one-second ticks and one catch-up: a tick was enqueued twice or not at all", jobs, ticks)
+	}
+	hour := time.Now().Truncate(time.Hour)
+	if _, err := s.b.Job(s.ctx, s.q, fmt.Sprintf("periodic:hourly:%d", hour.Unix())); err != nil {
+		t.Fatalf("the caught-up tick: %v", err)
+	}
 }

@@ -24,6 +24,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"WeightedQueues", testWeighted},
 		{"PauseAndResume", testPauseResume},
 		{"RetentionUpkeep", testRetentionUpkeep},
+		{"PeriodicJobsOncePerTick", testPeriodic},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
