@@ -41,6 +41,9 @@ func (k *queueKeys) leases() string    { return k.list[2] }
 func (k *queueKeys) wake() string      { return k.list[6] }
 func (k *queueKeys) paused() string    { return k.list[8] }
 
+// base is the queue's key prefix, "<prefix>:{<queue>}:".
+func (k *queueKeys) base() string { return k.job[:len(k.job)-len("job:")] }
+
 // index is the key of the index that holds jobs in state s.
 func (k *queueKeys) index(s State) string {
 	switch s {

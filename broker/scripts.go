@@ -10,7 +10,7 @@ import (
 
 // scripts are the atomic operations, each lib.lua followed by its own file.
 type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, leases, overview *redis.Script
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, overview *redis.Script
 }
 
 func loadScripts() (*scripts, error) {
@@ -22,7 +22,7 @@ func loadScripts() (*scripts, error) {
 	for name, dst := range map[string]**redis.Script{
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
-		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "leases": &s.leases, "overview": &s.overview,
+		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "overview": &s.overview,
 	} {
 		src, err := lua.FS.ReadFile(name + ".lua")
 		if err != nil {
@@ -35,5 +35,5 @@ func loadScripts() (*scripts, error) {
 
 func (s *scripts) all() []*redis.Script {
 	return []*redis.Script{s.enqueue, s.claim, s.renew, s.progress, s.ack, s.fail, s.release,
-		s.releaseUnowned, s.reap, s.cancel, s.retry, s.trim, s.leases, s.overview}
+		s.releaseUnowned, s.reap, s.cancel, s.retry, s.trim, s.wait, s.leases, s.overview}
 }

@@ -118,31 +118,6 @@ func (p *Pool) order() []string {
 	return out
 }
 
-// maxBlock bounds one blocking call, so that a stopping pool is never stuck
-// in Redis for long: a longer wait is a series of them.
-const maxBlock = time.Second
-
-// blockLimit is the longest blocking call the client's read timeout lets
-// through: half of it, at most maxBlock.
-func blockLimit(rdb redis.UniversalClient) time.Duration {
-	var rt time.Duration
-	switch c := rdb.(type) {
-	case *redis.Client:
-		rt = c.Options().ReadTimeout
-	case *redis.ClusterClient:
-		rt = c.Options().ReadTimeout
-	case *redis.Ring:
-		rt = c.Options().ReadTimeout
-	}
-	switch {
-	case rt == 0:
-		rt = 3 * time.Second // go-redis's default
-	case rt < 0:
-		return maxBlock // no read deadline
-	}
-	return max(min(maxBlock, rt/2), time.Millisecond)
-}
-
 // waitWork blocks until an enqueue (or a release, or a reap) pushes a
 // wake-up token into one of the queues' wake keys, or d passes.
 func (p *Pool) waitWork(d time.Duration) {

@@ -129,7 +129,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		p.scheds = append(p.scheds, s)
 	}
 	p.schedDone = make(chan struct{})
-	p.maxBlock = blockLimit(b.Client())
+	p.maxBlock = b.MaxBlock() // a stopping pool is never stuck in Redis for long
 	p.jobsCtx, p.killJobs = context.WithCancelCause(context.Background())
 	return p, nil
 }

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -446,5 +447,61 @@ func testAckMany(t *testing.T, nb NewBackend) {
 	j, err := s.b.Job(s.ctx, "other", ls[3].ID)
 	noErr(t, "Job other", err)
 	want(t, "other queue's job", j.State, broker.StateDone)
+	s.consistent(t)
+}
+
+// Wait returns once the job finishes, woken by its settlement.
+func testWait(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	_, err := s.b.Wait(s.ctx, s.q, "missing")
+	wantErr(t, "Wait of a missing job", err, broker.ErrJobNotFound)
+
+	id := s.enqueue(t, broker.Job{})
+	got := make(chan broker.JobInfo, 2)
+	for range 2 {
+		go func() {
+			j, err := s.b.Wait(s.ctx, s.q, id)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- j
+		}()
+	}
+	// Both waiters are registered before the job settles.
+	waiting := s.b.Prefix() + ":{" + s.q + "}:waiting:" + id
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if n, _ := s.Client.Get(s.ctx, waiting).Int(); n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiters did not register")
+		}
+	}
+	_, err = s.b.Ack(s.ctx, s.claimOne(t, long), []byte("answer"))
+	noErr(t, "Ack", err)
+	for range 2 {
+		select {
+		case j := <-got:
+			if j.State != broker.StateDone || string(j.Result) != "answer" {
+				t.Fatalf("Wait returned %+v", j)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Wait did not return after the ack")
+		}
+	}
+	// A finished job answers at once.
+	j, err := s.b.Wait(s.ctx, s.q, id)
+	noErr(t, "Wait of a done job", err)
+	want(t, "state", j.State, broker.StateDone)
+
+	// A caller that gives up takes its registration back.
+	pending := s.enqueue(t, broker.Job{})
+	ctx, cancel := context.WithTimeout(s.ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = s.b.Wait(ctx, s.q, pending)
+	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
+	if n, _ := s.Client.Exists(s.ctx, s.b.Prefix()+":{"+s.q+"}:waiting:"+pending).Result(); n != 0 {
+		t.Fatal("the registration outlived its caller")
+	}
 	s.consistent(t)
 }

@@ -34,6 +34,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ScriptFlush", testScriptFlush},
 		{"RenewMany", testRenewMany},
 		{"AckMany", testAckMany},
+		{"Wait", testWait},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
 		{"Model", testModel},

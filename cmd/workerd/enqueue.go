@@ -28,6 +28,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before the job is dead (default %d)", broker.MaxAttemptsDefault))
 	priority := fs.Int("priority", 0, fmt.Sprintf("priority from %d to %d; higher runs first", broker.PriorityMin, broker.PriorityMax))
 	unique := fs.String("unique", "", "unique key: while a job with this key exists (or for --unique-for), enqueueing another answers its id and makes none")
+	wait := fs.Bool("wait", false, "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done)")
 	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
 	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each {"kind": …, "payload": …, "id": …, "delay": "5s", "at": …, "max_attempts": …, "priority": …}`)
 	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
@@ -75,7 +76,20 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if got.Existing {
 		fmt.Fprintf(e.stderr, "unique key %q is held by job %s: nothing enqueued\n", j.UniqueKey, got.ID)
 	}
-	fmt.Fprintln(e.stdout, got.ID)
+	if !*wait {
+		fmt.Fprintln(e.stdout, got.ID)
+		return nil
+	}
+	info, err := b.Wait(ctx, queue, got.ID)
+	if err != nil {
+		return err
+	}
+	if err := printJSON(e.stdout, jobToJSON(info)); err != nil {
+		return err
+	}
+	if info.State != broker.StateDone {
+		return errFailed
+	}
 	return nil
 }
 

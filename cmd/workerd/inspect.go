@@ -194,13 +194,8 @@ func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJ
 		}
 		return err
 	}
-	out := jobJSON{Queue: j.Queue, ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
-		Priority: j.Priority, Generation: j.Generation, Payload: rawOrString(j.Payload), Result: rawOrString(j.Result),
-		Progress: rawOrString(j.Progress), LastError: j.LastError, CancelRequested: j.CancelRequested,
-		CreatedAt: timePtr(j.CreatedAt), RunAt: timePtr(j.RunAt), ClaimedAt: timePtr(j.ClaimedAt),
-		FinishedAt: timePtr(j.FinishedAt), LeaseUntil: timePtr(j.LeaseUntil)}
 	if asJSON {
-		return printJSON(e.stdout, out)
+		return printJSON(e.stdout, jobToJSON(j))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
@@ -235,6 +230,14 @@ func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJ
 		row("last error", j.LastError)
 	}
 	return tw.Flush()
+}
+
+func jobToJSON(j broker.JobInfo) jobJSON {
+	return jobJSON{Queue: j.Queue, ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
+		Priority: j.Priority, Generation: j.Generation, Payload: rawOrString(j.Payload), Result: rawOrString(j.Result),
+		Progress: rawOrString(j.Progress), LastError: j.LastError, CancelRequested: j.CancelRequested,
+		CreatedAt: timePtr(j.CreatedAt), RunAt: timePtr(j.RunAt), ClaimedAt: timePtr(j.ClaimedAt),
+		FinishedAt: timePtr(j.FinishedAt), LeaseUntil: timePtr(j.LeaseUntil)}
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -328,3 +328,28 @@ handlers:
 		t.Fatalf("loadConfig of a periodic job without queue: %v", err)
 	}
 }
+
+// enqueue --wait returns the finished job, woken by its settlement.
+func TestEnqueueWait(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "w.yaml")
+	os.WriteFile(cfg, []byte("http: \"off\"\npools:\n  - queues: [q]\n    poll_interval: 20ms\nhandlers:\n  echo: {exec: {command: [cat]}}\n  fail: {exec: {command: [\"false\"], permanent_exit_codes: [1]}}\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+		done <- run(ctx, e, []string{"run", "--config", cfg, "--redis", c.url})
+	}()
+	defer func() { cancel(); <-done }()
+	var j jobJSON
+	if err := json.Unmarshal([]byte(c.ok("", "enqueue", "q", "echo", "--payload", `{"x":1}`, "--wait")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.State != "done" || compact(j.Result) != `{"x":1}` {
+		t.Fatalf("waited job %+v", j)
+	}
+	if code, out, _ := c.run("", "enqueue", "q", "fail", "--wait"); code != 1 || !strings.Contains(out, `"state": "dead"`) {
+		t.Fatalf("a job that dies: exit %d\n%s", code, out)
+	}
+}

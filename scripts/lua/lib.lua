@@ -81,6 +81,17 @@ local function finish(id, key, state, now)
   if unique and redis.call('GET', unique) == id then
     redis.call('DEL', unique)
   end
+  -- Wake the callers of Broker.Wait blocked on this job (wait.lua counts them).
+  local base = string.sub(JOB, 1, -5) -- JOB without its 'job:'
+  local waiting = tonumber(redis.call('GET', base .. 'waiting:' .. id) or '0') or 0
+  if waiting > 0 then
+    local finished = base .. 'finished:' .. id
+    for _ = 1, waiting do
+      redis.call('RPUSH', finished, state)
+    end
+    redis.call('PEXPIRE', finished, 60000)
+    redis.call('DEL', base .. 'waiting:' .. id)
+  end
 end
 
 -- read fetches fields of a job hash, the first of which must be present. It
