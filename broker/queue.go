@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,4 +78,59 @@ func (b *Broker) Trim(ctx context.Context, queue string, r Retention, limit int)
 		return 0, fmt.Errorf("fenceq: trim queue %q: %w", queue, err)
 	}
 	return n, nil
+}
+
+// Limits is a queue's flow control, enforced inside the claim script and so
+// shared by every pool of every process. Zero fields mean no limit.
+type Limits struct {
+	// MaxRunning: at most this many jobs of the queue run at once.
+	MaxRunning int
+	// Rate and Per: at most Rate jobs start in any window of Per.
+	Rate int
+	Per  time.Duration
+}
+
+// SetLimits sets queue's limits; the zero Limits removes them. They hold
+// from the next claim on, for every pool.
+func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
+	if l.MaxRunning < 0 || l.Rate < 0 || l.Per < 0 || (l.Rate > 0) != (l.Per > 0) || l.Per > 0 && l.Per < time.Millisecond {
+		return &ValidationError{Field: "limits", Value: fmt.Sprintf("%+v", l), Reason: "counts must not be negative, and Rate and Per (at least 1ms) go together"}
+	}
+	k := b.queueKeys(queue)
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k.limits())
+		if l.MaxRunning > 0 {
+			p.HSet(ctx, k.limits(), "max_running", l.MaxRunning)
+		}
+		if l.Rate > 0 {
+			p.HSet(ctx, k.limits(), "rate", l.Rate, "period_ms", l.Per.Milliseconds())
+		}
+		p.RPush(ctx, k.wake(), "1") // pools blocked by the old limits look again
+		p.LTrim(ctx, k.wake(), 0, 0)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fenceq: set limits of queue %q: %w", queue, err)
+	}
+	return nil
+}
+
+// Limits reads queue's limits.
+func (b *Broker) Limits(ctx context.Context, queue string) (Limits, error) {
+	if err := validName("queue", queue); err != nil {
+		return Limits{}, err
+	}
+	v, err := b.rdb.HMGet(ctx, b.queueKeys(queue).limits(), "max_running", "rate", "period_ms").Result()
+	if err != nil {
+		return Limits{}, fmt.Errorf("fenceq: read limits of queue %q: %w", queue, err)
+	}
+	num := func(x any) int {
+		s, _ := x.(string)
+		n, _ := strconv.Atoi(s)
+		return n
+	}
+	return Limits{MaxRunning: num(v[0]), Rate: num(v[1]), Per: time.Duration(num(v[2])) * time.Millisecond}, nil
 }

@@ -518,3 +518,49 @@ func testUnique(t *testing.T, nb NewBackend) {
 	wantErr(t, "UniqueFor without a key", err, broker.ErrInvalid)
 	s.consistent(t)
 }
+
+// Limits hold inside the claim script: for every claimer at once.
+func testLimits(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 6 {
+		s.enqueue(t, broker.Job{})
+	}
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 2}))
+	l, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "Limits", err)
+	want(t, "limits", l, broker.Limits{MaxRunning: 2})
+	running := s.claim(t, 5, long)
+	want(t, "claimed under MaxRunning 2", len(running), 2)
+	want(t, "claimed at the limit", len(s.claim(t, 5, long)), 0)
+	key, _ := s.b.WakeKey(s.q)
+	noErr(t, "DEL wake", s.Client.Del(s.ctx, key).Err())
+	_, err = s.b.Ack(s.ctx, running[0], nil)
+	noErr(t, "Ack", err)
+	if n, _ := s.Client.LLen(s.ctx, key).Result(); n != 1 {
+		t.Fatal("a finished job under a concurrency limit did not wake a pool")
+	}
+	want(t, "claimed after a slot freed", len(s.claim(t, 5, long)), 1)
+
+	// A rate: 2 starts per window, then a wait the claim announces.
+	const window = 300 * time.Millisecond // wide enough for two claims on a loaded machine
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{Rate: 2, Per: window}))
+	got, err := s.b.Claim(s.ctx, s.q, 5, long)
+	noErr(t, "Claim", err)
+	want(t, "claimed under the rate", len(got.Leases), 2)
+	got, err = s.b.Claim(s.ctx, s.q, 5, long)
+	noErr(t, "Claim", err)
+	want(t, "claimed past the rate", len(got.Leases), 0)
+	if got.NextDue <= 0 || got.NextDue > window {
+		t.Fatalf("NextDue %v, want the rest of the %v window", got.NextDue, window)
+	}
+	s.Advance(window + 10*time.Millisecond)
+	want(t, "claimed in the next window", len(s.claim(t, 5, long)), 1)
+
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{}))
+	l, _ = s.b.Limits(s.ctx, s.q)
+	want(t, "limits removed", l, broker.Limits{})
+	for _, bad := range []broker.Limits{{MaxRunning: -1}, {Rate: 5}, {Per: time.Second}} {
+		wantErr(t, "bad limits", s.b.SetLimits(s.ctx, s.q, bad), broker.ErrInvalid)
+	}
+	s.consistent(t)
+}

@@ -24,6 +24,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Retry", testRetry},
 		{"Pause", testPause},
 		{"UniqueJobs", testUnique},
+		{"Limits", testLimits},
 		{"Retention", testRetention},
 		{"PriorityAndFIFO", testPriority},
 		{"DelayAndRunAt", testDelay},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -191,4 +192,53 @@ func queueOnly(ctx context.Context, e *env, name string, args []string) (*broker
 	}
 	_, b, err := rf.connect(ctx, e)
 	return b, pos[0], err
+}
+
+func runLimit(ctx context.Context, e *env, args []string) error {
+	const synopsis = "QUEUE [--max-running N] [--rate N --per D] | QUEUE --clear"
+	fs := newFlags(e, "limit", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	maxRunning := fs.Int("max-running", 0, "at most this many jobs of the queue run at once, across every worker")
+	rate := fs.Int("rate", 0, "at most this many jobs start per --per, across every worker")
+	per := fs.Duration("per", 0, "the rate's window, e.g. 1s or 1m")
+	clear := fs.Bool("clear", false, "remove the queue's limits")
+	pos, err := parse(fs, synopsis, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	q := pos[0]
+	if *clear || *maxRunning > 0 || *rate > 0 || *per > 0 {
+		l := broker.Limits{MaxRunning: *maxRunning, Rate: *rate, Per: *per}
+		if *clear {
+			l = broker.Limits{}
+		}
+		if err := b.SetLimits(ctx, q, l); err != nil {
+			return notFoundIsFailure(e, err)
+		}
+	}
+	l, err := b.Limits(ctx, q)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: %s\n", q, describeLimits(l))
+	return nil
+}
+
+func describeLimits(l broker.Limits) string {
+	var parts []string
+	if l.MaxRunning > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxRunning))
+	}
+	if l.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d starts per %v", l.Rate, l.Per))
+	}
+	if len(parts) == 0 {
+		return "no limits"
+	}
+	return strings.Join(parts, ", ")
 }

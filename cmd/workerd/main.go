@@ -51,6 +51,7 @@ func commands() []command {
 		{"cancel", "cancel a job", runCancel},
 		{"pause", "stop claiming from a queue (enqueues still accepted)", runPause},
 		{"resume", "resume a paused queue", runResume},
+		{"limit", "set or show a queue's rate and concurrency limits (shared by every worker)", runLimit},
 		{"check", "verify that every job is in the index of its state", runCheck},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 	}

@@ -353,3 +353,19 @@ func TestEnqueueWait(t *testing.T) {
 		t.Fatalf("a job that dies: exit %d\n%s", code, out)
 	}
 }
+
+func TestLimitCommand(t *testing.T) {
+	c := newCLI(t)
+	if out := c.ok("", "limit", "q", "--max-running", "3", "--rate", "10", "--per", "1s"); !strings.Contains(out, "at most 3 running, at most 10 starts per 1s") {
+		t.Fatalf("limit: %s", out)
+	}
+	if out := c.ok("", "limit", "q"); !strings.Contains(out, "at most 3 running") {
+		t.Fatalf("limit (show): %s", out)
+	}
+	if out := c.ok("", "limit", "q", "--clear"); !strings.Contains(out, "no limits") {
+		t.Fatalf("limit --clear: %s", out)
+	}
+	if code, _, errOut := c.run("", "limit", "q", "--rate", "5"); code != 2 || !strings.Contains(errOut, "go together") {
+		t.Fatalf("a rate without --per: exit %d: %s", code, errOut)
+	}
+}

@@ -1,12 +1,13 @@
 -- claim: promote due scheduled jobs (bounded), then take up to n ready jobs,
--- unless the queue is paused.
+-- unless the queue is paused, within the queue's limits.
 -- Guard: none from the caller; a popped job is claimed only if its hash says
 -- pending. Each claim bumps gen and installs a fresh token, which makes it the
 -- one valid claim (invariants 1 and 3); the job moves from ready to leases
 -- (invariant 6).
 -- ARGV[2] lease_ms  [3] n  [4] promote_limit  [5] token base, unique per call
 --     (token of the i-th claimed job = base .. '.' .. i)
--- Reply: {now, next_due_ms (-1 when nothing is scheduled), njobs,
+-- Reply: {now, next_due_ms (-1 when nothing is scheduled; the time until the
+--         rate limit frees a start, when that is sooner and jobs wait), njobs,
 --         (id, kind, payload, attempt, max_attempts, gen, token, lease_until) * njobs,
 --         (id, problem) * ...}
 local lease_ms, n, promote_limit, base = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
@@ -23,6 +24,26 @@ for _, id in ipairs(due) do
   else
     misfiled(id, key, 'scheduled', problems, now)
   end
+end
+
+-- Flow control (broker.SetLimits), the same for every pool: at most
+-- max_running jobs running at once, at most rate starts per period_ms.
+-- limited_for is how long until the rate limit lets a job start, when it
+-- is what stops this claim.
+local limited_for = -1
+local limits = redis.call('HMGET', K.limits, 'max_running', 'rate', 'period_ms')
+local max_running, rate, period = tonumber(limits[1]), tonumber(limits[2]), tonumber(limits[3])
+if max_running then
+  n = math.min(n, math.max(0, max_running - redis.call('ZCARD', K.leases)))
+end
+if rate and period and n > 0 then
+  redis.call('ZREMRANGEBYSCORE', K.starts, '-inf', now - period)
+  local left = rate - redis.call('ZCARD', K.starts)
+  if left < 1 then
+    local oldest = redis.call('ZRANGE', K.starts, 0, 0, 'WITHSCORES')
+    limited_for = math.max(1, tonumber(oldest[2]) + period - now)
+  end
+  n = math.max(0, math.min(n, left))
 end
 
 local out = {now, -1, 0}
@@ -52,6 +73,10 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
         redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token,
           'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
         redis.call('ZADD', K.leases, int(until_ms), id)
+        if rate and period then
+          redis.call('ZADD', K.starts, now, token)
+          redis.call('PEXPIRE', K.starts, period)
+        end
         for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms}) do
           table.insert(out, v)
         end
@@ -69,6 +94,9 @@ end
 local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
 if first[2] then
   out[2] = math.max(0, tonumber(first[2]) - now)
+end
+if limited_for >= 0 and redis.call('ZCARD', K.ready) > 0 and (out[2] < 0 or limited_for < out[2]) then
+  out[2] = limited_for -- come back when the rate limit lets a job start
 end
 
 for _, v in ipairs(problems) do

@@ -12,6 +12,8 @@
 --   KEYS[7] wake       LIST    at most one wake-up token for workers blocked in BLPOP
 --   KEYS[8] seq        STRING  the ready index's FIFO sequence
 --   KEYS[9] paused     STRING  present while the queue is paused (nothing is claimed)
+--   KEYS[10] limits    HASH    flow control shared by every pool: max_running, rate, period_ms
+--   KEYS[11] starts    ZSET    recent starts, for the rate limit; score = claim time
 -- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
 -- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
 -- ids from an index), but they share the hash tag and so the slot.
@@ -22,6 +24,7 @@
 local K = {
   ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
   done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
+  limits = KEYS[10], starts = KEYS[11],
 }
 local JOB = ARGV[1]
 
@@ -80,6 +83,10 @@ local function finish(id, key, state, now)
   local unique = redis.call('HGET', key, 'unique_until_done')
   if unique and redis.call('GET', unique) == id then
     redis.call('DEL', unique)
+  end
+  -- Under a concurrency limit a finished job frees a slot: wake a pool.
+  if redis.call('HEXISTS', K.limits, 'max_running') == 1 then
+    wake()
   end
   -- Wake the callers of Broker.Wait blocked on this job (wait.lua counts them).
   local base = string.sub(JOB, 1, -5) -- JOB without its 'job:'

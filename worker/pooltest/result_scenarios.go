@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,5 +329,59 @@ func testPeriodic(t *testing.T, nc NewClient) {
 	hour := time.Now().Truncate(time.Hour)
 	if _, err := s.b.Job(s.ctx, s.q, fmt.Sprintf("periodic:hourly:%d", hour.Unix())); err != nil {
 		t.Fatalf("the caught-up tick: %v", err)
+	}
+}
+
+// A rate limit and a concurrency limit hold across three pools: they live
+// in Redis and are enforced by the claim script.
+func testLimitsAcrossPools(t *testing.T, nc NewClient) {
+	s := setup(t, nc)
+	const rate, per = 5, 500 * time.Millisecond
+	if err := s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 2, Rate: rate, Per: per}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var starts []time.Time
+	var running, peak int
+	done := make(chan struct{}, 20)
+	h := handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		done <- struct{}{}
+		return nil
+	})
+	for range 3 {
+		s.pool(t, h, func(c *worker.Config) { c.Concurrency = 4 })
+	}
+	for range 15 {
+		s.enqueue(t, broker.Job{})
+	}
+	for range 15 {
+		recv(t, "a job to finish", done, 20*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > 2 {
+		t.Fatalf("%d jobs ran at once across three pools; the limit is 2", peak)
+	}
+	// Starts are stamped after the claim, so allow a little slack at the
+	// window's edge.
+	for i, t0 := range starts {
+		n := 0
+		for _, t1 := range starts[i:] {
+			if t1.Sub(t0) < per-150*time.Millisecond {
+				n++
+			}
+		}
+		if n > rate {
+			t.Fatalf("%d starts within %v of %v; the limit is %d per %v", n, per, t0, rate, per)
+		}
 	}
 }

@@ -25,6 +25,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"PauseAndResume", testPauseResume},
 		{"RetentionUpkeep", testRetentionUpkeep},
 		{"PeriodicJobsOncePerTick", testPeriodic},
+		{"LimitsHoldAcrossPools", testLimitsAcrossPools},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
