@@ -213,6 +213,7 @@ func (c *chaos) spawn(i int) *chaosWorker {
 	}
 	cmd := exec.Command(workerdBin(c.t), "run", "--config", c.config, "--log-format", "json")
 	cmd.Stderr, cmd.Stdout = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive a killed test
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
