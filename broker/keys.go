@@ -27,7 +27,7 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 	}
 	base := b.opts.Prefix + ":{" + queue + "}:"
 	k := &queueKeys{name: queue, job: base + "job:"}
-	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused", "limits", "starts"} {
+	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused", "limits", "starts", "events"} {
 		k.list = append(k.list, base+s)
 	}
 	actual, _ := b.queues.LoadOrStore(queue, k)
@@ -41,6 +41,7 @@ func (k *queueKeys) leases() string    { return k.list[2] }
 func (k *queueKeys) wake() string      { return k.list[6] }
 func (k *queueKeys) paused() string    { return k.list[8] }
 func (k *queueKeys) limits() string    { return k.list[9] }
+func (k *queueKeys) events() string    { return k.list[11] }
 
 // base is the queue's key prefix, "<prefix>:{<queue>}:".
 func (k *queueKeys) base() string { return k.job[:len(k.job)-len("job:")] }

@@ -564,3 +564,54 @@ func testLimits(t *testing.T, nb NewBackend) {
 	}
 	s.consistent(t)
 }
+
+// With events on, every step of a job's life lands in the queue's stream.
+func testEvents(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{}) // before events are on: not recorded
+	noErr(t, "SetEvents", s.b.SetEvents(s.ctx, s.q, 1000))
+	kept, err := s.b.EventsKept(s.ctx, s.q)
+	noErr(t, "EventsKept", err)
+	want(t, "events kept", kept, 1000)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 2})
+	ls := s.claim(t, 2, long)
+	var mine broker.Lease
+	for _, l := range ls {
+		if l.ID == id {
+			mine = l
+		}
+	}
+	_, _, err = s.b.Fail(s.ctx, mine, broker.Failure{Error: "boom"})
+	noErr(t, "Fail", err)
+	_, err = s.b.Ack(s.ctx, mine, nil) // stale now
+	noErr(t, "stale Ack", err)
+	second := s.claimOne(t, long)
+	_, err = s.b.Ack(s.ctx, second, nil)
+	noErr(t, "Ack", err)
+
+	evs, err := s.b.Events(s.ctx, s.q, "0", 100, 0)
+	noErr(t, "Events", err)
+	var got []string
+	for _, e := range evs {
+		if e.JobID == id {
+			got = append(got, e.Event)
+		}
+	}
+	wantSeq := []string{"enqueued", "started", "retried", "stale_rejected", "started", "done"}
+	if !slices.Equal(got, wantSeq) {
+		t.Fatalf("events of %s: %v, want %v", id, got, wantSeq)
+	}
+	if evs[len(evs)-1].Time.IsZero() || evs[len(evs)-1].Generation != 2 {
+		t.Fatalf("last event %+v", evs[len(evs)-1])
+	}
+	// Reading after the last one waits, then answers nothing.
+	more, err := s.b.Events(s.ctx, s.q, evs[len(evs)-1].StreamID, 10, 20*time.Millisecond)
+	noErr(t, "Events", err)
+	want(t, "events after the last", len(more), 0)
+	noErr(t, "SetEvents off", s.b.SetEvents(s.ctx, s.q, 0))
+	s.enqueue(t, broker.Job{})
+	evs, err = s.b.Events(s.ctx, s.q, "0", 100, 0)
+	noErr(t, "Events", err)
+	want(t, "events once off", len(evs), 0)
+	s.consistent(t)
+}

@@ -25,6 +25,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Pause", testPause},
 		{"UniqueJobs", testUnique},
 		{"Limits", testLimits},
+		{"Events", testEvents},
 		{"Retention", testRetention},
 		{"PriorityAndFIFO", testPriority},
 		{"DelayAndRunAt", testDelay},

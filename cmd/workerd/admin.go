@@ -242,3 +242,39 @@ func describeLimits(l broker.Limits) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+func runEvents(ctx context.Context, e *env, args []string) error {
+	const synopsis = "QUEUE [--keep N | --off]"
+	fs := newFlags(e, "events", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	keep := fs.Int("keep", 0, "record the queue's lifecycle events, keeping about the last N")
+	off := fs.Bool("off", false, "stop recording events and delete the stream")
+	pos, err := parse(fs, synopsis, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *off && *keep > 0 {
+		return usagef("give --keep or --off, not both")
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	q := pos[0]
+	if *off || *keep > 0 {
+		if err := b.SetEvents(ctx, q, *keep); err != nil {
+			return notFoundIsFailure(e, err)
+		}
+	}
+	n, err := b.EventsKept(ctx, q)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(e.stdout, "%s: events off\n", q)
+	} else {
+		fmt.Fprintf(e.stdout, "%s: recording events, keeping about %d; follow them with 'workerd inspect %s --follow'\n", q, n, q)
+	}
+	return nil
+}

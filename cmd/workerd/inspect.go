@@ -72,6 +72,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	rf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON (stable field names, listed in the README)")
 	limit := fs.Int("limit", 100, "most leases to list for a queue")
+	follow := fs.Bool("follow", false, "with QUEUE: print the queue's events as they happen, until interrupted (needs 'workerd events QUEUE --keep N')")
 	pos, err := parse(fs, inspectSynopsis, args, 0, 3)
 	if err != nil {
 		return err
@@ -87,6 +88,9 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	case 0:
 		return inspectAll(ctx, e, b, *asJSON)
 	case 1:
+		if *follow {
+			return followEvents(ctx, e, b, pos[0], *asJSON)
+		}
 		return inspectQueue(ctx, e, b, pos[0], *limit, *asJSON)
 	}
 	return inspectJob(ctx, e, b, pos[1], pos[2], *asJSON)
@@ -271,4 +275,37 @@ func age(seconds float64) string {
 		return "-"
 	}
 	return (time.Duration(seconds * float64(time.Second))).Round(time.Millisecond).String()
+}
+
+// followEvents tails the queue's event stream: the last twenty events,
+// then each new one as it happens, until interrupted.
+func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSON bool) error {
+	kept, err := b.EventsKept(ctx, q)
+	if err != nil {
+		return err
+	}
+	if kept == 0 {
+		fmt.Fprintf(e.stderr, "queue %s records no events; turn them on with 'workerd events %s --keep 10000'\n", q, q)
+		return errFailed
+	}
+	evs, err := b.RecentEvents(ctx, q, 20)
+	if err != nil {
+		return err
+	}
+	after := "$"
+	for ctx.Err() == nil {
+		for _, ev := range evs {
+			after = ev.StreamID
+			if asJSON {
+				_ = json.NewEncoder(e.stdout).Encode(map[string]any{"time": ev.Time.UTC(), "event": ev.Event,
+					"id": ev.JobID, "generation": ev.Generation, "detail": ev.Detail})
+				continue
+			}
+			fmt.Fprintf(e.stdout, "%s  %-16s %s  gen %d  %s\n", ev.Time.UTC().Format("15:04:05.000"), ev.Event, ev.JobID, ev.Generation, ev.Detail)
+		}
+		if evs, err = b.Events(ctx, q, after, 1000, time.Second); err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -369,3 +369,27 @@ func TestLimitCommand(t *testing.T) {
 		t.Fatalf("a rate without --per: exit %d: %s", code, errOut)
 	}
 }
+
+func TestEventsAndFollow(t *testing.T) {
+	c := newCLI(t)
+	if code, _, errOut := c.run("", "inspect", "q", "--follow"); code != 1 || !strings.Contains(errOut, "workerd events q --keep") {
+		t.Fatalf("follow without events: exit %d: %s", code, errOut)
+	}
+	if out := c.ok("", "events", "q", "--keep", "500"); !strings.Contains(out, "keeping about 500") {
+		t.Fatalf("events: %s", out)
+	}
+	id := strings.TrimSpace(c.ok("", "enqueue", "q", "k"))
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
+	if code := run(ctx, e, []string{"inspect", "q", "--follow", "--redis", c.url}); code != 0 {
+		t.Fatalf("follow: exit %d", code)
+	}
+	if !strings.Contains(out.String(), "enqueued") || !strings.Contains(out.String(), id) {
+		t.Fatalf("follow printed:\n%s", out.String())
+	}
+	if out := c.ok("", "events", "q", "--off"); !strings.Contains(out, "events off") {
+		t.Fatalf("events --off: %s", out)
+	}
+}

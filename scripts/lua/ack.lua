@@ -15,6 +15,7 @@ for i = 2, #ARGV, 4 do
     finish(id, key, 'done', now)
     table.insert(out, 'done')
   else
+    event('stale_rejected', id, ARGV[i + 1], 'ack')
     table.insert(out, 'stale')
   end
 end

@@ -24,5 +24,6 @@ if state == 'pending' or state == 'scheduled' then
 end
 if state == 'running' then
   redis.call('HSET', key, 'cancel', '1')
+  event('cancel_requested', id, redis.call('HGET', key, 'gen'))
 end
 return state

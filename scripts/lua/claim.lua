@@ -77,6 +77,7 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
           redis.call('ZADD', K.starts, now, token)
           redis.call('PEXPIRE', K.starts, period)
         end
+        event('started', id, gen, 'attempt ' .. attempt)
         for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms}) do
           table.insert(out, v)
         end

@@ -57,7 +57,9 @@ if run_at > now then
   redis.call('HSET', key, 'state', 'scheduled')
   redis.call('ZADD', K.scheduled, int(run_at), id)
   wake() -- a blocked worker learns when this job falls due
+  event('enqueued', id, 0, 'scheduled')
   return {'ok', 'scheduled'}
 end
 to_ready(id, key, ARGV[6])
+event('enqueued', id, 0, 'pending')
 return {'ok', 'pending'}

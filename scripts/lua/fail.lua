@@ -11,6 +11,7 @@ local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
 local key = JOB .. id
 local f = read(key, 'state', 'gen', 'token', 'cancel', 'attempt', 'max_attempts', 'priority')
 if not holds(f, ARGV[3], ARGV[4]) then
+  event('stale_rejected', id, ARGV[3], mode)
   return 'stale'
 end
 local now = now_ms()
@@ -31,6 +32,7 @@ if mode == 'snooze' then
 end
 redis.call('HSET', key, 'token', '', 'run_at', int(now + backoff))
 redis.call('HDEL', key, 'lease_until')
+event(mode == 'snooze' and 'snoozed' or 'retried', id, ARGV[3], ARGV[6])
 if backoff <= 0 then
   to_ready(id, key, f[7])
   return 'pending'

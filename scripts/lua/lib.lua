@@ -14,6 +14,7 @@
 --   KEYS[9] paused     STRING  present while the queue is paused (nothing is claimed)
 --   KEYS[10] limits    HASH    flow control shared by every pool: max_running, rate, period_ms
 --   KEYS[11] starts    ZSET    recent starts, for the rate limit; score = claim time
+--   KEYS[12] events    STREAM  lifecycle events, when enabled (limits field "events" = max length)
 -- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
 -- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
 -- ids from an index), but they share the hash tag and so the slot.
@@ -24,7 +25,7 @@
 local K = {
   ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
   done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
-  limits = KEYS[10], starts = KEYS[11],
+  limits = KEYS[10], starts = KEYS[11], events = KEYS[12],
 }
 local JOB = ARGV[1]
 
@@ -57,6 +58,20 @@ local PRIORITY_BAND = 35184372088832
 -- wake leaves a token for a worker blocked in BLPOP on the wake list. One
 -- token is enough: the worker it wakes claims a batch, and a claim that
 -- leaves work behind wakes the next worker.
+-- event appends a lifecycle event to the queue's capped stream when the
+-- queue has events enabled (broker.SetEvents); it costs one HGET per
+-- script call otherwise.
+local events_max
+local function event(what, id, gen, detail)
+  if events_max == nil then
+    events_max = tonumber(redis.call('HGET', K.limits, 'events')) or 0
+  end
+  if events_max > 0 then
+    redis.call('XADD', K.events, 'MAXLEN', '~', events_max, '*',
+      'event', what, 'id', id, 'gen', tostring(gen or ''), 'detail', detail or '')
+  end
+end
+
 local function wake()
   if redis.call('LLEN', K.wake) == 0 then
     redis.call('RPUSH', K.wake, '1')
@@ -76,6 +91,7 @@ end
 -- finish moves a job into a final state. The caller has already taken it out
 -- of its previous index.
 local function finish(id, key, state, now)
+  event(state, id, redis.call('HGET', key, 'gen'))
   redis.call('HSET', key, 'state', state, 'finished_at', now, 'token', '')
   redis.call('HDEL', key, 'lease_until')
   redis.call('ZADD', INDEX[state], now, id)

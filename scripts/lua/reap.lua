@@ -39,6 +39,7 @@ for _, id in ipairs(ids) do
       redis.call('HDEL', key, 'lease_until')
       to_ready(id, key, f[6])
     end
+    event('reaped', id, gen, state)
     reaped = reaped + 1
     table.insert(out, id)
     table.insert(out, state)

@@ -9,6 +9,7 @@ local id = ARGV[2]
 local key = JOB .. id
 local f = read(key, 'state', 'gen', 'token', 'cancel', 'priority')
 if not holds(f, ARGV[3], ARGV[4]) then
+  event('stale_rejected', id, ARGV[3], 'release')
   return 'stale'
 end
 redis.call('ZREM', K.leases, id)
@@ -21,4 +22,5 @@ redis.call('HINCRBY', key, 'attempt', -1)
 redis.call('HSET', key, 'token', '')
 redis.call('HDEL', key, 'lease_until')
 to_ready(id, key, f[5])
+event('released', id, ARGV[3])
 return 'pending'

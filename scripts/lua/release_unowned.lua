@@ -32,4 +32,5 @@ redis.call('HINCRBY', key, 'attempt', -1)
 redis.call('HSET', key, 'token', '')
 redis.call('HDEL', key, 'lease_until')
 to_ready(id, key, f[4])
+event('force_released', id, gen)
 return {'running', 'pending', gen}

@@ -24,6 +24,7 @@ for i = 3, #ARGV, 3 do
     end
     table.insert(out, until_ms)
   else
+    event('lease_lost', id, gen)
     table.insert(out, 0)
     table.insert(out, 0)
   end
