@@ -244,3 +244,41 @@ func (b *Broker) ScriptsLoaded(ctx context.Context) (bool, error) {
 	}
 	return true, nil
 }
+
+// Jobs lists up to limit jobs of queue in state, in the order of their
+// index (pending: the order they will be claimed; scheduled: by run_at;
+// running: by lease expiry; finished: by when they finished).
+func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int) ([]JobInfo, error) {
+	if err := validName("queue", queue); err != nil {
+		return nil, err
+	}
+	if !state.valid() {
+		return nil, &ValidationError{Field: "state", Value: string(state), Reason: fmt.Sprintf("must be one of %v", States)}
+	}
+	if limit < 1 {
+		return nil, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
+	}
+	k := b.queueKeys(queue)
+	ids, err := b.rdb.ZRange(ctx, k.index(state), 0, int64(limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", state, queue, err)
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, k.job+id)
+		}
+		return nil
+	})
+	out := make([]JobInfo, 0, len(ids))
+	for i, id := range ids {
+		h, err := cmds[i].Result()
+		if err != nil || len(h) == 0 {
+			continue // gone meanwhile, or not a hash: Check reports those
+		}
+		if j, err := parseJob(queue, id, h); err == nil {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,165 @@
+// Package workertest helps users test their handlers, the way net/http's
+// httptest helps test HTTP handlers: an in-memory Redis (miniredis) whose
+// clock only moves when the test says so, a broker over it, assertions about
+// what was enqueued, and Work, which runs a real worker pool until nothing
+// is left to do now.
+//
+//	env := workertest.New(t)
+//	signup(ctx, env.Broker, "ada@example.com")          // code under test enqueues
+//	env.RequireEnqueued(t, "emails", "welcome", WelcomeArgs{To: "ada@example.com"})
+//	env.Work(t, mux)                                     // runs it
+//	env.Advance(time.Hour)                               // retries and delays fall due
+package workertest
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/worker"
+)
+
+// Env is one test's queue: everything in memory, torn down with the test.
+type Env struct {
+	Broker *broker.Broker
+	Client *redis.Client
+	Redis  *miniredis.Miniredis
+
+	mu  sync.Mutex
+	now time.Time
+}
+
+// New starts an Env whose clock stands at 2030-01-01T00:00:00Z until
+// Advance moves it.
+func New(t testing.TB) *Env {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	b, err := broker.New(c, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Broker: b, Client: c, Redis: mr, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	mr.SetTime(e.now)
+	return e
+}
+
+// Now is the Env's Redis clock.
+func (e *Env) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now
+}
+
+// Advance moves the Redis clock forward: delayed jobs and retries in
+// backoff fall due, leases expire, TTLs run out.
+func (e *Env) Advance(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = e.now.Add(d)
+	e.Redis.SetTime(e.now)
+	e.Redis.FastForward(d)
+}
+
+// Enqueued lists the jobs of kind waiting in queue (pending or scheduled).
+func (e *Env) Enqueued(t testing.TB, queue, kind string) []broker.JobInfo {
+	t.Helper()
+	var out []broker.JobInfo
+	for _, st := range []broker.State{broker.StatePending, broker.StateScheduled} {
+		js, err := e.Broker.Jobs(context.Background(), queue, st, 100000)
+		if err != nil {
+			t.Fatalf("workertest: list %s jobs: %v", st, err)
+		}
+		for _, j := range js {
+			if j.Kind == kind {
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}
+
+// RequireEnqueued fails the test unless a job of kind waits in queue with a
+// payload that decodes equal to args (compared as JSON values).
+func (e *Env) RequireEnqueued(t testing.TB, queue, kind string, args any) broker.JobInfo {
+	t.Helper()
+	want, err := json.Marshal(args)
+	if err != nil {
+		t.Fatalf("workertest: encode args: %v", err)
+	}
+	var wantV any
+	_ = json.Unmarshal(want, &wantV)
+	jobs := e.Enqueued(t, queue, kind)
+	for _, j := range jobs {
+		var got any
+		if json.Unmarshal(j.Payload, &got) == nil && reflect.DeepEqual(got, wantV) {
+			return j
+		}
+	}
+	var payloads []string
+	for _, j := range jobs {
+		payloads = append(payloads, string(j.Payload))
+	}
+	t.Fatalf("workertest: no %q job in queue %q with args %s; it holds %d: %v", kind, queue, want, len(jobs), payloads)
+	return broker.JobInfo{}
+}
+
+// Work runs a worker pool with h over the queues (default "default") until
+// none of them has a job ready or running, then stops it and returns its
+// counters. Jobs scheduled for later stay until Advance makes them due.
+func (e *Env) Work(t testing.TB, h handlers.Handler, queues ...string) worker.Stats {
+	t.Helper()
+	if len(queues) == 0 {
+		queues = []string{worker.QueueDefault}
+	}
+	cfg := worker.Config{PollInterval: 5 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), Retention: &broker.Retention{}}
+	for _, q := range queues {
+		cfg.Queues = append(cfg.Queues, worker.Queue{Name: q})
+	}
+	p, err := worker.New(e.Broker, h, cfg)
+	if err != nil {
+		t.Fatalf("workertest: %v", err)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatalf("workertest: %v", err)
+	}
+	defer func() {
+		if err := p.Shutdown(ctx); err != nil {
+			t.Errorf("workertest: shutdown: %v", err)
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		busy := false
+		for _, q := range queues {
+			c, err := e.Broker.Counts(ctx, q)
+			if err != nil {
+				t.Fatalf("workertest: %v", err)
+			}
+			due, err := e.Broker.Jobs(ctx, q, broker.StateScheduled, 1)
+			if err != nil {
+				t.Fatalf("workertest: %v", err)
+			}
+			if c.Pending+c.Running > 0 || len(due) > 0 && !due[0].RunAt.After(e.Now()) {
+				busy = true
+			}
+		}
+		if !busy && p.Stats().Running == 0 {
+			return p.Stats()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workertest: jobs still ready or running after 30s")
+		}
+	}
+}
