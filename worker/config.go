@@ -81,6 +81,9 @@ type Config struct {
 	Retention *broker.Retention
 	// Periodic jobs this pool enqueues on their schedules (see Periodic).
 	Periodic []Periodic
+	// Outbox, when set, is relayed by the pool: jobs enqueued inside SQL
+	// transactions reach Redis (see package outbox).
+	Outbox Relayer
 	// Middleware wraps every handler, the first outermost. The pool always
 	// adds middleware.Recover outside them all.
 	Middleware []middleware.Middleware

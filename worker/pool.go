@@ -49,6 +49,7 @@ type Pool struct {
 	acks         chan *ackReq  // successes for the acker to batch
 	scheds       []*schedule   // parsed Config.Periodic
 	schedDone    chan struct{} // closed when the scheduler has returned
+	relayDone    chan struct{} // closed when the outbox relay has returned
 	ackerDone    chan struct{} // closed when the acker has returned
 
 	stats       stats
@@ -129,6 +130,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		p.scheds = append(p.scheds, s)
 	}
 	p.schedDone = make(chan struct{})
+	p.relayDone = make(chan struct{})
 	p.maxBlock = b.MaxBlock() // a stopping pool is never stuck in Redis for long
 	p.jobsCtx, p.killJobs = context.WithCancelCause(context.Background())
 	return p, nil
@@ -157,6 +159,11 @@ func (p *Pool) Start(ctx context.Context) error {
 		go p.scheduler(p.scheds)
 	} else {
 		close(p.schedDone)
+	}
+	if p.cfg.Outbox != nil {
+		go p.relay(p.cfg.Outbox)
+	} else {
+		close(p.relayDone)
 	}
 	p.log.Info("fenceq pool started", slog.Any("queues", p.queueNames()),
 		slog.Int("concurrency", p.cfg.Concurrency), slog.Duration("lease", p.cfg.LeaseDuration))
@@ -229,6 +236,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	<-p.ackerDone
 	<-p.dispatchDone // at most one claim or one short blocking call away
 	<-p.schedDone
+	<-p.relayDone
 	p.log.Info("fenceq pool stopped", slog.Int64("succeeded", p.stats.succeeded.Load()), slog.Int64("claimed", p.stats.claimed.Load()))
 	return err
 }

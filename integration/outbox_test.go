@@ -1,0 +1,174 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/outbox"
+	"github.com/fenceq/fenceq/worker"
+)
+
+// postgres connects to the machine's PostgreSQL (FENCEQ_PG_URL, default the
+// local test database), or skips loudly; under CI=true it fails instead.
+func postgres(t *testing.T) *sql.DB {
+	t.Helper()
+	url := os.Getenv("FENCEQ_PG_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", url)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL at %s: %v", url, err)
+		}
+		t.Skipf("SKIP (PostgreSQL): %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func outboxRig(t *testing.T) (*sql.DB, *broker.Broker, string) {
+	db := postgres(t)
+	rdb := client(t)
+	prefix := fmt.Sprintf("fqoutbox-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	b, err := broker.New(rdb, broker.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := fmt.Sprintf("fenceq_outbox_test_%d", time.Now().UnixNano())
+	if err := outbox.CreateTable(context.Background(), db, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec(`DROP TABLE IF EXISTS "` + table + `"`) })
+	return db, b, table
+}
+
+// A job enqueued in a committed transaction reaches Redis exactly once; one
+// in a rolled-back transaction never does; a row relayed again after a
+// crash (enqueued, but its delete not committed) makes no second job.
+func TestOutbox(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	enqueueIn := func(commit bool, id string) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := outbox.Enqueue(ctx, tx, b, table, broker.Job{Queue: "ob", Kind: "k", ID: id, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueueIn(true, "committed")
+	enqueueIn(false, "rolled-back")
+	// A relay that crashed after enqueueing: the job is in Redis, the row
+	// is still in the outbox.
+	enqueueIn(true, "relayed-before")
+	if _, err := b.Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", ID: "relayed-before", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	r := &outbox.Relay{DB: db, Broker: b, Table: table}
+	n, err := r.RelayOnce(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("RelayOnce = %d, %v; want 1 new job", n, err)
+	}
+	if n, err = r.RelayOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("second RelayOnce = %d, %v; want nothing left", n, err)
+	}
+	c, _ := b.Counts(ctx, "ob")
+	if c.Pending != 2 {
+		t.Fatalf("pending %d, want 2 (committed, relayed-before)", c.Pending)
+	}
+	if _, err := b.Job(ctx, "ob", "rolled-back"); !errors.Is(err, broker.ErrJobNotFound) {
+		t.Fatalf("the rolled-back job reached Redis: %v", err)
+	}
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows left in the outbox (%v)", left, err)
+	}
+}
+
+// Two pools relaying one outbox (SKIP LOCKED) deliver each job once.
+func TestOutboxRelayedByPools(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	const n = 200
+	for i := 0; i < n; i += 50 {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := i; k < i+50; k++ {
+			if _, err := outbox.Enqueue(ctx, tx, b, table, broker.Job{Queue: "ob", Kind: "k", Payload: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	done := make(chan struct{}, n)
+	h := handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {
+		mu.Lock()
+		seen[j.ID]++
+		mu.Unlock()
+		done <- struct{}{}
+		return nil
+	})
+	for range 2 {
+		p, err := worker.New(b, h, worker.Config{Queues: []worker.Queue{{Name: "ob"}}, PollInterval: 20 * time.Millisecond,
+			Outbox: &outbox.Relay{DB: db, Broker: b, Table: table, Batch: 30}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer p.Shutdown(context.Background())
+	}
+	for range n {
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("only %d of %d outbox jobs ran", len(seen), n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, runs := range seen {
+		if runs != 1 {
+			t.Fatalf("job %s ran %d times", id, runs)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct jobs ran, want %d", len(seen), n)
+	}
+}

@@ -1,0 +1,210 @@
+// Package outbox is transactional enqueue from SQL: a job written inside a
+// database/sql transaction reaches Redis only if that transaction commits,
+// and exactly once. Enqueue inserts the job into an outbox table in the
+// caller's transaction; a Relay moves committed rows to Redis (through
+// broker.EnqueueMany, under the job's id, so a row relayed twice after a
+// crash is refused as a duplicate) and deletes them.
+//
+// The SQL is PostgreSQL's (FOR UPDATE SKIP LOCKED lets several relays run
+// at once without taking the same rows).
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// TableDefault is the outbox table's name when none is given.
+const TableDefault = "fenceq_outbox"
+
+// row is a job's options as stored in the outbox.
+type row struct {
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	Priority    int    `json:"priority,omitempty"`
+	DelayMS     int64  `json:"delay_ms,omitempty"`
+	RunAtMS     int64  `json:"run_at_ms,omitempty"`
+	UniqueKey   string `json:"unique_key,omitempty"`
+	UniqueForMS int64  `json:"unique_for_ms,omitempty"`
+}
+
+// CreateTable creates the outbox table if it does not exist.
+func CreateTable(ctx context.Context, db *sql.DB, table string) error {
+	if table == "" {
+		table = TableDefault
+	}
+	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+quote(table)+` (
+		seq BIGSERIAL PRIMARY KEY,
+		id TEXT NOT NULL UNIQUE,
+		queue TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		payload BYTEA NOT NULL,
+		options JSONB NOT NULL,
+		created_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
+	if err != nil {
+		return fmt.Errorf("fenceq: create outbox table %s: %w", table, err)
+	}
+	return nil
+}
+
+// Enqueue writes j into the outbox inside tx and answers its id (a new
+// UUID when j has none). The job reaches Redis once tx commits and a Relay
+// runs; if tx rolls back, it never does. b checks the job as Enqueue
+// would, so a bad job fails here, inside the transaction.
+func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j broker.Job) (string, error) {
+	if table == "" {
+		table = TableDefault
+	}
+	if err := b.ValidateJob(j); err != nil {
+		return "", err
+	}
+	if j.ID == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return "", fmt.Errorf("fenceq: outbox: new job id: %w", err)
+		}
+		j.ID = u.String()
+	}
+	r := row{MaxAttempts: j.MaxAttempts, Priority: j.Priority, DelayMS: j.Delay.Milliseconds(),
+		UniqueKey: j.UniqueKey, UniqueForMS: j.UniqueFor.Milliseconds()}
+	if !j.RunAt.IsZero() {
+		r.RunAtMS = j.RunAt.UnixMilli()
+	}
+	opts, _ := json.Marshal(r)
+	payload := j.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+quote(table)+` (id, queue, kind, payload, options) VALUES ($1, $2, $3, $4, $5)`,
+		j.ID, j.Queue, j.Kind, payload, opts); err != nil {
+		return "", fmt.Errorf("fenceq: outbox: insert job %q: %w", j.ID, err)
+	}
+	return j.ID, nil
+}
+
+// Relay moves committed outbox rows to Redis.
+type Relay struct {
+	DB     *sql.DB
+	Broker *broker.Broker
+	Table  string // default TableDefault
+	Batch  int    // rows per round; default 500
+}
+
+// RelayOnce moves up to a batch of rows, oldest first, and answers how many
+// jobs it enqueued (duplicates, relayed before, are not counted but their
+// rows are deleted too). Rows another relay holds are skipped.
+func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
+	table, batch := r.Table, r.Batch
+	if table == "" {
+		table = TableDefault
+	}
+	if batch <= 0 {
+		batch = 500
+	}
+	tx, err := r.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("fenceq: outbox: begin: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT seq, id, queue, kind, payload, options FROM `+quote(table)+
+		` ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`, batch)
+	if err != nil {
+		return 0, fmt.Errorf("fenceq: outbox: read rows: %w", err)
+	}
+	var (
+		seqs []int64
+		jobs []broker.Job
+	)
+	for rows.Next() {
+		var seq int64
+		var j broker.Job
+		var opts []byte
+		if err := rows.Scan(&seq, &j.ID, &j.Queue, &j.Kind, &j.Payload, &opts); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("fenceq: outbox: read row: %w", err)
+		}
+		var o row
+		if err := json.Unmarshal(opts, &o); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("fenceq: outbox: row %d options: %w", seq, err)
+		}
+		j.MaxAttempts, j.Priority, j.UniqueKey = o.MaxAttempts, o.Priority, o.UniqueKey
+		j.Delay, j.UniqueFor = time.Duration(o.DelayMS)*time.Millisecond, time.Duration(o.UniqueForMS)*time.Millisecond
+		if o.RunAtMS > 0 {
+			j.RunAt = time.UnixMilli(o.RunAtMS)
+		}
+		seqs, jobs = append(seqs, seq), append(jobs, j)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("fenceq: outbox: read rows: %w", err)
+	}
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	enqueued := 0
+	var relayed []int64
+	var errs []error
+	for i, res := range r.Broker.EnqueueMany(ctx, jobs) {
+		switch {
+		case res.Err == nil:
+			enqueued++
+			relayed = append(relayed, seqs[i])
+		case errors.Is(res.Err, broker.ErrJobExists):
+			relayed = append(relayed, seqs[i]) // relayed before a crash: done already
+		default:
+			errs = append(errs, fmt.Errorf("job %q: %w", jobs[i].ID, res.Err))
+		}
+	}
+	if len(relayed) > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+quote(table)+` WHERE seq = ANY($1)`, relayed); err != nil {
+			return 0, fmt.Errorf("fenceq: outbox: delete relayed rows: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("fenceq: outbox: commit: %w", err)
+	}
+	if len(errs) > 0 {
+		return enqueued, fmt.Errorf("fenceq: outbox: %d rows not relayed (kept for the next round): %w", len(errs), errors.Join(errs...))
+	}
+	return enqueued, nil
+}
+
+// Run relays until ctx ends, at once while there are rows, then every
+// interval.
+func (r *Relay) Run(ctx context.Context, interval time.Duration) error {
+	for {
+		n, err := r.RelayOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := interval
+		if err == nil && n > 0 {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// quote quotes a table name for SQL.
+func quote(name string) string {
+	out := []byte{'"'}
+	for i := 0; i < len(name); i++ {
+		if name[i] == '"' {
+			out = append(out, '"')
+		}
+		out = append(out, name[i])
+	}
+	return string(append(out, '"'))
+}
