@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,5 +172,20 @@ func TestOutboxRelayedByPools(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d distinct jobs ran, want %d", len(seen), n)
+	}
+}
+
+// The runnable SQL fencing example does what the README says: the stale
+// worker's UPDATE applies to no row, the successor's stays.
+func TestFencedSQLExample(t *testing.T) {
+	postgres(t) // skips (or fails under CI) without PostgreSQL
+	out, err := exec.Command("go", "run", "../examples/fencedsql").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go run ../examples/fencedsql: %v\n%s", err, out)
+	}
+	for _, want := range []string{"writes late: applied=false", `account 7: "set by B"`} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
 	}
 }
