@@ -10,6 +10,7 @@
 //
 //	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, state, attempt,
 //	                                    max_attempts, gen, token, lease_until, ...
+//	<prefix>:{<queue>}:blocked    ZSET  jobs waiting for the jobs they depend on
 //	<prefix>:{<queue>}:ready      ZSET  pending jobs, by priority then FIFO
 //	<prefix>:{<queue>}:scheduled  ZSET  delayed jobs and retries, by run_at
 //	<prefix>:{<queue>}:leases     ZSET  running jobs, by lease_until
@@ -18,6 +19,10 @@
 //	<prefix>:{<queue>}:cancelled  ZSET  cancelled jobs, by finished_at
 //	<prefix>:{<queue>}:wake       LIST  wake-up token for blocked workers
 //	<prefix>:{<queue>}:seq        STRING FIFO sequence of ready
+//	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
+//	  :children:<id>, :waiting:<id>, :finished:<id>
+//	                                    flow control, events, unique keys,
+//	                                    dependents and Wait's wake-ups
 //	<prefix>:queues               SET   every queue this prefix has seen
 //
 // All times inside the scripts come from the Redis server's TIME. A worker

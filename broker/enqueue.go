@@ -39,6 +39,11 @@ type Job struct {
 	// cancelled. Keys are per queue.
 	UniqueKey string
 	UniqueFor time.Duration
+	// DependsOn lists jobs of the same queue that must be done before this
+	// one runs; until then it is blocked. When one of them ends dead or
+	// cancelled, this job is cancelled too, unless RunIfDependencyFails.
+	DependsOn            []string
+	RunIfDependencyFails bool
 }
 
 // ValidateJob checks a job as Enqueue would, without writing anything: a
@@ -74,6 +79,12 @@ func (b *Broker) validate(j *Job) error {
 	}
 	if j.UniqueFor < 0 || j.UniqueFor > 0 && j.UniqueKey == "" {
 		return &ValidationError{Field: "unique for", Value: j.UniqueFor.String(), Reason: "must not be negative, and needs a UniqueKey"}
+	}
+	for _, d := range j.DependsOn {
+		if err := validID(j.Queue, d); err != nil {
+			err.(*ValidationError).Field = "depends on"
+			return err
+		}
 	}
 	if j.MaxAttempts < 0 {
 		return &ValidationError{Field: "max attempts", Value: fmt.Sprint(j.MaxAttempts), Reason: "must be at least 1 (0 means the default, 25)"}
@@ -235,8 +246,16 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 	if j.UniqueKey != "" {
 		unique = b.opts.Prefix + ":{" + j.Queue + "}:unique:" + j.UniqueKey
 	}
-	return k, []any{j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
-		unique, j.UniqueFor.Milliseconds()}, nil
+	policy := "cancel"
+	if j.RunIfDependencyFails {
+		policy = "run"
+	}
+	args := []any{j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
+		unique, j.UniqueFor.Milliseconds(), policy}
+	for _, d := range j.DependsOn {
+		args = append(args, d)
+	}
+	return k, args, nil
 }
 
 // enqueued reads the enqueue script's answer for the job with id.
@@ -251,6 +270,10 @@ func (b *Broker) enqueued(queue, id string, cmd *redis.Cmd) Enqueued {
 	case "unique":
 		if holder := r.str(); r.err == nil {
 			return Enqueued{ID: holder, Existing: true}
+		}
+	case "no_parent":
+		if parent := r.str(); r.err == nil {
+			return Enqueued{ID: id, Err: &ValidationError{Field: "depends on", Value: parent, Reason: "no such job in queue " + queue}}
 		}
 	}
 	return Enqueued{ID: id, Err: r.err}

@@ -97,7 +97,7 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 
 // Counts is how many jobs a queue holds in each state, read from the indexes.
 type Counts struct {
-	Scheduled, Pending, Running, Done, Dead, Cancelled int64
+	Blocked, Scheduled, Pending, Running, Done, Dead, Cancelled int64
 }
 
 // Counts reads the size of each index of queue in one round trip.
@@ -116,9 +116,13 @@ func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
 	if err != nil {
 		return Counts{}, fmt.Errorf("fenceq: count jobs in queue %q: %w", queue, err)
 	}
+	n := map[State]int64{}
+	for i, s := range States {
+		n[s] = cmds[i].Val()
+	}
 	return Counts{
-		Scheduled: cmds[0].Val(), Pending: cmds[1].Val(), Running: cmds[2].Val(),
-		Done: cmds[3].Val(), Dead: cmds[4].Val(), Cancelled: cmds[5].Val(),
+		Blocked: n[StateBlocked], Scheduled: n[StateScheduled], Pending: n[StatePending], Running: n[StateRunning],
+		Done: n[StateDone], Dead: n[StateDead], Cancelled: n[StateCancelled],
 	}, nil
 }
 
@@ -211,6 +215,7 @@ func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
 	}
 	o.DoneLastMinute = r.int()
 	o.Paused = r.int() == 1
+	o.Blocked = r.int()
 	return o, r.err
 }
 

@@ -27,7 +27,7 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 	}
 	base := b.opts.Prefix + ":{" + queue + "}:"
 	k := &queueKeys{name: queue, job: base + "job:"}
-	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused", "limits", "starts", "events"} {
+	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused", "limits", "starts", "events", "blocked"} {
 		k.list = append(k.list, base+s)
 	}
 	actual, _ := b.queues.LoadOrStore(queue, k)
@@ -61,6 +61,8 @@ func (k *queueKeys) index(s State) string {
 		return k.list[4]
 	case StateCancelled:
 		return k.list[5]
+	case StateBlocked:
+		return k.list[12]
 	}
 	return ""
 }

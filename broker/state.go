@@ -4,6 +4,7 @@ package broker
 type State string
 
 const (
+	StateBlocked   State = "blocked"   // waiting for the jobs it depends on to be done
 	StateScheduled State = "scheduled" // waiting for its run_at (a delay or a retry backoff)
 	StatePending   State = "pending"   // ready to be claimed
 	StateRunning   State = "running"   // claimed; a lease is held
@@ -13,7 +14,7 @@ const (
 )
 
 // States lists every state, in the order a job normally passes through them.
-var States = []State{StateScheduled, StatePending, StateRunning, StateDone, StateDead, StateCancelled}
+var States = []State{StateBlocked, StateScheduled, StatePending, StateRunning, StateDone, StateDead, StateCancelled}
 
 // Final reports whether no operation but ReleaseUnowned's generation bump
 // changes a job in this state any more.

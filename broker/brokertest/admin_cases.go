@@ -615,3 +615,61 @@ func testEvents(t *testing.T, nb NewBackend) {
 	want(t, "events once off", len(evs), 0)
 	s.consistent(t)
 }
+
+// A job that depends on others is blocked until they are done; a
+// dependency that dies cancels it (and what depends on it), unless it asked
+// to run anyway.
+func testDependencies(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	p1 := s.enqueue(t, broker.Job{ID: "p1"})
+	p2 := s.enqueue(t, broker.Job{ID: "p2", MaxAttempts: 1})
+	child := s.enqueue(t, broker.Job{ID: "child", DependsOn: []string{p1, p2}})
+	want(t, "child", s.job(t, child).State, broker.StateBlocked)
+	grand := s.enqueue(t, broker.Job{ID: "grandchild", DependsOn: []string{child}})
+	runAnyway := s.enqueue(t, broker.Job{ID: "stubborn", DependsOn: []string{p2}, RunIfDependencyFails: true})
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "blocked", c.Blocked, int64(3))
+	s.consistent(t)
+
+	ls := s.claim(t, 10, long)
+	want(t, "claimable (only the parents)", len(ls), 2)
+	byID := map[string]broker.Lease{}
+	for _, l := range ls {
+		byID[l.ID] = l
+	}
+	_, err := s.b.Ack(s.ctx, byID[p1], nil)
+	noErr(t, "Ack p1", err)
+	want(t, "child after one of two", s.job(t, child).State, broker.StateBlocked)
+	_, _, err = s.b.Fail(s.ctx, byID[p2], broker.Failure{Error: "boom"}) // dies: one attempt
+	noErr(t, "Fail p2", err)
+	j := s.job(t, child)
+	if j.State != broker.StateCancelled || !strings.Contains(j.LastError, "p2 ended dead") {
+		t.Fatalf("child after a dead dependency: %s %q", j.State, j.LastError)
+	}
+	want(t, "grandchild, down the chain", s.job(t, grand).State, broker.StateCancelled)
+	want(t, "the one that runs anyway", s.job(t, runAnyway).State, broker.StatePending)
+	s.consistent(t)
+
+	// Done dependencies release; dead ones at enqueue cancel at once.
+	ok := s.enqueue(t, broker.Job{DependsOn: []string{p1}})
+	want(t, "depending on a done job", s.job(t, ok).State, broker.StatePending)
+	gone := s.enqueue(t, broker.Job{DependsOn: []string{p2}})
+	want(t, "depending on a dead job", s.job(t, gone).State, broker.StateCancelled)
+
+	// Two dependencies done in turn release a delayed dependent as scheduled.
+	a := s.enqueue(t, broker.Job{})
+	later := s.enqueue(t, broker.Job{DependsOn: []string{a}, Delay: time.Hour})
+	for _, l := range s.claim(t, 10, long) {
+		_, err := s.b.Ack(s.ctx, l, nil)
+		noErr(t, "Ack", err)
+	}
+	want(t, "a delayed dependent once released", s.job(t, later).State, broker.StateScheduled)
+
+	blocked := s.enqueue(t, broker.Job{DependsOn: []string{s.enqueue(t, broker.Job{})}})
+	st, err := s.b.Cancel(s.ctx, s.q, blocked)
+	noErr(t, "Cancel", err)
+	want(t, "a cancelled blocked job", st, broker.StateCancelled)
+	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", DependsOn: []string{"no-such-job"}})
+	wantErr(t, "a missing dependency", err, broker.ErrInvalid)
+	s.consistent(t)
+}

@@ -26,6 +26,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"UniqueJobs", testUnique},
 		{"Limits", testLimits},
 		{"Events", testEvents},
+		{"Dependencies", testDependencies},
 		{"Retention", testRetention},
 		{"PriorityAndFIFO", testPriority},
 		{"DelayAndRunAt", testDelay},

@@ -14,7 +14,7 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]]\n       workerd enqueue QUEUE --jsonl FILE|-"
+const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]] [--after ID]... [--wait]\n       workerd enqueue QUEUE --jsonl FILE|-"
 
 func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "enqueue", enqueueSynopsis)
@@ -28,6 +28,9 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before the job is dead (default %d)", broker.MaxAttemptsDefault))
 	priority := fs.Int("priority", 0, fmt.Sprintf("priority from %d to %d; higher runs first", broker.PriorityMin, broker.PriorityMax))
 	unique := fs.String("unique", "", "unique key: while a job with this key exists (or for --unique-for), enqueueing another answers its id and makes none")
+	var after stringList
+	fs.Var(&after, "after", "run only once this job (of the same queue) is done; repeat for several")
+	runIfFails := fs.Bool("run-if-dependency-fails", false, "with --after: run even when a dependency ends dead or cancelled (default: cancel this job)")
 	wait := fs.Bool("wait", false, "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done)")
 	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
 	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each {"kind": …, "payload": …, "id": …, "delay": "5s", "at": …, "max_attempts": …, "priority": …}`)
@@ -50,7 +53,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return usagef("missing the job kind; usage: workerd enqueue %s", enqueueSynopsis)
 	}
 	j := broker.Job{Queue: queue, Kind: pos[1], ID: *id, Delay: *delay, MaxAttempts: *maxAttempts, Priority: *priority,
-		UniqueKey: *unique, UniqueFor: *uniqueFor}
+		UniqueKey: *unique, UniqueFor: *uniqueFor, DependsOn: after, RunIfDependencyFails: *runIfFails}
 	if j.Payload, err = readPayload(e, *payload, *raw); err != nil {
 		return err
 	}
@@ -237,3 +240,9 @@ func parseJSONL(queue string, text []byte) (broker.Job, error) {
 	}
 	return j, nil
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -19,6 +19,7 @@ const inspectSynopsis = "[QUEUE | job QUEUE ID] [--json]"
 
 type queueJSON struct {
 	Queue                string  `json:"queue"`
+	Blocked              int64   `json:"blocked"`
 	Scheduled            int64   `json:"scheduled"`
 	Pending              int64   `json:"pending"`
 	Running              int64   `json:"running"`
@@ -101,7 +102,7 @@ func overviewJSON(ctx context.Context, b *broker.Broker, q string) (queueJSON, e
 	if err != nil {
 		return queueJSON{}, err
 	}
-	return queueJSON{Queue: q, Scheduled: o.Scheduled, Pending: o.Pending, Running: o.Running, Done: o.Done,
+	return queueJSON{Queue: q, Blocked: o.Blocked, Scheduled: o.Scheduled, Pending: o.Pending, Running: o.Running, Done: o.Done,
 		Dead: o.Dead, Cancelled: o.Cancelled, OldestPendingSeconds: o.HeadAge.Seconds(), DoneLastMinute: o.DoneLastMinute,
 		Paused: o.Paused}, nil
 }
@@ -129,13 +130,13 @@ func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) erro
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tRUNNING\tDONE\tDEAD\tCANCELLED\tOLDEST PENDING\tDONE/MIN\t")
+	fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tBLOCKED\tRUNNING\tDONE\tDEAD\tCANCELLED\tOLDEST PENDING\tDONE/MIN\t")
 	for _, o := range out.Queues {
 		name := o.Queue
 		if o.Paused {
 			name += " (paused)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", name, o.Pending, o.Scheduled, o.Running, o.Done,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", name, o.Pending, o.Scheduled, o.Blocked, o.Running, o.Done,
 			o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)
 	}
 	return tw.Flush()

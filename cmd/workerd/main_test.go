@@ -393,3 +393,21 @@ func TestEventsAndFollow(t *testing.T) {
 		t.Fatalf("events --off: %s", out)
 	}
 }
+
+func TestEnqueueAfter(t *testing.T) {
+	c := newCLI(t)
+	parent := strings.TrimSpace(c.ok("", "enqueue", "q", "k"))
+	child := strings.TrimSpace(c.ok("", "enqueue", "q", "k", "--after", parent))
+	if j := c.job("q", child); j.State != "blocked" {
+		t.Fatalf("child %+v", j)
+	}
+	var one struct {
+		Blocked int64 `json:"blocked"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("", "inspect", "q", "--json")), &one); err != nil || one.Blocked != 1 {
+		t.Fatalf("inspect q --json: %+v %v", one, err)
+	}
+	if code, _, errOut := c.run("", "enqueue", "q", "k", "--after", "nope"); code != 2 || !strings.Contains(errOut, "no such job") {
+		t.Fatalf("--after a missing job: exit %d: %s", code, errOut)
+	}
+}

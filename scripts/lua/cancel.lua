@@ -1,4 +1,4 @@
--- cancel: stop a job. A scheduled or pending job is cancelled at once; a
+-- cancel: stop a job. A scheduled, pending or blocked job is cancelled at once; a
 -- running job gets a cancel flag that its worker sees at the next renew
 -- (the lease stays valid so the worker can stop and settle); a finished job
 -- is left as it is.
@@ -17,7 +17,7 @@ if not f then
   return 'missing'
 end
 local state = f[1]
-if state == 'pending' or state == 'scheduled' then
+if state == 'pending' or state == 'scheduled' or state == 'blocked' then
   redis.call('ZREM', INDEX[state], id)
   finish(id, key, 'cancelled', now_ms())
   return 'cancelled'

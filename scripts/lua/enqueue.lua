@@ -9,8 +9,12 @@
 -- ARGV[2] id  [3] kind  [4] payload  [5] max_attempts  [6] priority
 --     [7] delay_ms (>= 0) or -1  [8] run_at_ms (absolute) or -1
 --     [9] unique key ('' for none; in the queue's hash tag)  [10] ttl_ms
--- Reply: {'ok', state}, {'exists', state of the existing job}, or
---        {'unique', id of the job holding the unique key, its state}
+--     [11] 'cancel' or 'run': a dependent's fate when a dependency ends dead
+--     or cancelled  [12..] ids of the jobs (of this queue) it depends on
+-- A job whose dependencies are not all done is blocked until they are.
+-- Reply: {'ok', state}, {'exists', state of the existing job},
+--        {'unique', id of the job holding the unique key, its state}, or
+--        {'no_parent', id of a dependency that does not exist}
 local id, kind, payload = ARGV[2], ARGV[3], ARGV[4]
 local key = JOB .. id
 
@@ -21,6 +25,23 @@ if t ~= 'none' then
     state = redis.call('HGET', key, 'state') or '?'
   end
   return {'exists', state}
+end
+
+-- Dependencies first: a missing one refuses the enqueue before any write.
+local policy = ARGV[11]
+local open, failed = {}, nil
+for i = 12, #ARGV do
+  local f = read(JOB .. ARGV[i], 'state')
+  if not f then
+    return {'no_parent', ARGV[i]}
+  end
+  if f[1] == 'dead' or f[1] == 'cancelled' then
+    if policy ~= 'run' then
+      failed = failed or (ARGV[i] .. ' ended ' .. f[1])
+    end
+  elseif f[1] ~= 'done' then
+    table.insert(open, ARGV[i])
+  end
 end
 
 local unique, unique_ttl = ARGV[9], tonumber(ARGV[10])
@@ -53,6 +74,21 @@ redis.call('HSET', key,
   'gen', 0, 'token', '', 'priority', ARGV[6],
   'created_at', now, 'run_at', int(run_at))
 
+if failed then
+  redis.call('HSET', key, 'last_error', 'dependency ' .. failed)
+  finish(id, key, 'cancelled', now)
+  return {'ok', 'cancelled'}
+end
+if #open > 0 then
+  local base = string.sub(JOB, 1, -5)
+  for _, parent in ipairs(open) do
+    redis.call('SADD', base .. 'children:' .. parent, id)
+  end
+  redis.call('HSET', key, 'state', 'blocked', 'blocked_on', #open, 'on_parent_failure', policy)
+  redis.call('ZADD', K.blocked, now, id)
+  event('enqueued', id, 0, 'blocked')
+  return {'ok', 'blocked'}
+end
 if run_at > now then
   redis.call('HSET', key, 'state', 'scheduled')
   redis.call('ZADD', K.scheduled, int(run_at), id)

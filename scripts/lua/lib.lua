@@ -15,6 +15,8 @@
 --   KEYS[10] limits    HASH    flow control shared by every pool: max_running, rate, period_ms
 --   KEYS[11] starts    ZSET    recent starts, for the rate limit; score = claim time
 --   KEYS[12] events    STREAM  lifecycle events, when enabled (limits field "events" = max length)
+--   KEYS[13] blocked   ZSET    jobs waiting for the jobs they depend on; score = created_at
+-- and, per job with dependents, SET "<base>children:<id>" of the jobs that wait for it.
 -- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
 -- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
 -- ids from an index), but they share the hash tag and so the slot.
@@ -25,14 +27,14 @@
 local K = {
   ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
   done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
-  limits = KEYS[10], starts = KEYS[11], events = KEYS[12],
+  limits = KEYS[10], starts = KEYS[11], events = KEYS[12], blocked = KEYS[13],
 }
 local JOB = ARGV[1]
 
 -- The index that must hold a job in each state (invariant 6).
 local INDEX = {
   pending = K.ready, scheduled = K.scheduled, running = K.leases,
-  dead = K.dead, done = K.done, cancelled = K.cancelled,
+  dead = K.dead, done = K.done, cancelled = K.cancelled, blocked = K.blocked,
 }
 
 local function now_ms()
@@ -88,9 +90,29 @@ local function to_ready(id, key, priority)
   wake()
 end
 
+-- release_blocked files a job whose dependencies are met: scheduled when
+-- its run_at is still ahead, else pending.
+local function release_blocked(id, key, now)
+  redis.call('ZREM', K.blocked, id)
+  local f = redis.call('HMGET', key, 'run_at', 'priority')
+  local run_at = tonumber(f[1]) or now
+  if run_at > now then
+    redis.call('HSET', key, 'state', 'scheduled')
+    redis.call('ZADD', K.scheduled, int(run_at), id)
+    wake()
+  else
+    to_ready(id, key, f[2])
+  end
+  event('unblocked', id, 0)
+end
+
 -- finish moves a job into a final state. The caller has already taken it out
--- of its previous index.
-local function finish(id, key, state, now)
+-- of its previous index. It settles the jobs that depend on it: each
+-- dependency done (or ended, for a dependent that runs anyway) takes one
+-- off its count, and a dependency that ends dead or cancelled cancels a
+-- dependent that asked for that (finish recurses down the chain).
+local finish
+finish = function(id, key, state, now)
   event(state, id, redis.call('HGET', key, 'gen'))
   redis.call('HSET', key, 'state', state, 'finished_at', now, 'token', '')
   redis.call('HDEL', key, 'lease_until')
@@ -114,6 +136,26 @@ local function finish(id, key, state, now)
     end
     redis.call('PEXPIRE', finished, 60000)
     redis.call('DEL', base .. 'waiting:' .. id)
+  end
+  local children_key = base .. 'children:' .. id
+  local children = redis.call('SMEMBERS', children_key)
+  if #children > 0 then
+    redis.call('DEL', children_key)
+    for _, child in ipairs(children) do
+      local ckey = JOB .. child
+      local c = redis.call('HMGET', ckey, 'state', 'on_parent_failure')
+      if c[1] == 'blocked' then
+        if state == 'done' or c[2] == 'run' then
+          if redis.call('HINCRBY', ckey, 'blocked_on', -1) <= 0 then
+            release_blocked(child, ckey, now)
+          end
+        else
+          redis.call('ZREM', K.blocked, child)
+          redis.call('HSET', ckey, 'last_error', 'dependency ' .. id .. ' ended ' .. state)
+          finish(child, ckey, 'cancelled', now)
+        end
+      end
+    end
   end
 end
 

@@ -2,7 +2,8 @@
 -- ARGV[2] throughput window in ms
 -- Reply: {now, scheduled, pending, running, done, dead, cancelled,
 --         run_at of the job at the head of ready (0 when none),
---         jobs finished done within the window, 1 when paused else 0}
+--         jobs finished done within the window, 1 when paused else 0,
+--         blocked}
 local now = now_ms()
 local head = 0
 local first = redis.call('ZRANGE', K.ready, 0, 0)
@@ -13,4 +14,4 @@ return {now,
   redis.call('ZCARD', K.scheduled), redis.call('ZCARD', K.ready), redis.call('ZCARD', K.leases),
   redis.call('ZCARD', K.done), redis.call('ZCARD', K.dead), redis.call('ZCARD', K.cancelled),
   head, redis.call('ZCOUNT', K.done, '(' .. int(now - tonumber(ARGV[2])), now),
-  redis.call('EXISTS', K.paused)}
+  redis.call('EXISTS', K.paused), redis.call('ZCARD', K.blocked)}
