@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
@@ -46,8 +48,11 @@ func postgres(t *testing.T) *sql.DB {
 }
 
 func outboxRig(t *testing.T) (*sql.DB, *broker.Broker, string) {
+	return outboxRigOn(t, client(t))
+}
+
+func outboxRigOn(t *testing.T, rdb redis.UniversalClient) (*sql.DB, *broker.Broker, string) {
 	db := postgres(t)
-	rdb := client(t)
 	prefix := fmt.Sprintf("fqoutbox-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
 	b, err := broker.New(rdb, broker.Options{Prefix: prefix})
@@ -67,7 +72,16 @@ func outboxRig(t *testing.T) (*sql.DB, *broker.Broker, string) {
 // crash (enqueued, but its delete not committed) makes no second job.
 func TestOutbox(t *testing.T) {
 	t.Parallel()
-	db, b, table := outboxRig(t)
+	t.Run("RealRedis", func(t *testing.T) { testOutbox(t, client(t)) })
+	t.Run("Miniredis", func(t *testing.T) {
+		c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		testOutbox(t, c)
+	})
+}
+
+func testOutbox(t *testing.T, rdb redis.UniversalClient) {
+	db, b, table := outboxRigOn(t, rdb)
 	ctx := context.Background()
 	enqueueIn := func(commit bool, id string) {
 		tx, err := db.BeginTx(ctx, nil)
