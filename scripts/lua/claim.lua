@@ -31,8 +31,7 @@ end
 -- limited_for is how long until the rate limit lets a job start, when it
 -- is what stops this claim.
 local limited_for = -1
-local limits = redis.call('HMGET', K.limits, 'max_running', 'rate', 'period_ms')
-local max_running, rate, period = tonumber(limits[1]), tonumber(limits[2]), tonumber(limits[3])
+local max_running, rate, period = setting('max_running'), setting('rate'), setting('period_ms')
 if max_running then
   n = math.min(n, math.max(0, max_running - redis.call('ZCARD', K.leases)))
 end

@@ -83,6 +83,7 @@ if #open > 0 then
   local base = string.sub(JOB, 1, -5)
   for _, parent in ipairs(open) do
     redis.call('SADD', base .. 'children:' .. parent, id)
+    redis.call('HSET', JOB .. parent, 'has_children', '1') -- finish() looks for dependents only then
   end
   redis.call('HSET', key, 'state', 'blocked', 'blocked_on', #open, 'on_parent_failure', policy)
   redis.call('ZADD', K.blocked, now, id)

@@ -60,14 +60,21 @@ local PRIORITY_BAND = 35184372088832
 -- wake leaves a token for a worker blocked in BLPOP on the wake list. One
 -- token is enough: the worker it wakes claims a batch, and a claim that
 -- leaves work behind wakes the next worker.
--- event appends a lifecycle event to the queue's capped stream when the
--- queue has events enabled (broker.SetEvents); it costs one HGET per
--- script call otherwise.
-local events_max
-local function event(what, id, gen, detail)
-  if events_max == nil then
-    events_max = tonumber(redis.call('HGET', K.limits, 'events')) or 0
+-- setting reads one of the queue's settings (flow control and events, set
+-- by broker.SetLimits and SetEvents), all read once per script call.
+local settings
+local function setting(name)
+  if not settings then
+    local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms')
+    settings = {events = tonumber(v[1]) or 0, max_running = tonumber(v[2]), rate = tonumber(v[3]), period_ms = tonumber(v[4])}
   end
+  return settings[name]
+end
+
+-- event appends a lifecycle event to the queue's capped stream when the
+-- queue has events enabled.
+local function event(what, id, gen, detail)
+  local events_max = setting('events')
   if events_max > 0 then
     redis.call('XADD', K.events, 'MAXLEN', '~', events_max, '*',
       'event', what, 'id', id, 'gen', tostring(gen or ''), 'detail', detail or '')
@@ -113,47 +120,52 @@ end
 -- dependent that asked for that (finish recurses down the chain).
 local finish
 finish = function(id, key, state, now)
-  event(state, id, redis.call('HGET', key, 'gen'))
+  -- One read for everything a finished job may owe others; the flags are
+  -- set only on jobs that have a unique key, Wait callers or dependents.
+  local f = redis.call('HMGET', key, 'gen', 'unique_until_done', 'waited', 'has_children')
+  event(state, id, f[1])
   redis.call('HSET', key, 'state', state, 'finished_at', now, 'token', '')
   redis.call('HDEL', key, 'lease_until')
   redis.call('ZADD', INDEX[state], now, id)
   -- A unique key held until the job ends is free from now on.
-  local unique = redis.call('HGET', key, 'unique_until_done')
-  if unique and redis.call('GET', unique) == id then
-    redis.call('DEL', unique)
+  if f[2] and redis.call('GET', f[2]) == id then
+    redis.call('DEL', f[2])
   end
   -- Under a concurrency limit a finished job frees a slot: wake a pool.
-  if redis.call('HEXISTS', K.limits, 'max_running') == 1 then
+  if setting('max_running') then
     wake()
   end
-  -- Wake the callers of Broker.Wait blocked on this job (wait.lua counts them).
   local base = string.sub(JOB, 1, -5) -- JOB without its 'job:'
-  local waiting = tonumber(redis.call('GET', base .. 'waiting:' .. id) or '0') or 0
-  if waiting > 0 then
-    local finished = base .. 'finished:' .. id
-    for _ = 1, waiting do
-      redis.call('RPUSH', finished, state)
+  -- Wake the callers of Broker.Wait blocked on this job (wait.lua counts them).
+  if f[3] then
+    local waiting = tonumber(redis.call('GET', base .. 'waiting:' .. id) or '0') or 0
+    if waiting > 0 then
+      local finished = base .. 'finished:' .. id
+      for _ = 1, waiting do
+        redis.call('RPUSH', finished, state)
+      end
+      redis.call('PEXPIRE', finished, 60000)
     end
-    redis.call('PEXPIRE', finished, 60000)
     redis.call('DEL', base .. 'waiting:' .. id)
+  end
+  if not f[4] then
+    return
   end
   local children_key = base .. 'children:' .. id
   local children = redis.call('SMEMBERS', children_key)
-  if #children > 0 then
-    redis.call('DEL', children_key)
-    for _, child in ipairs(children) do
-      local ckey = JOB .. child
-      local c = redis.call('HMGET', ckey, 'state', 'on_parent_failure')
-      if c[1] == 'blocked' then
-        if state == 'done' or c[2] == 'run' then
-          if redis.call('HINCRBY', ckey, 'blocked_on', -1) <= 0 then
-            release_blocked(child, ckey, now)
-          end
-        else
-          redis.call('ZREM', K.blocked, child)
-          redis.call('HSET', ckey, 'last_error', 'dependency ' .. id .. ' ended ' .. state)
-          finish(child, ckey, 'cancelled', now)
+  redis.call('DEL', children_key)
+  for _, child in ipairs(children) do
+    local ckey = JOB .. child
+    local c = redis.call('HMGET', ckey, 'state', 'on_parent_failure')
+    if c[1] == 'blocked' then
+      if state == 'done' or c[2] == 'run' then
+        if redis.call('HINCRBY', ckey, 'blocked_on', -1) <= 0 then
+          release_blocked(child, ckey, now)
         end
+      else
+        redis.call('ZREM', K.blocked, child)
+        redis.call('HSET', ckey, 'last_error', 'dependency ' .. id .. ' ended ' .. state)
+        finish(child, ckey, 'cancelled', now)
       end
     end
   end

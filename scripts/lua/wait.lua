@@ -18,4 +18,5 @@ end
 local waiting = string.sub(JOB, 1, -5) .. 'waiting:' .. id
 redis.call('INCR', waiting)
 redis.call('PEXPIRE', waiting, ARGV[3])
+redis.call('HSET', JOB .. id, 'waited', '1') -- finish() looks for waiters only then
 return {'wait'}
