@@ -39,7 +39,7 @@ func (b *Broker) Check(ctx context.Context, queue string) ([]Inconsistency, erro
 
 func (b *Broker) check(ctx context.Context, queue string) ([]Inconsistency, error) {
 	k := b.queueKeys(queue)
-	node, err := b.nodeFor(ctx, k.ready())
+	node, err := b.nodeFor(ctx, k.key("ready"))
 	if err != nil {
 		return nil, err
 	}

@@ -34,37 +34,22 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 	return actual.(*queueKeys)
 }
 
-// Index key names, in the order of queueKeys.list.
-func (k *queueKeys) ready() string     { return k.list[0] }
-func (k *queueKeys) scheduled() string { return k.list[1] }
-func (k *queueKeys) leases() string    { return k.list[2] }
-func (k *queueKeys) wake() string      { return k.list[6] }
-func (k *queueKeys) paused() string    { return k.list[8] }
-func (k *queueKeys) limits() string    { return k.list[9] }
-func (k *queueKeys) events() string    { return k.list[11] }
+// key is one of the queue's keys by name ("wake", "limits", ...).
+func (k *queueKeys) key(name string) string { return k.base() + name }
 
 // base is the queue's key prefix, "<prefix>:{<queue>}:".
 func (k *queueKeys) base() string { return k.job[:len(k.job)-len("job:")] }
 
 // index is the key of the index that holds jobs in state s.
 func (k *queueKeys) index(s State) string {
-	switch s {
-	case StatePending:
-		return k.list[0]
-	case StateScheduled:
-		return k.list[1]
-	case StateRunning:
-		return k.list[2]
-	case StateDead:
-		return k.list[3]
-	case StateDone:
-		return k.list[4]
-	case StateCancelled:
-		return k.list[5]
-	case StateBlocked:
-		return k.list[12]
+	name := map[State]string{
+		StateBlocked: "blocked", StateScheduled: "scheduled", StatePending: "ready", StateRunning: "leases",
+		StateDone: "done", StateDead: "dead", StateCancelled: "cancelled",
+	}[s]
+	if name == "" {
+		return ""
 	}
-	return ""
+	return k.key(name)
 }
 
 func (b *Broker) queuesKey() string { return b.opts.Prefix + ":queues" }
@@ -75,7 +60,7 @@ func (b *Broker) WakeKey(queue string) (string, error) {
 	if err := validName("queue", queue); err != nil {
 		return "", err
 	}
-	return b.queueKeys(queue).wake(), nil
+	return b.queueKeys(queue).key("wake"), nil
 }
 
 // register adds the queue to the queues set, once per broker and queue. The

@@ -15,7 +15,7 @@ func (b *Broker) Pause(ctx context.Context, queue string) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
-	if err := b.rdb.Set(ctx, b.queueKeys(queue).paused(), "1", 0).Err(); err != nil {
+	if err := b.rdb.Set(ctx, b.queueKeys(queue).key("paused"), "1", 0).Err(); err != nil {
 		return fmt.Errorf("fenceq: pause queue %q: %w", queue, err)
 	}
 	return nil
@@ -29,9 +29,9 @@ func (b *Broker) Resume(ctx context.Context, queue string) error {
 	}
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.paused())
-		p.RPush(ctx, k.wake(), "1")
-		p.LTrim(ctx, k.wake(), 0, 0) // one token is enough; see lib.lua's wake
+		p.Del(ctx, k.key("paused"))
+		p.RPush(ctx, k.key("wake"), "1")
+		p.LTrim(ctx, k.key("wake"), 0, 0) // one token is enough; see lib.lua's wake
 		return nil
 	})
 	if err != nil {
@@ -45,7 +45,7 @@ func (b *Broker) Paused(ctx context.Context, queue string) (bool, error) {
 	if err := validName("queue", queue); err != nil {
 		return false, err
 	}
-	n, err := b.rdb.Exists(ctx, b.queueKeys(queue).paused()).Result()
+	n, err := b.rdb.Exists(ctx, b.queueKeys(queue).key("paused")).Result()
 	if err != nil {
 		return false, fmt.Errorf("fenceq: read whether queue %q is paused: %w", queue, err)
 	}
@@ -101,15 +101,15 @@ func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
 	}
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.limits())
+		p.Del(ctx, k.key("limits"))
 		if l.MaxRunning > 0 {
-			p.HSet(ctx, k.limits(), "max_running", l.MaxRunning)
+			p.HSet(ctx, k.key("limits"), "max_running", l.MaxRunning)
 		}
 		if l.Rate > 0 {
-			p.HSet(ctx, k.limits(), "rate", l.Rate, "period_ms", l.Per.Milliseconds())
+			p.HSet(ctx, k.key("limits"), "rate", l.Rate, "period_ms", l.Per.Milliseconds())
 		}
-		p.RPush(ctx, k.wake(), "1") // pools blocked by the old limits look again
-		p.LTrim(ctx, k.wake(), 0, 0)
+		p.RPush(ctx, k.key("wake"), "1") // pools blocked by the old limits look again
+		p.LTrim(ctx, k.key("wake"), 0, 0)
 		return nil
 	})
 	if err != nil {
@@ -123,7 +123,7 @@ func (b *Broker) Limits(ctx context.Context, queue string) (Limits, error) {
 	if err := validName("queue", queue); err != nil {
 		return Limits{}, err
 	}
-	v, err := b.rdb.HMGet(ctx, b.queueKeys(queue).limits(), "max_running", "rate", "period_ms").Result()
+	v, err := b.rdb.HMGet(ctx, b.queueKeys(queue).key("limits"), "max_running", "rate", "period_ms").Result()
 	if err != nil {
 		return Limits{}, fmt.Errorf("fenceq: read limits of queue %q: %w", queue, err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 func runRelease(ctx context.Context, e *env, args []string) error {
-	b, pos, err := queueAndID(ctx, e, "release", args)
+	b, pos, err := positional(ctx, e, "release", "QUEUE ID", args)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 }
 
 func runCancel(ctx context.Context, e *env, args []string) error {
-	b, pos, err := queueAndID(ctx, e, "cancel", args)
+	b, pos, err := positional(ctx, e, "cancel", "QUEUE ID", args)
 	if err != nil {
 		return err
 	}
@@ -129,13 +129,14 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// queueAndID parses the arguments of a QUEUE ID command and connects.
-func queueAndID(ctx context.Context, e *env, name string, args []string) (*broker.Broker, []string, error) {
-	const synopsis = "QUEUE ID"
+// positional parses a command that takes exactly the arguments synopsis
+// names (and the connection flags), and connects.
+func positional(ctx context.Context, e *env, name, synopsis string, args []string) (*broker.Broker, []string, error) {
 	fs := newFlags(e, name, synopsis)
 	var rf redisFlags
 	rf.register(fs)
-	pos, err := parse(fs, synopsis, args, 2, 2)
+	n := len(strings.Fields(synopsis))
+	pos, err := parse(fs, synopsis, args, n, n)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,10 +158,11 @@ func notFoundIsFailure(e *env, err error) error {
 }
 
 func runPause(ctx context.Context, e *env, args []string) error {
-	b, q, err := queueOnly(ctx, e, "pause", args)
+	b, pos, err := positional(ctx, e, "pause", "QUEUE", args)
 	if err != nil {
 		return err
 	}
+	q := pos[0]
 	if err := b.Pause(ctx, q); err != nil {
 		return notFoundIsFailure(e, err)
 	}
@@ -169,29 +171,16 @@ func runPause(ctx context.Context, e *env, args []string) error {
 }
 
 func runResume(ctx context.Context, e *env, args []string) error {
-	b, q, err := queueOnly(ctx, e, "resume", args)
+	b, pos, err := positional(ctx, e, "resume", "QUEUE", args)
 	if err != nil {
 		return err
 	}
+	q := pos[0]
 	if err := b.Resume(ctx, q); err != nil {
 		return notFoundIsFailure(e, err)
 	}
 	fmt.Fprintf(e.stdout, "resumed %s\n", q)
 	return nil
-}
-
-// queueOnly parses the arguments of a QUEUE command and connects.
-func queueOnly(ctx context.Context, e *env, name string, args []string) (*broker.Broker, string, error) {
-	const synopsis = "QUEUE"
-	fs := newFlags(e, name, synopsis)
-	var rf redisFlags
-	rf.register(fs)
-	pos, err := parse(fs, synopsis, args, 1, 1)
-	if err != nil {
-		return nil, "", err
-	}
-	_, b, err := rf.connect(ctx, e)
-	return b, pos[0], err
 }
 
 func runLimit(ctx context.Context, e *env, args []string) error {
