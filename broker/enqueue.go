@@ -33,10 +33,12 @@ type Job struct {
 	// claimed first, FIFO within one priority. Default 0.
 	Priority int
 	// UniqueKey, when set, admits one job per key: while it is held, an
-	// enqueue with the same key answers the holding job's id (EnqueueMany's
-	// Enqueued.Existing says so) and creates nothing. The key is held for
-	// UniqueFor, or, when UniqueFor is 0, until the job is done, dead or
-	// cancelled. Keys are per queue.
+	// enqueue with the same key creates nothing and answers a
+	// *UniqueHeldError (errors.Is ErrUniqueHeld) naming the holding job. The
+	// key is held for UniqueFor, whatever becomes of the job (retention
+	// does not shorten it), or, when UniqueFor is 0, until the job is done,
+	// dead or cancelled. The holder's UniqueFor decides, not a newcomer's.
+	// Keys are per queue.
 	UniqueKey string
 	UniqueFor time.Duration
 	// DependsOn lists jobs of the same queue that must be done before this
@@ -105,8 +107,9 @@ func (b *Broker) validate(j *Job) error {
 var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
 
 // Enqueue stores a job, pending at once or scheduled for later, and wakes a
-// waiting worker. It returns the job's id: with a UniqueKey that is held,
-// the holding job's id, and nothing is written. A duplicate id returns a
+// waiting worker. It returns the job's id. With a UniqueKey that another
+// job holds, nothing is written: it returns the holder's id and a
+// *UniqueHeldError (errors.Is ErrUniqueHeld). A duplicate id returns a
 // *DuplicateError (errors.Is ErrJobExists); bad arguments return a
 // *ValidationError (errors.Is ErrInvalid) and write nothing. With
 // Options.WaitReplicas, an error wrapping ErrNotReplicated says the job was
@@ -119,10 +122,10 @@ func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
 	if b.opts.WaitReplicas > 0 {
 		c := &enqueueCall{k: k, args: args}
 		b.enqueueDurably(ctx, []*enqueueCall{c})
-		e := b.replicated(j.Queue, j.ID, c)
+		e := b.replicated(j.Queue, j.ID, j.UniqueKey, c)
 		return e.ID, e.Err
 	}
-	e := b.enqueued(j.Queue, j.ID, b.run(ctx, b.scripts.enqueue, k, args...))
+	e := b.enqueued(j.Queue, j.ID, j.UniqueKey, b.run(ctx, b.scripts.enqueue, k, args...))
 	return e.ID, e.Err
 }
 
@@ -204,9 +207,9 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 }
 
 // replicated reads a durable call's answers: the script's, then WAIT's.
-func (b *Broker) replicated(queue, id string, c *enqueueCall) Enqueued {
-	e := b.enqueued(queue, id, c.cmd)
-	if e.Err != nil || e.Existing {
+func (b *Broker) replicated(queue, id, uniqueKey string, c *enqueueCall) Enqueued {
+	e := b.enqueued(queue, id, uniqueKey, c.cmd)
+	if e.Err != nil {
 		return e // nothing was written: nothing to wait for
 	}
 	n, err := c.acks.Result()
@@ -259,7 +262,7 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 }
 
 // enqueued reads the enqueue script's answer for the job with id.
-func (b *Broker) enqueued(queue, id string, cmd *redis.Cmd) Enqueued {
+func (b *Broker) enqueued(queue, id, uniqueKey string, cmd *redis.Cmd) Enqueued {
 	v, err := cmd.Result()
 	r := newReply("enqueue "+queue, v, err)
 	switch status := r.str(); status {
@@ -268,8 +271,9 @@ func (b *Broker) enqueued(queue, id string, cmd *redis.Cmd) Enqueued {
 			return Enqueued{ID: id, Err: &DuplicateError{Queue: queue, ID: id, State: state}}
 		}
 	case "unique":
-		if holder := r.str(); r.err == nil {
-			return Enqueued{ID: holder, Existing: true}
+		if holder, state := r.str(), State(r.str()); r.err == nil {
+			return Enqueued{ID: holder, Existing: true,
+				Err: &UniqueHeldError{Queue: queue, Key: uniqueKey, HolderID: holder, HolderState: state}}
 		}
 	case "no_parent":
 		if parent := r.str(); r.err == nil {
@@ -283,9 +287,9 @@ func (b *Broker) enqueued(queue, id string, cmd *redis.Cmd) Enqueued {
 type Enqueued struct {
 	ID string
 	// Existing: the job's unique key was held, and ID is the job holding
-	// it; nothing was written.
+	// it; nothing was written (Err is then a *UniqueHeldError).
 	Existing bool
-	Err      error // as Enqueue's: *ValidationError, *DuplicateError, or a Redis error
+	Err      error // as Enqueue's: *ValidationError, *DuplicateError, *UniqueHeldError, or a Redis error
 }
 
 // EnqueueMany stores many jobs in one pipeline: one round trip on a single
@@ -317,7 +321,7 @@ func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 		}
 		b.enqueueDurably(ctx, durable)
 		for _, c := range durable {
-			out[c.i] = b.replicated(jobs[c.i].Queue, out[c.i].ID, c)
+			out[c.i] = b.replicated(jobs[c.i].Queue, out[c.i].ID, jobs[c.i].UniqueKey, c)
 		}
 		return out
 	}
@@ -338,7 +342,7 @@ func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 		}
 	}
 	for _, c := range calls {
-		out[c.i] = b.enqueued(jobs[c.i].Queue, out[c.i].ID, c.cmd)
+		out[c.i] = b.enqueued(jobs[c.i].Queue, out[c.i].ID, jobs[c.i].UniqueKey, c.cmd)
 	}
 	return out
 }

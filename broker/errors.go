@@ -14,6 +14,8 @@ var (
 	ErrJobNotFound = errors.New("job not found")
 	// ErrCorruptJob is wrapped by [CorruptJobError].
 	ErrCorruptJob = errors.New("corrupt job")
+	// ErrUniqueHeld is wrapped by [UniqueHeldError].
+	ErrUniqueHeld = errors.New("unique key held by another job")
 )
 
 // ValidationError reports an argument the broker refuses before it reaches
@@ -46,6 +48,22 @@ func (e *DuplicateError) Error() string {
 }
 
 func (e *DuplicateError) Unwrap() error { return ErrJobExists }
+
+// UniqueHeldError answers an Enqueue whose unique key another job holds.
+// Nothing was written: the job the caller described is the holder, or runs
+// as the holder. HolderID names it (Enqueue also returns it as its id).
+type UniqueHeldError struct {
+	Queue, Key, HolderID string
+	// HolderState is the holder's state, or "" when the holder has been
+	// trimmed while its key's UniqueFor still runs.
+	HolderState State
+}
+
+func (e *UniqueHeldError) Error() string {
+	return fmt.Sprintf("fenceq: unique key %q in queue %q is held by job %q: nothing enqueued", e.Key, e.Queue, e.HolderID)
+}
+
+func (e *UniqueHeldError) Unwrap() error { return ErrUniqueHeld }
 
 // CorruptJobError reports a job hash whose fields cannot be read: edited by
 // hand, written by another program, or damaged. Scripts that meet such a job

@@ -125,7 +125,8 @@ func (p *Pool) scheduler(scheds []*schedule) {
 }
 
 // enqueueTick enqueues one tick's job; a duplicate means another pool was
-// first, which is the point.
+// first, which is the point, and a held unique key is the schedule's own
+// choice to skip a tick while the last one runs.
 func (p *Pool) enqueueTick(s *schedule, tick time.Time) {
 	j := s.Job
 	j.ID = tickID(s.Name, tick)
@@ -136,7 +137,7 @@ func (p *Pool) enqueueTick(s *schedule, tick time.Time) {
 	switch {
 	case err == nil:
 		p.log.Debug("fenceq enqueued a periodic job", slog.String("periodic", s.Name), slog.Time("tick", tick))
-	case errors.Is(err, broker.ErrJobExists):
+	case errors.Is(err, broker.ErrJobExists), errors.Is(err, broker.ErrUniqueHeld):
 	default:
 		p.log.Error("fenceq could not enqueue a periodic job", slog.String("periodic", s.Name), slog.Time("tick", tick), slog.Any("error", err))
 	}

@@ -70,14 +70,14 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	got := b.EnqueueMany(ctx, []broker.Job{j})[0]
-	if got.Err != nil {
-		if errors.Is(got.Err, broker.ErrInvalid) {
-			return usagef("%v", got.Err)
-		}
-		return got.Err
-	}
-	if got.Existing {
+	switch {
+	case errors.Is(got.Err, broker.ErrUniqueHeld):
+		// The holder's id is what the caller wants: the job that will run.
 		fmt.Fprintf(e.stderr, "unique key %q is held by job %s: nothing enqueued\n", j.UniqueKey, got.ID)
+	case errors.Is(got.Err, broker.ErrInvalid):
+		return usagef("%v", got.Err)
+	case got.Err != nil:
+		return got.Err
 	}
 	if !*wait {
 		fmt.Fprintln(e.stdout, got.ID)
