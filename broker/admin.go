@@ -55,25 +55,32 @@ func (b *Broker) Cancel(ctx context.Context, queue, id string) (State, error) {
 }
 
 // Retry sends a dead or cancelled job back to pending with a fresh attempt
-// budget (and a new generation). It answers the job's previous state; a job
-// in any other state is left alone and answers an error saying so.
+// budget (and a new generation). A job that was cancelled while it waited
+// for its dependencies waits for them again (blocked). It answers the job's
+// previous state. A job in any other state is left alone, and so is one
+// that could not go back as enqueue would let it in (a dependency missing
+// or failed, its unique key held by another job): both answer an error
+// saying why. Retry is safe to re-send: Redis recognises the request.
 func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
 	if err := validID(queue, id); err != nil {
 		return "", err
 	}
-	prev, err := b.retry(ctx, queue, []string{id})
+	res, err := b.retry(ctx, queue, []string{id})
 	if err != nil {
 		return "", err
 	}
-	switch st := prev[0]; {
-	case st == "missing":
+	r := res[0]
+	switch {
+	case r.prev == "missing":
 		return "", notFound(queue, id)
-	case strings.HasPrefix(string(st), "corrupt: "):
-		return "", &CorruptJobError{Queue: queue, ID: id, Reason: strings.TrimPrefix(string(st), "corrupt: ")}
-	case st != StateDead && st != StateCancelled:
-		return st, fmt.Errorf("fenceq: job %q in queue %q is %s; only dead or cancelled jobs can be retried", id, queue, st)
+	case r.prev == "corrupt":
+		return "", &CorruptJobError{Queue: queue, ID: id, Reason: r.outcome}
+	case strings.HasPrefix(r.outcome, "refused: "):
+		return r.prev, fmt.Errorf("fenceq: job %q in queue %q stays %s: %s", id, queue, r.prev, strings.TrimPrefix(r.outcome, "refused: "))
+	case r.outcome == "":
+		return r.prev, fmt.Errorf("fenceq: job %q in queue %q is %s; only dead or cancelled jobs can be retried", id, queue, r.prev)
 	default:
-		return st, nil
+		return r.prev, nil
 	}
 }
 
@@ -90,28 +97,38 @@ func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, e
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	prev, err := b.retry(ctx, queue, ids)
+	res, err := b.retry(ctx, queue, ids)
 	n := 0
-	for _, st := range prev {
-		if st == StateDead {
+	for _, r := range res {
+		if r.prev == StateDead && (r.outcome == string(StatePending) || r.outcome == string(StateBlocked)) {
 			n++
 		}
 	}
 	return n, err
 }
 
-func (b *Broker) retry(ctx context.Context, queue string, ids []string) ([]State, error) {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
+// retried is retry.lua's answer for one job.
+type retried struct {
+	prev    State  // or "missing", "corrupt"
+	outcome string // the new state, "" (not retryable), "refused: …", or a corrupt hash's reason
+}
+
+func (b *Broker) retry(ctx context.Context, queue string, ids []string) ([]retried, error) {
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, NewRequestID())
+	for _, id := range ids {
+		args = append(args, id)
 	}
 	v, err := b.run(ctx, b.scripts.retry, b.queueKeys(queue), args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: retry in queue %q: %w", queue, err)
 	}
-	out := make([]State, len(v))
-	for i, s := range v {
-		out[i] = State(s)
+	if len(v) != 2*len(ids) {
+		return nil, fmt.Errorf("fenceq: retry in queue %q: %d values in the reply for %d jobs", queue, len(v), len(ids))
+	}
+	out := make([]retried, len(ids))
+	for i := range out {
+		out[i] = retried{prev: State(v[2*i]), outcome: v[2*i+1]}
 	}
 	return out, nil
 }
@@ -130,13 +147,18 @@ type ReapResult struct {
 	// Problems lists leases index entries whose job hash disagreed; they
 	// were refiled or marked dead, and should be logged.
 	Problems []CorruptJobError
+	// CascadeLeft: dependents of finished jobs are still to be released or
+	// cancelled after this call's bounded step; call Reap again soon.
+	CascadeLeft bool
 }
 
 // Reap recovers up to limit jobs whose lease expired (on Redis's clock)
 // without being renewed or settled: each becomes pending again, dead when
 // its attempts are spent, or cancelled when that was requested; its
 // generation is bumped and its token cleared, so the lost worker's late
-// settlement is stale. One round trip, bounded by limit.
+// settlement is stale. It also settles up to limit dependents of finished
+// jobs (the cascade; see ReapResult.CascadeLeft). One round trip, bounded
+// by limit.
 func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult, error) {
 	if err := validName("queue", queue); err != nil {
 		return ReapResult{}, err
@@ -151,6 +173,7 @@ func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult,
 	for i := 0; i < n && r.err == nil; i++ {
 		res.Reaped = append(res.Reaped, Reaped{ID: r.str(), State: State(r.str()), Generation: r.int()})
 	}
+	res.CascadeLeft = r.int() == 1
 	res.Problems = r.problems(queue)
 	if r.err != nil {
 		return ReapResult{}, r.err

@@ -44,6 +44,10 @@ type Job struct {
 	// DependsOn lists jobs of the same queue that must be done before this
 	// one runs; until then it is blocked. When one of them ends dead or
 	// cancelled, this job is cancelled too, unless RunIfDependencyFails.
+	// An id listed twice counts once. Dependents are released (or
+	// cancelled) in bounded steps, so a job with a million dependents
+	// never blocks Redis for long; the last of them may start a little
+	// after the first.
 	DependsOn            []string
 	RunIfDependencyFails bool
 }
@@ -228,12 +232,18 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 	if err := b.validate(j); err != nil {
 		return nil, nil, err
 	}
+	// The nonce tells a re-send of this request (its reply lost) from
+	// another enqueue of the same id. An id generated here is a nonce of
+	// its own: no other request can name it.
+	nonce := ""
 	if j.ID == "" {
 		u, err := uuid.NewV7()
 		if err != nil {
 			return nil, nil, fmt.Errorf("fenceq: enqueue: new job id: %w", err)
 		}
 		j.ID = u.String()
+	} else {
+		nonce = NewRequestID()
 	}
 	k := b.queueKeys(j.Queue)
 	if err := b.register(ctx, k); err != nil {
@@ -254,7 +264,7 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 		policy = "run"
 	}
 	args := []any{j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
-		unique, j.UniqueFor.Milliseconds(), policy}
+		unique, j.UniqueFor.Milliseconds(), policy, nonce}
 	for _, d := range j.DependsOn {
 		args = append(args, d)
 	}

@@ -52,12 +52,17 @@ func (b *Broker) Job(ctx context.Context, queue, id string) (JobInfo, error) {
 func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	j := JobInfo{
 		Queue: queue, ID: id, Kind: h["kind"], Payload: []byte(h["payload"]),
-		State: State(h["state"]), Token: h["token"], LastError: h["last_error"],
+		State: State(h["state"]), LastError: h["last_error"],
 		Result: []byte(h["result"]), Progress: []byte(h["progress"]),
 		CancelRequested: h["cancel"] == "1",
 	}
 	bad := func(reason string) (JobInfo, error) {
 		return j, &CorruptJobError{Queue: queue, ID: id, Reason: reason}
+	}
+	if j.State == StateRunning {
+		// The hash keeps a settled claim's token (to answer its re-send);
+		// only a running job has a valid one.
+		j.Token = h["token"]
 	}
 	if !j.State.valid() {
 		return bad(fmt.Sprintf("field state is %q, not one of %v", h["state"], States))

@@ -2,12 +2,12 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // Lease is one claim on one job: the right to run it, renew it and settle it
@@ -46,8 +46,19 @@ type ClaimResult struct {
 
 // Claim promotes due scheduled jobs and claims up to n ready jobs of queue,
 // highest priority first and FIFO within a priority, each with a lease of
-// the given duration. It is one round trip.
+// the given duration. It is one round trip. A claim whose reply is lost
+// cannot be asked for again: use ClaimRequest where that matters.
 func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Duration) (ClaimResult, error) {
+	return b.ClaimRequest(ctx, NewRequestID(), queue, n, lease)
+}
+
+// ClaimRequest is Claim under a request id of the caller's (see
+// NewRequestID). Sent again with the same id within the lease duration —
+// after a timeout or a dropped connection, when the caller cannot know
+// whether Redis ran the first — it answers the leases the first took (those
+// still held) and claims nothing more, so a lost reply costs no job an
+// attempt (invariant 9). Each id must serve one request.
+func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n int, lease time.Duration) (ClaimResult, error) {
 	if err := validName("queue", queue); err != nil {
 		return ClaimResult{}, err
 	}
@@ -57,13 +68,13 @@ func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Dura
 	if n < 0 {
 		return ClaimResult{}, &ValidationError{Field: "n", Value: fmt.Sprint(n), Reason: "must not be negative"}
 	}
-	k := b.queueKeys(queue)
-	base, err := uuid.NewRandom()
-	if err != nil {
-		return ClaimResult{}, fmt.Errorf("fenceq: claim: new token: %w", err)
+	if err := validID(queue, requestID); err != nil {
+		err.(*ValidationError).Field = "request id"
+		return ClaimResult{}, err
 	}
+	k := b.queueKeys(queue)
 	sent := time.Now()
-	v, err := b.run(ctx, b.scripts.claim, k, lease.Milliseconds(), n, promoteLimit, base.String()).Result()
+	v, err := b.run(ctx, b.scripts.claim, k, lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget).Result()
 	r := newReply("claim "+queue, v, err)
 	r.int() // Redis time; unused here
 	res := ClaimResult{NextDue: -1}
@@ -86,6 +97,14 @@ func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Dura
 		return ClaimResult{}, r.err
 	}
 	return res, nil
+}
+
+// NewRequestID returns a fresh id for a request that may be sent again
+// (ClaimRequest).
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
 }
 
 func validLease(d time.Duration) error {

@@ -101,7 +101,7 @@ func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
 	}
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.key("limits"))
+		p.HDel(ctx, k.key("limits"), "max_running", "rate", "period_ms")
 		if l.MaxRunning > 0 {
 			p.HSet(ctx, k.key("limits"), "max_running", l.MaxRunning)
 		}

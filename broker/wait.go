@@ -9,47 +9,57 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// waitRegistration is how long one registration of a Wait caller lasts in
-// Redis; the caller renews it while it waits, so a caller that vanished
-// stops costing anything after this.
-const waitRegistration = time.Minute
+// waitRecheck is how often a caller of Wait reads the job's state even
+// without a wake-up: a safety net should a wake-up be lost (a Redis restart
+// without persistence), never the way a settlement is normally seen.
+const waitRecheck = 30 * time.Second
 
 // Wait blocks until the job is done, dead or cancelled, and returns it with
 // its result. It does not poll: the job's settlement wakes it (a blocking
-// pop on a list that only waited-on jobs get). It returns ctx's error when
-// ctx ends first, and ErrJobNotFound for an unknown id.
+// pop on a list that only waited-on jobs get). A wake-up is only a reason
+// to look: Wait returns a job only when it has read it finished. It returns
+// ctx's error when ctx ends first (nothing is left behind to undo), and
+// ErrJobNotFound for an unknown id.
 func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	if err := validID(queue, id); err != nil {
 		return JobInfo{}, err
 	}
 	k := b.queueKeys(queue)
 	finished := k.base() + "finished:" + id
+	woken := "0"
 	for {
-		v, err := b.run(ctx, b.scripts.wait, k, id, waitRegistration.Milliseconds()).StringSlice()
+		v, err := b.run(ctx, b.scripts.wait, k, id, woken).StringSlice()
 		if err != nil {
+			if ctx.Err() != nil {
+				return JobInfo{}, ctx.Err()
+			}
 			return JobInfo{}, corruptOr(queue, id, fmt.Errorf("fenceq: wait for job %q in queue %q: %w", id, queue, err))
 		}
 		switch v[0] {
 		case "missing":
 			return JobInfo{}, notFound(queue, id)
 		case "final":
-			return b.Job(ctx, queue, id)
+			j, err := b.Job(ctx, queue, id)
+			if err != nil || j.State.Final() {
+				return j, err
+			}
+			woken = "0" // retried in between: wait for its next end
+			continue
 		}
-		// Block in slices, renewing the registration before it lapses.
-		renew := time.Now().Add(waitRegistration / 2)
-		for time.Now().Before(renew) {
+		woken = "0"
+		recheck := time.Now().Add(waitRecheck)
+		for woken == "0" && time.Now().Before(recheck) {
 			if err := ctx.Err(); err != nil {
-				b.unwait(k, id)
 				return JobInfo{}, err
 			}
-			slice := min(b.MaxBlock(), time.Until(renew))
+			slice := min(b.MaxBlock(), time.Until(recheck))
 			if deadline, ok := ctx.Deadline(); ok {
-				slice = min(slice, max(time.Until(deadline), time.Millisecond))
+				slice = min(slice, time.Until(deadline))
 			}
-			err := b.rdb.Do(ctx, "BLPOP", finished, strconv.FormatFloat(slice.Seconds(), 'f', 3, 64)).Err()
+			err := b.rdb.Do(ctx, "BLPOP", finished, blockSeconds(slice)).Err()
 			switch {
 			case err == nil:
-				return b.Job(ctx, queue, id)
+				woken = "1"
 			case err != redis.Nil && ctx.Err() == nil:
 				return JobInfo{}, fmt.Errorf("fenceq: wait for job %q in queue %q: %w", id, queue, err)
 			}
@@ -57,14 +67,13 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	}
 }
 
-// unwait takes back a registration when its caller gives up.
-func (b *Broker) unwait(k *queueKeys, id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	key := k.base() + "waiting:" + id
-	if n, err := b.rdb.Decr(ctx, key).Result(); err == nil && n <= 0 {
-		b.rdb.Del(ctx, key)
-	}
+// blockSeconds formats a blocking command's timeout, in seconds with
+// millisecond precision, rounded up and at least one millisecond: Redis
+// reads a timeout of 0 as "block forever", which a short slice must never
+// become.
+func blockSeconds(d time.Duration) string {
+	ms := max((d+time.Millisecond-1)/time.Millisecond, 1)
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)
 }
 
 // MaxBlock is the longest single blocking call the client's read timeout

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -461,10 +462,10 @@ func testRetention(t *testing.T, nb NewBackend) {
 func testUnique(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	first := s.enqueue(t, broker.Job{UniqueKey: "report-42"})
-	again := s.enqueue(t, broker.Job{UniqueKey: "report-42", Payload: []byte("other")})
-	want(t, "id of a duplicate unique enqueue", again, first)
+	s.wantHeld(t, "report-42", first)
 	res := s.b.EnqueueMany(s.ctx, []broker.Job{{Queue: s.q, Kind: "k", UniqueKey: "report-42"}, {Queue: s.q, Kind: "k", UniqueKey: "report-43"}})
-	noErr(t, "EnqueueMany", res[0].Err)
+	wantErr(t, "EnqueueMany of a held key", res[0].Err, broker.ErrUniqueHeld)
+	noErr(t, "EnqueueMany of a free key", res[1].Err)
 	if !res[0].Existing || res[0].ID != first || res[1].Existing {
 		t.Fatalf("EnqueueMany answers %+v", res)
 	}
@@ -478,7 +479,7 @@ func testUnique(t *testing.T, nb NewBackend) {
 			l = x
 		}
 	}
-	want(t, "still held while running", s.enqueue(t, broker.Job{UniqueKey: "report-42"}), first)
+	s.wantHeld(t, "report-42", first)
 	_, err := s.b.Ack(s.ctx, l, nil)
 	noErr(t, "Ack", err)
 	if next := s.enqueue(t, broker.Job{UniqueKey: "report-42"}); next == first {
@@ -487,7 +488,7 @@ func testUnique(t *testing.T, nb NewBackend) {
 
 	// Held for a TTL, whatever the job does.
 	ttl := s.enqueue(t, broker.Job{UniqueKey: "daily", UniqueFor: short})
-	want(t, "within the TTL", s.enqueue(t, broker.Job{UniqueKey: "daily"}), ttl)
+	s.wantHeld(t, "daily", ttl)
 	s.Advance(past)
 	if after := s.enqueue(t, broker.Job{UniqueKey: "daily"}); after == ttl {
 		t.Fatal("the unique key is still held after its TTL")
@@ -501,7 +502,7 @@ func testUnique(t *testing.T, nb NewBackend) {
 		go func() {
 			defer wg.Done()
 			id, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: "race"})
-			if err != nil {
+			if err != nil && !errors.Is(err, broker.ErrUniqueHeld) {
 				t.Error(err)
 			}
 			ids <- id
@@ -517,6 +518,76 @@ func testUnique(t *testing.T, nb NewBackend) {
 	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueFor: time.Minute})
 	wantErr(t, "UniqueFor without a key", err, broker.ErrInvalid)
 	s.consistent(t)
+}
+
+// The holder's terms decide how long its key is held: not retention, not a
+// newcomer's UniqueFor; and a retried job never shares its key with another
+// live job.
+func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	drain := func() {
+		for _, l := range s.claim(t, 100, long) {
+			_, err := s.b.Ack(s.ctx, l, nil)
+			noErr(t, "Ack", err)
+		}
+	}
+
+	// A TTL outlives the job and its retention.
+	hourly := s.enqueue(t, broker.Job{UniqueKey: "hourly", UniqueFor: time.Hour})
+	drain()
+	_, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
+	noErr(t, "Trim", err)
+	s.enqueue(t, broker.Job{}) // one more done job pushes the first out
+	drain()
+	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
+	noErr(t, "Trim", err)
+	if _, err := s.b.Job(s.ctx, s.q, hourly); !errors.Is(err, broker.ErrJobNotFound) {
+		t.Fatalf("the holder should have been trimmed: %v", err)
+	}
+	s.wantHeld(t, "hourly", hourly)                                                                   // retention does not end the hour
+	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: "hourly", UniqueFor: 0}) // nor a newcomer's terms
+	wantErr(t, "a newcomer without a TTL", err, broker.ErrUniqueHeld)
+
+	// A key held until done is free once its holder is, whatever the
+	// newcomer asks for.
+	untilDone := s.enqueue(t, broker.Job{UniqueKey: "until-done"})
+	drain()
+	if next := s.enqueue(t, broker.Job{UniqueKey: "until-done", UniqueFor: time.Hour}); next == untilDone {
+		t.Fatal("a done holder's key is still held")
+	}
+	drain()
+
+	// Retry takes the key back when it is free, and is refused while
+	// another live job holds it.
+	a := s.enqueue(t, broker.Job{UniqueKey: "invoice-7", MaxAttempts: 1})
+	_, _, err = s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+	noErr(t, "Fail", err)
+	b := s.enqueue(t, broker.Job{UniqueKey: "invoice-7"}) // a's death freed the key
+	_, err = s.b.Retry(s.ctx, s.q, a)
+	if err == nil {
+		t.Fatalf("Retry of %s succeeded while %s holds its unique key: two live jobs hold one key", a, b)
+	}
+	want(t, "state of the refused retry", s.job(t, a).State, broker.StateDead)
+	_, err = s.b.Cancel(s.ctx, s.q, b)
+	noErr(t, "Cancel", err)
+	_, err = s.b.Retry(s.ctx, s.q, a)
+	noErr(t, "Retry once the key is free", err)
+	s.wantHeld(t, "invoice-7", a)
+	s.consistent(t)
+}
+
+// wantHeld checks that an enqueue with the unique key creates nothing and
+// names the holder.
+func (s *bundle) wantHeld(t failer, key, holder string) {
+	t.Helper()
+	id, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: key})
+	var held *broker.UniqueHeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("enqueue with unique key %q: error %v, want a *UniqueHeldError", key, err)
+	}
+	if id != holder || held.HolderID != holder || held.Key != key {
+		t.Fatalf("enqueue with unique key %q: id %q, %+v; want holder %q", key, id, held, holder)
+	}
 }
 
 // Limits hold inside the claim script: for every claimer at once.
@@ -601,7 +672,7 @@ func testEvents(t *testing.T, nb NewBackend) {
 	if !slices.Equal(got, wantSeq) {
 		t.Fatalf("events of %s: %v, want %v", id, got, wantSeq)
 	}
-	if evs[len(evs)-1].Time.IsZero() || evs[len(evs)-1].Generation != 2 {
+	if evs[len(evs)-1].Time.IsZero() || evs[len(evs)-1].Generation != second.Generation {
 		t.Fatalf("last event %+v", evs[len(evs)-1])
 	}
 	// Reading after the last one waits, then answers nothing.
@@ -672,4 +743,147 @@ func testDependencies(t *testing.T, nb NewBackend) {
 	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", DependsOn: []string{"no-such-job"}})
 	wantErr(t, "a missing dependency", err, broker.ErrInvalid)
 	s.consistent(t)
+}
+
+// The dependency bugs the audit found, one case each.
+func testDependencyEdges(t *testing.T, nb NewBackend) {
+	t.Run("DuplicateDependencyCountsOnce", func(t *testing.T) {
+		s := setup(t, nb)
+		p := s.enqueue(t, broker.Job{})
+		child := s.enqueue(t, broker.Job{DependsOn: []string{p, p, p}})
+		s.ackAll(t)
+		want(t, "child of a dependency listed three times", s.job(t, child).State, broker.StatePending)
+		s.consistent(t)
+	})
+	t.Run("CancelledDependentIsNotReleasedUnderItsReusedID", func(t *testing.T) {
+		s := setup(t, nb)
+		p := s.enqueue(t, broker.Job{ID: "p"})
+		other := s.enqueue(t, broker.Job{ID: "other"})
+		parents := s.claim(t, 2, long)
+		s.enqueue(t, broker.Job{ID: "c", DependsOn: []string{p}})
+		_, err := s.b.Cancel(s.ctx, s.q, "c")
+		noErr(t, "Cancel", err)
+		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxCancelled: 0, Cancelled: time.Millisecond}, 100)
+		noErr(t, "Trim", err)
+		s.Advance(past)
+		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Cancelled: time.Millisecond}, 100)
+		noErr(t, "Trim", err)
+		if _, err := s.b.Job(s.ctx, s.q, "c"); !errors.Is(err, broker.ErrJobNotFound) {
+			t.Fatalf("c should have been trimmed: %v", err)
+		}
+		// The id again, waiting for another job only.
+		s.enqueue(t, broker.Job{ID: "c", DependsOn: []string{other}})
+		for _, l := range parents {
+			if l.ID == p {
+				_, err := s.b.Ack(s.ctx, l, nil)
+				noErr(t, "Ack p", err)
+			}
+		}
+		s.settleCascade(t)
+		want(t, "the new c after p, which it never named, was done", s.job(t, "c").State, broker.StateBlocked)
+		s.consistent(t)
+	})
+	t.Run("RetriedDependentWaitsAgain", func(t *testing.T) {
+		s := setup(t, nb)
+		p := s.enqueue(t, broker.Job{})
+		c := s.enqueue(t, broker.Job{DependsOn: []string{p}})
+		_, err := s.b.Cancel(s.ctx, s.q, c)
+		noErr(t, "Cancel", err)
+		_, err = s.b.Retry(s.ctx, s.q, c)
+		noErr(t, "Retry", err)
+		want(t, "a retried dependent whose dependency has not run", s.job(t, c).State, broker.StateBlocked)
+		ls := s.claim(t, 10, long)
+		want(t, "claimable", len(ls), 1)
+		want(t, "claimed", ls[0].ID, p)
+		_, err = s.b.Ack(s.ctx, ls[0], nil)
+		noErr(t, "Ack", err)
+		want(t, "the dependent after its dependency", s.job(t, c).State, broker.StatePending)
+
+		// A dependency that is dead refuses the retry, clearly.
+		s.ackAll(t)
+		q := s.enqueue(t, broker.Job{MaxAttempts: 1})
+		d := s.enqueue(t, broker.Job{DependsOn: []string{q}})
+		_, _, err = s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+		noErr(t, "Fail", err)
+		s.settleCascade(t)
+		want(t, "dependent of a dead job", s.job(t, d).State, broker.StateCancelled)
+		_, err = s.b.Retry(s.ctx, s.q, d)
+		if err == nil || !strings.Contains(err.Error(), q) {
+			t.Fatalf("Retry of a dependent of a dead job: %v, want an error naming %s", err, q)
+		}
+		want(t, "the refused retry", s.job(t, d).State, broker.StateCancelled)
+		s.consistent(t)
+	})
+}
+
+// Invariant 8: a job's fan-out and a chain of dependents are settled in
+// bounded steps, each of at most the budget its caller passes.
+func testBoundedCascades(t *testing.T, nb NewBackend) {
+	const n = 1000
+	t.Run("FanOut", func(t *testing.T) {
+		s := setup(t, nb)
+		p := s.enqueue(t, broker.Job{})
+		jobs := make([]broker.Job, n)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: s.q, Kind: "k", DependsOn: []string{p}}
+		}
+		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+			noErr(t, "EnqueueMany", e.Err)
+		}
+		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+		noErr(t, "Ack", err)
+		c, _ := s.b.Counts(s.ctx, s.q)
+		if c.Pending == 0 || c.Pending > 100 {
+			t.Fatalf("the ack released %d of %d dependents itself; want some, and at most its budget of 100", c.Pending, n)
+		}
+		steps := s.settleCascade(t)
+		c, _ = s.b.Counts(s.ctx, s.q)
+		want(t, "dependents released", c.Pending, int64(n))
+		if steps < (n-100)/50 {
+			t.Fatalf("%d steps of at most 50 settled %d dependents", steps, n-100)
+		}
+		s.consistent(t)
+	})
+	t.Run("Chain", func(t *testing.T) {
+		s := setup(t, nb)
+		root := s.enqueue(t, broker.Job{ID: "link-0"})
+		jobs := make([]broker.Job, n)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("link-%d", i+1), DependsOn: []string{fmt.Sprintf("link-%d", i)}}
+		}
+		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+			noErr(t, "EnqueueMany", e.Err)
+		}
+		_, err := s.b.Cancel(s.ctx, s.q, root)
+		noErr(t, "Cancel", err)
+		s.settleCascade(t)
+		c, _ := s.b.Counts(s.ctx, s.q)
+		want(t, "cancelled down the chain", c.Cancelled, int64(n+1))
+		want(t, "still blocked", c.Blocked, int64(0))
+		s.consistent(t)
+	})
+}
+
+// ackAll acks every job that can be claimed now.
+func (s *bundle) ackAll(t failer) {
+	t.Helper()
+	for _, l := range s.claim(t, 1000, long) {
+		_, err := s.b.Ack(s.ctx, l, nil)
+		noErr(t, "Ack", err)
+	}
+}
+
+// settleCascade runs the reaper's upkeep, 50 dependents a step, until no
+// dependent is left to settle; it answers how many steps it took.
+func (s *bundle) settleCascade(t failer) int {
+	t.Helper()
+	for steps := 1; ; steps++ {
+		r := s.reap(t, 50)
+		if !r.CascadeLeft {
+			return steps
+		}
+		if steps > 100000 {
+			t.Fatalf("the cascade did not end")
+		}
+	}
 }

@@ -3,6 +3,7 @@ package brokertest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -403,8 +404,9 @@ func testRenewMany(t *testing.T, nb NewBackend) {
 }
 
 // A job deleted (by retention or an operator) and enqueued again under the
-// same id starts again at generation 0, so the old claim and the new one can
-// carry the same generation: the token alone tells them apart.
+// same id gets generations above every one its predecessor had (invariant
+// 10), so a fence keyed by the id stays right; and the token tells the old
+// claim from the new one whatever the generations.
 func testStaleAfterRecreate(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{ID: "reused"})
@@ -412,7 +414,9 @@ func testStaleAfterRecreate(t *testing.T, nb NewBackend) {
 	s.purge(t, id)
 	s.enqueue(t, broker.Job{ID: "reused"})
 	b := s.claimOne(t, long)
-	want(t, "generation of the new job's claim", b.Generation, a.Generation)
+	if b.Generation <= a.Generation {
+		t.Fatalf("the re-created job's claim has generation %d, not above its predecessor's %d", b.Generation, a.Generation)
+	}
 	staleOps(t, s, a)
 	o, err := s.b.Ack(s.ctx, b, []byte("B"))
 	noErr(t, "B's Ack", err)
@@ -457,8 +461,8 @@ func testWait(t *testing.T, nb NewBackend) {
 	wantErr(t, "Wait of a missing job", err, broker.ErrJobNotFound)
 
 	id := s.enqueue(t, broker.Job{})
-	got := make(chan broker.JobInfo, 2)
-	for range 2 {
+	got := make(chan broker.JobInfo, 3)
+	for range 3 {
 		go func() {
 			j, err := s.b.Wait(s.ctx, s.q, id)
 			if err != nil {
@@ -467,19 +471,16 @@ func testWait(t *testing.T, nb NewBackend) {
 			got <- j
 		}()
 	}
-	// Both waiters are registered before the job settles.
-	waiting := s.b.Prefix() + ":{" + s.q + "}:waiting:" + id
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if n, _ := s.Client.Get(s.ctx, waiting).Int(); n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the waiters did not register")
-		}
-	}
+	// A caller that gives up changes nothing for the others.
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
+	_, err = s.b.Wait(ctx, s.q, id)
+	cancel()
+	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
+	s.waitedOn(t, id)
+	time.Sleep(20 * time.Millisecond) // let the waiters reach their blocking pop
 	_, err = s.b.Ack(s.ctx, s.claimOne(t, long), []byte("answer"))
 	noErr(t, "Ack", err)
-	for range 2 {
+	for range 3 {
 		select {
 		case j := <-got:
 			if j.State != broker.StateDone || string(j.Result) != "answer" {
@@ -493,15 +494,73 @@ func testWait(t *testing.T, nb NewBackend) {
 	j, err := s.b.Wait(s.ctx, s.q, id)
 	noErr(t, "Wait of a done job", err)
 	want(t, "state", j.State, broker.StateDone)
-
-	// A caller that gives up takes its registration back.
-	pending := s.enqueue(t, broker.Job{})
-	ctx, cancel := context.WithTimeout(s.ctx, 50*time.Millisecond)
-	defer cancel()
-	_, err = s.b.Wait(ctx, s.q, pending)
-	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
-	if n, _ := s.Client.Exists(s.ctx, s.b.Prefix()+":{"+s.q+"}:waiting:"+pending).Result(); n != 0 {
-		t.Fatal("the registration outlived its caller")
-	}
 	s.consistent(t)
+}
+
+// A wake-up left from an earlier end of the job (its waiter gave up, then
+// the job was retried) never makes Wait return a job that has not finished.
+func testWaitAfterRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
+	_, err := s.b.Wait(ctx, s.q, id) // registers, then gives up
+	cancel()
+	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
+	_, _, err = s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+	noErr(t, "Fail", err)
+	_, err = s.b.Retry(s.ctx, s.q, id)
+	noErr(t, "Retry", err)
+
+	ctx, cancel = context.WithTimeout(s.ctx, 200*time.Millisecond)
+	defer cancel()
+	j, err := s.b.Wait(ctx, s.q, id)
+	if err == nil {
+		t.Fatalf("Wait returned the job %s in state %s: it has not finished since the retry", id, j.State)
+	}
+	wantErr(t, "Wait of a retried job", err, context.DeadlineExceeded)
+
+	// It does return once the retried job finishes.
+	done := make(chan error, 1)
+	go func() {
+		j, err := s.b.Wait(s.ctx, s.q, id)
+		if err == nil && j.State != broker.StateDone {
+			err = fmt.Errorf("Wait returned state %s", j.State)
+		}
+		done <- err
+	}()
+	_, err = s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+	noErr(t, "Ack", err)
+	select {
+	case err := <-done:
+		noErr(t, "Wait after the retried job's ack", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after the retried job's ack")
+	}
+
+	// A deadline a fraction of a millisecond away is a short block, never
+	// Redis's "block forever" (a timeout formatted as 0).
+	other := s.enqueue(t, broker.Job{})
+	for _, d := range []time.Duration{100 * time.Microsecond, 400 * time.Microsecond, 900 * time.Microsecond} {
+		ctx, cancel := context.WithTimeout(s.ctx, d)
+		start := time.Now()
+		_, err := s.b.Wait(ctx, s.q, other)
+		cancel()
+		if err == nil || time.Since(start) > 5*time.Second {
+			t.Fatalf("Wait with a %v deadline: %v after %v", d, err, time.Since(start))
+		}
+	}
+}
+
+// waitedOn waits until a Wait caller has registered for job id.
+func (s *bundle) waitedOn(t failer, id string) {
+	t.Helper()
+	key := s.b.Prefix() + ":{" + s.q + "}:job:" + id
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if ok, _ := s.Client.HExists(s.ctx, key, "waited").Result(); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Wait caller registered for job %s", id)
+		}
+	}
 }

@@ -1,11 +1,14 @@
 package brokertest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
 	"github.com/fenceq/fenceq/broker"
@@ -18,27 +21,50 @@ type mjob struct {
 	attempt  int
 	max      int
 	cancel   bool
-	token    string // the one valid claim's token while running
+	token    string // the last claim's token, kept after it settled; "" once reaped, force-released or retried
+	settled  string // "<op> <outcome>" of that claim's settlement
 	deadline int64  // lease_until in Redis milliseconds while running
+	delayed  bool   // its run_at is an hour ahead
+
+	deps      []string        // the jobs it depends on, each once
+	runAnyway bool            // RunIfDependencyFails
+	waiting   map[string]bool // the dependencies it waits for while blocked
+	met       bool            // its dependencies were all met once (or it has none)
+
+	unique    string // its unique key, if any
+	uniqueTTL bool   // held for an hour rather than until it ends
 }
 
-// model drives random operations from several simulated workers, whose
-// claims go stale as others release, reap and reclaim, and checks every
-// answer against a small reference model; after each step it checks
-// invariants 1, 3 and 6 against what Redis holds.
+// holder is a unique key's holder in the model.
+type holder struct {
+	id  string
+	ttl bool // an hour: longer than any test
+}
+
+// model drives every broker operation from several simulated workers,
+// whose claims go stale as others release, reap and reclaim, and from
+// operators (cancel, retry, force release, retention, limits, events), with
+// lost replies injected: a request runs, its reply is dropped, and it is
+// sent again. It checks every answer against a small reference model, and
+// after each step compares every job with Redis and runs Check.
 type model struct {
-	s      *bundle
-	jobs   map[string]*mjob
-	ids    []string
-	claims []broker.Lease // every claim ever made, most of them stale
+	s          *bundle
+	jobs       map[string]*mjob // live jobs; a trimmed job leaves
+	ids        []string         // every id ever used
+	claims     []broker.Lease   // every claim ever made, most of them stale
+	maxGen     int64            // the largest generation Redis has answered
+	uniq       map[string]holder
+	maxRunning int
+	events     int
 }
 
 func testModel(t *testing.T, nb NewBackend) {
 	be := nb(t)
+	be.Client.AddHook(resend{})
 	rapid.Check(t, func(rt *rapid.T) {
 		s, cleanup := on(rt, be)
 		defer cleanup()
-		m := &model{s: s, jobs: map[string]*mjob{}}
+		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}}
 		rt.Repeat(map[string]func(*rapid.T){
 			"enqueue":        m.enqueue,
 			"claim":          m.claim,
@@ -50,76 +76,289 @@ func testModel(t *testing.T, nb NewBackend) {
 			"release":        m.release,
 			"releaseUnowned": m.releaseUnowned,
 			"reap":           m.reap,
-			"cancel":         m.cancel,
-			"recreate":       m.recreate,
+			"cancel":         m.cancelJob,
+			"retry":          m.retry,
+			"trim":           m.trim,
+			"wait":           m.wait,
+			"limits":         m.setLimits,
+			"events":         m.setEvents,
 			"advance":        func(*rapid.T) { s.Advance(15 * time.Millisecond) },
 			"":               m.check,
 		})
 	})
 }
 
-func (m *model) enqueue(t *rapid.T) {
-	j := broker.Job{MaxAttempts: rapid.IntRange(1, 3).Draw(t, "max_attempts")}
-	state := broker.StatePending
-	if rapid.IntRange(0, 9).Draw(t, "delayed") == 0 {
-		j.Delay, state = time.Hour, broker.StateScheduled
+// resend is a go-redis hook that turns a request sent with a context from
+// lostReply into a lost reply: the command (or pipeline) runs, its reply is
+// dropped, and it is sent again, as a client that timed out would.
+type resend struct{}
+
+type resendKey struct{}
+
+func (resend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (resend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if ctx.Value(resendKey{}) != nil {
+			_ = next(ctx, cmd)
+		}
+		return next(ctx, cmd)
 	}
-	id := m.s.enqueue(t, j)
-	m.jobs[id] = &mjob{state: state, max: j.MaxAttempts}
-	m.ids = append(m.ids, id)
+}
+
+func (resend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if ctx.Value(resendKey{}) != nil {
+			_ = next(ctx, cmds)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// lostReply draws whether this step's request loses its first reply.
+func (m *model) lostReply(t *rapid.T) context.Context {
+	if rapid.Bool().Draw(t, "lost reply") {
+		return context.WithValue(m.s.ctx, resendKey{}, true)
+	}
+	return m.s.ctx
+}
+
+func (m *model) enqueue(t *rapid.T) {
+	j := broker.Job{Queue: m.s.q, Kind: "k", MaxAttempts: rapid.IntRange(1, 3).Draw(t, "max_attempts")}
+	if rapid.IntRange(0, 9).Draw(t, "delayed") == 0 {
+		j.Delay = time.Hour
+	}
+	// An id of the caller's: a fresh one, or any used before (a live job's
+	// is a duplicate; a trimmed job's is free again).
+	switch rapid.IntRange(0, 3).Draw(t, "id") {
+	case 1:
+		j.ID = fmt.Sprintf("job-%d", len(m.ids))
+	case 2:
+		if len(m.ids) > 0 {
+			j.ID = rapid.SampledFrom(m.ids).Draw(t, "reused id")
+		}
+	}
+	// Dependencies on any job ever seen, duplicates included.
+	if len(m.ids) > 0 && rapid.IntRange(0, 2).Draw(t, "has dependencies") == 0 {
+		for range rapid.IntRange(1, 3).Draw(t, "dependencies") {
+			j.DependsOn = append(j.DependsOn, rapid.SampledFrom(m.ids).Draw(t, "dependency"))
+		}
+		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
+	}
+	if u := rapid.IntRange(0, 4).Draw(t, "unique"); u > 0 {
+		j.UniqueKey = fmt.Sprintf("u%d", u%2)
+		if rapid.Bool().Draw(t, "unique for an hour") {
+			j.UniqueFor = time.Hour
+		}
+	}
+	id, err := m.s.b.Enqueue(m.lostReply(t), j)
+
+	if j.ID != "" && m.jobs[j.ID] != nil {
+		wantErr(t, "enqueue of a live id", err, broker.ErrJobExists)
+		return
+	}
+	var deps []string
+	for _, d := range j.DependsOn {
+		if !slices.Contains(deps, d) {
+			deps = append(deps, d)
+		}
+	}
+	for _, d := range deps {
+		if m.jobs[d] == nil {
+			wantErr(t, "enqueue depending on a missing job", err, broker.ErrInvalid)
+			return
+		}
+	}
+	if h, held := m.held(j.UniqueKey); held {
+		wantErr(t, "enqueue of a held unique key", err, broker.ErrUniqueHeld)
+		want(t, "id answered for a held key", id, h)
+		return
+	}
+	noErr(t, "Enqueue", err)
+	if j.ID != "" {
+		want(t, "id", id, j.ID)
+	}
+	mj := &mjob{max: j.MaxAttempts, delayed: j.Delay > 0, deps: deps, runAnyway: j.RunIfDependencyFails,
+		unique: j.UniqueKey, uniqueTTL: j.UniqueFor > 0}
+	m.jobs[id] = mj
+	if !slices.Contains(m.ids, id) {
+		m.ids = append(m.ids, id)
+	}
+	if j.UniqueKey != "" {
+		m.uniq[j.UniqueKey] = holder{id: id, ttl: mj.uniqueTTL}
+	}
+	open, failed := m.dependencies(mj)
+	switch {
+	case failed:
+		m.finish(id, broker.StateCancelled)
+	case len(open) > 0:
+		mj.state, mj.waiting = broker.StateBlocked, open
+	default:
+		mj.met = true
+		mj.ready()
+	}
+}
+
+// held answers the holder of a unique key, if it is held.
+func (m *model) held(key string) (string, bool) {
+	h, ok := m.uniq[key]
+	if key == "" || !ok {
+		return "", false
+	}
+	if h.ttl {
+		return h.id, true
+	}
+	j := m.jobs[h.id]
+	return h.id, j != nil && !j.state.Final()
+}
+
+// dependencies is the model of lib.lua's: the open dependencies, and
+// whether one that failed cancels the job.
+func (m *model) dependencies(j *mjob) (open map[string]bool, failed bool) {
+	open = map[string]bool{}
+	for _, d := range j.deps {
+		switch st := m.jobs[d].state; {
+		case st == broker.StateDead || st == broker.StateCancelled:
+			failed = failed || !j.runAnyway
+		case st != broker.StateDone:
+			open[d] = true
+		}
+	}
+	return open, failed
+}
+
+// ready files a job whose dependencies are met.
+func (j *mjob) ready() {
+	j.state = broker.StatePending
+	if j.delayed {
+		j.state = broker.StateScheduled
+	}
+}
+
+// finish ends a job, frees its unique key when it held it until its end,
+// and settles its dependents down the chain (the cascade, complete here:
+// the model's fan-outs are far below the scripts' inline budget).
+func (m *model) finish(id string, st broker.State) {
+	j := m.jobs[id]
+	j.state, j.deadline = st, 0
+	if h, ok := m.uniq[j.unique]; ok && !h.ttl && h.id == id {
+		delete(m.uniq, j.unique)
+	}
+	for cid, c := range m.jobs {
+		if c.state != broker.StateBlocked || !c.waiting[id] {
+			continue
+		}
+		if st == broker.StateDone || c.runAnyway {
+			delete(c.waiting, id)
+			if len(c.waiting) == 0 {
+				c.met = true
+				c.ready()
+			}
+		} else {
+			m.finish(cid, broker.StateCancelled)
+		}
+	}
 }
 
 func (m *model) claim(t *rapid.T) {
 	n := rapid.IntRange(1, 3).Draw(t, "n")
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
-	pending := 0
+	pending, running := 0, 0
 	for _, j := range m.jobs {
-		if j.state == broker.StatePending {
+		switch j.state {
+		case broker.StatePending:
 			pending++
+		case broker.StateRunning:
+			running++
 		}
 	}
-	ls := m.s.claim(t, n, lease)
-	if len(ls) != min(n, pending) {
-		t.Fatalf("claimed %d jobs with %d pending, want %d", len(ls), pending, min(n, pending))
+	w := min(n, pending)
+	if m.maxRunning > 0 {
+		w = min(w, max(0, m.maxRunning-running))
 	}
-	for _, l := range ls {
+	req := broker.NewRequestID()
+	res, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
+	noErr(t, "ClaimRequest", err)
+	if rapid.Bool().Draw(t, "claim reply lost") {
+		again, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
+		noErr(t, "ClaimRequest sent again", err)
+		if len(again.Leases) != len(res.Leases) {
+			t.Fatalf("a re-sent claim took %d leases, the first %d", len(again.Leases), len(res.Leases))
+		}
+		for i, l := range again.Leases {
+			f := res.Leases[i]
+			if l.ID != f.ID || l.Generation != f.Generation || l.Token != f.Token || l.Attempt != f.Attempt || !l.Deadline.Equal(f.Deadline) {
+				t.Fatalf("a re-sent claim answered %+v, the first %+v", l, f)
+			}
+		}
+		res = again
+	}
+	if len(res.Problems) > 0 {
+		t.Fatalf("Claim reported problems: %v", res.Problems)
+	}
+	if len(res.Leases) != w {
+		t.Fatalf("claimed %d jobs with %d pending, %d running, max running %d; want %d", len(res.Leases), pending, running, m.maxRunning, w)
+	}
+	for _, l := range res.Leases {
 		j := m.jobs[l.ID]
 		if j == nil || j.state != broker.StatePending {
 			t.Fatalf("claimed job %s, which the model has as %+v", l.ID, j)
 		}
-		if l.Generation != j.gen+1 || l.Attempt != j.attempt+1 {
-			t.Fatalf("claim of %s: gen %d attempt %d, want gen %d attempt %d", l.ID, l.Generation, l.Attempt, j.gen+1, j.attempt+1)
+		m.newGen(t, "claim", l.Generation)
+		if l.Attempt != j.attempt+1 {
+			t.Fatalf("claim of %s: attempt %d, want %d", l.ID, l.Attempt, j.attempt+1)
 		}
-		j.state, j.gen, j.attempt, j.token, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, l.Deadline.UnixMilli()
+		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, "", l.Deadline.UnixMilli()
 		m.claims = append(m.claims, l)
 	}
 }
 
+// newGen checks a generation Redis just issued: above every one issued
+// before in the queue, for any job or id (invariants 3 and 10).
+func (m *model) newGen(t *rapid.T, op string, gen int64) {
+	if gen <= m.maxGen {
+		t.Fatalf("%s issued generation %d, not above %d issued before", op, gen, m.maxGen)
+	}
+	m.maxGen = gen
+}
+
+// readGen reads back the generation an operation that does not answer it
+// gave job id.
+func (m *model) readGen(t *rapid.T, op, id string) {
+	g := m.s.job(t, id).Generation
+	m.newGen(t, op, g)
+	m.jobs[id].gen = g
+}
+
 // pickClaim draws any claim ever made; valid says whether the model holds it
-// to be the job's one valid claim.
+// to be the job's one valid claim. j is nil when the job was trimmed.
 func (m *model) pickClaim(t *rapid.T) (l broker.Lease, j *mjob, valid bool) {
 	if len(m.claims) == 0 {
 		t.Skip("no claims yet")
 	}
 	l = rapid.SampledFrom(m.claims).Draw(t, "claim")
 	j = m.jobs[l.ID]
-	return l, j, j.state == broker.StateRunning && j.token == l.Token
+	return l, j, j != nil && j.state == broker.StateRunning && j.token == l.Token
 }
 
-func (m *model) pickJob(t *rapid.T) (string, *mjob) {
-	if len(m.ids) == 0 {
-		t.Skip("no jobs yet")
+// again answers what a settlement by op under claim l recorded, when the
+// request is a re-send of it.
+func again(j *mjob, l broker.Lease, op string) (broker.State, bool) {
+	if j == nil || j.state == broker.StateRunning || j.token == "" || j.token != l.Token {
+		return "", false
 	}
-	id := rapid.SampledFrom(m.ids).Draw(t, "job")
-	return id, m.jobs[id]
+	var done, outcome string
+	if _, err := fmt.Sscanf(j.settled, "%s %s", &done, &outcome); err != nil || done != op {
+		return "", false
+	}
+	return broker.State(outcome), true
 }
 
-func (m *model) wantOutcome(t *rapid.T, op string, got broker.Outcome, err error, valid bool) {
-	if err != nil {
-		t.Fatalf("%s: %v", op, err)
-	}
+func (m *model) wantOutcome(t *rapid.T, op string, got broker.Outcome, err error, ok bool) {
+	t.Helper()
+	noErr(t, op, err)
 	w := broker.Stale
-	if valid {
+	if ok {
 		w = broker.OK
 	}
 	if got != w {
@@ -129,10 +368,8 @@ func (m *model) wantOutcome(t *rapid.T, op string, got broker.Outcome, err error
 
 func (m *model) renew(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	rs, err := m.s.b.Renew(m.s.ctx, []broker.Lease{l}, time.Hour)
-	if err != nil {
-		t.Fatalf("Renew: %v", err)
-	}
+	rs, err := m.s.b.Renew(m.lostReply(t), []broker.Lease{l}, time.Hour)
+	noErr(t, "Renew", err)
 	w := broker.Stale
 	if valid {
 		w = broker.OK
@@ -148,16 +385,18 @@ func (m *model) renew(t *rapid.T) {
 
 func (m *model) progress(t *rapid.T) {
 	l, _, valid := m.pickClaim(t)
-	o, err := m.s.b.Progress(m.s.ctx, l, []byte("p"))
+	o, err := m.s.b.Progress(m.lostReply(t), l, []byte("p"))
 	m.wantOutcome(t, "progress", o, err, valid)
 }
 
 func (m *model) ack(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, err := m.s.b.Ack(m.s.ctx, l, nil)
-	m.wantOutcome(t, "ack", o, err, valid)
+	o, err := m.s.b.Ack(m.lostReply(t), l, nil)
+	_, resent := again(j, l, "ack")
+	m.wantOutcome(t, "ack", o, err, valid || resent)
 	if valid {
-		j.settle(broker.StateDone)
+		j.settled = "ack done"
+		m.finish(l.ID, broker.StateDone)
 	}
 }
 
@@ -167,73 +406,129 @@ func (m *model) fail(t *rapid.T) {
 	if rapid.Bool().Draw(t, "backoff") {
 		f.Backoff = time.Hour
 	}
-	o, st, err := m.s.b.Fail(m.s.ctx, l, f)
-	m.wantOutcome(t, "fail", o, err, valid)
-	if !valid {
-		return
+	mode := "retry"
+	if f.Dead {
+		mode = "dead"
 	}
+	o, st, err := m.s.b.Fail(m.lostReply(t), l, f)
+	var w broker.State
 	switch {
+	case !valid:
 	case j.cancel:
-		j.settle(broker.StateCancelled)
+		w = broker.StateCancelled
 	case f.Dead || j.attempt >= j.max:
-		j.settle(broker.StateDead)
+		w = broker.StateDead
 	case f.Backoff > 0:
-		j.settle(broker.StateScheduled)
+		w = broker.StateScheduled
 	default:
-		j.settle(broker.StatePending)
+		w = broker.StatePending
 	}
-	j.wantState(t, "fail", st)
+	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
 }
 
 func (m *model) snooze(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
 	d := rapid.SampledFrom([]time.Duration{0, time.Hour}).Draw(t, "snooze")
-	o, st, err := m.s.b.Snooze(m.s.ctx, l, d)
-	m.wantOutcome(t, "snooze", o, err, valid)
+	o, st, err := m.s.b.Snooze(m.lostReply(t), l, d)
+	var w broker.State
+	switch {
+	case !valid:
+	case j.cancel:
+		w = broker.StateCancelled
+	case d > 0:
+		w = broker.StateScheduled
+	default:
+		w = broker.StatePending
+	}
+	if valid && !j.cancel {
+		j.attempt--
+	}
+	m.settle(t, "snooze", "snooze", l, j, valid, w, o, st, err)
+}
+
+// settle checks a fail or snooze answer and moves the model on.
+func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, valid bool, w broker.State,
+	o broker.Outcome, st broker.State, err error) {
+	if !valid {
+		w, valid = again(j, l, mode)
+	}
+	m.wantOutcome(t, what, o, err, valid)
 	if !valid {
 		return
 	}
-	switch {
-	case j.cancel:
-		j.settle(broker.StateCancelled)
-	case d > 0:
-		j.settle(broker.StateScheduled)
-		j.attempt--
-	default:
-		j.settle(broker.StatePending)
-		j.attempt--
+	if st != w {
+		t.Fatalf("%s answered state %s, want %s", what, st, w)
 	}
-	j.wantState(t, "snooze", st)
+	if j.state != broker.StateRunning {
+		return // a re-send: nothing changed
+	}
+	j.settled = mode + " " + string(w)
+	if w.Final() {
+		m.finish(l.ID, w)
+		return
+	}
+	j.state, j.deadline = w, 0
 }
 
 func (m *model) release(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, st, err := m.s.b.Release(m.s.ctx, l)
-	m.wantOutcome(t, "release", o, err, valid)
-	if valid {
-		j.takeBack()
-		j.wantState(t, "release", st)
+	o, st, err := m.s.b.Release(m.lostReply(t), l)
+	w, resent := again(j, l, "release")
+	m.wantOutcome(t, "release", o, err, valid || resent)
+	switch {
+	case valid:
+		w = m.takeBack(t, "release", l.ID)
+		j.settled = "release " + string(w)
+	case !resent:
+		return
+	}
+	if st != w {
+		t.Fatalf("release answered state %s, want %s", st, w)
 	}
 }
 
-func (m *model) releaseUnowned(t *rapid.T) {
-	id, j := m.pickJob(t)
-	r, err := m.s.b.ReleaseUnowned(m.s.ctx, m.s.q, id)
-	if err != nil {
-		t.Fatalf("ReleaseUnowned: %v", err)
+// takeBack is release and release_unowned of a running job: a new
+// generation, and pending with the attempt refunded unless cancel was asked.
+func (m *model) takeBack(t *rapid.T, op, id string) broker.State {
+	j := m.jobs[id]
+	m.readGen(t, op, id)
+	if j.cancel {
+		m.finish(id, broker.StateCancelled)
+	} else {
+		j.state, j.deadline = broker.StatePending, 0
+		j.attempt--
 	}
+	return j.state
+}
+
+// pickID draws any id ever used; the job may have been trimmed (nil).
+func (m *model) pickID(t *rapid.T) (string, *mjob) {
+	if len(m.ids) == 0 {
+		t.Skip("no jobs yet")
+	}
+	id := rapid.SampledFrom(m.ids).Draw(t, "job")
+	return id, m.jobs[id]
+}
+
+func (m *model) releaseUnowned(t *rapid.T) {
+	id, j := m.pickID(t)
+	r, err := m.s.b.ReleaseUnowned(m.s.ctx, m.s.q, id)
+	if j == nil {
+		wantErr(t, "ReleaseUnowned of a trimmed job", err, broker.ErrJobNotFound)
+		return
+	}
+	noErr(t, "ReleaseUnowned", err)
 	if r.Previous != j.state {
 		t.Fatalf("release_unowned saw state %s, model has %s", r.Previous, j.state)
 	}
 	if j.state == broker.StateRunning {
-		j.takeBack()
+		j.token, j.settled = "", ""
+		m.takeBack(t, "release_unowned", id)
 	} else {
-		j.gen++
+		m.newGen(t, "release_unowned", r.Generation)
 	}
+	j.gen = r.Generation
 	j.wantState(t, "release_unowned", r.State)
-	if r.Generation != j.gen {
-		t.Fatalf("release_unowned: gen %d, want %d", r.Generation, j.gen)
-	}
 }
 
 func (m *model) reap(t *rapid.T) {
@@ -254,55 +549,164 @@ func (m *model) reap(t *rapid.T) {
 		if !slices.Contains(expired, rp.ID) {
 			t.Fatalf("reaped %s, which the model has as %+v (now %d)", rp.ID, j, now)
 		}
-		j.gen++
+		m.newGen(t, "reap", rp.Generation)
+		j.gen, j.token, j.settled = rp.Generation, "", ""
 		switch {
 		case j.cancel:
-			j.settle(broker.StateCancelled)
+			m.finish(rp.ID, broker.StateCancelled)
 		case j.attempt >= j.max:
-			j.settle(broker.StateDead)
+			m.finish(rp.ID, broker.StateDead)
 		default:
-			j.settle(broker.StatePending)
+			j.state, j.deadline = broker.StatePending, 0
 		}
 		j.wantState(t, "reap", rp.State)
-		if rp.Generation != j.gen {
-			t.Fatalf("reap of %s: gen %d, want %d", rp.ID, rp.Generation, j.gen)
-		}
 	}
-	if len(r.Problems) > 0 {
-		t.Fatalf("reap found problems: %v", r.Problems)
+	if len(r.Problems) > 0 || r.CascadeLeft {
+		t.Fatalf("reap found problems %v, cascade left %v", r.Problems, r.CascadeLeft)
 	}
 }
 
-func (m *model) cancel(t *rapid.T) {
-	id, j := m.pickJob(t)
-	st, err := m.s.b.Cancel(m.s.ctx, m.s.q, id)
-	if err != nil {
-		t.Fatalf("Cancel: %v", err)
+func (m *model) cancelJob(t *rapid.T) {
+	id, j := m.pickID(t)
+	st, err := m.s.b.Cancel(m.lostReply(t), m.s.q, id)
+	if j == nil {
+		wantErr(t, "Cancel of a trimmed job", err, broker.ErrJobNotFound)
+		return
 	}
+	noErr(t, "Cancel", err)
 	switch j.state {
-	case broker.StatePending, broker.StateScheduled:
-		j.settle(broker.StateCancelled)
+	case broker.StatePending, broker.StateScheduled, broker.StateBlocked:
+		m.finish(id, broker.StateCancelled)
 	case broker.StateRunning:
 		j.cancel = true
 	}
 	j.wantState(t, "cancel", st)
 }
 
-// recreate deletes a job, as retention or an operator would, and enqueues
-// it again under the same id: its generation starts over, and only the token
-// keeps the old claims stale.
-func (m *model) recreate(t *rapid.T) {
-	id, j := m.pickJob(t)
-	m.s.purge(t, id)
-	m.s.enqueue(t, broker.Job{ID: id, MaxAttempts: j.max})
-	m.jobs[id] = &mjob{state: broker.StatePending, max: j.max}
+func (m *model) retry(t *rapid.T) {
+	id, j := m.pickID(t)
+	prev, err := m.s.b.Retry(m.lostReply(t), m.s.q, id)
+	if j == nil {
+		wantErr(t, "Retry of a trimmed job", err, broker.ErrJobNotFound)
+		return
+	}
+	if j.state != broker.StateDead && j.state != broker.StateCancelled {
+		if err == nil {
+			t.Fatalf("Retry of a %s job succeeded", j.state)
+		}
+		want(t, "Retry's previous state", prev, j.state)
+		return
+	}
+	open := map[string]bool{}
+	refused := ""
+	if !j.met && len(j.deps) > 0 {
+		for _, d := range j.deps {
+			if m.jobs[d] == nil {
+				refused = "dependency " + d + " does not exist"
+				break
+			}
+		}
+		if refused == "" {
+			var failed bool
+			if open, failed = m.dependencies(j); failed {
+				refused = "a dependency failed"
+			}
+		}
+	}
+	if h, held := m.held(j.unique); refused == "" && !j.uniqueTTL && held && h != id {
+		refused = "unique key held by " + h
+	}
+	if refused != "" {
+		if err == nil {
+			t.Fatalf("Retry of %s succeeded; want it refused: %s", id, refused)
+		}
+		want(t, "state of a refused retry", m.s.job(t, id).State, j.state)
+		return
+	}
+	noErr(t, "Retry", err)
+	want(t, "Retry's previous state", prev, j.state)
+	m.readGen(t, "retry", id)
+	j.attempt, j.cancel, j.token, j.settled = 0, false, "", ""
+	if j.unique != "" && !j.uniqueTTL {
+		m.uniq[j.unique] = holder{id: id}
+	}
+	if len(open) > 0 {
+		j.state, j.waiting = broker.StateBlocked, open
+		return
+	}
+	j.met = true
+	j.state = broker.StatePending // a retry runs now, whatever run_at said
+}
+
+// trim runs retention with small counts and takes what it deleted out of
+// the model: only finished jobs, as many as it says.
+func (m *model) trim(t *rapid.T) {
+	r := broker.Retention{
+		MaxDone:      rapid.IntRange(1, 3).Draw(t, "max done"),
+		MaxCancelled: rapid.IntRange(1, 3).Draw(t, "max cancelled"),
+		MaxDead:      rapid.IntRange(1, 3).Draw(t, "max dead"),
+	}
+	n, err := m.s.b.Trim(m.s.ctx, m.s.q, r, rapid.IntRange(1, 5).Draw(t, "limit"))
+	noErr(t, "Trim", err)
+	deleted := 0
+	for id, j := range m.jobs {
+		_, err := m.s.b.Job(m.s.ctx, m.s.q, id)
+		if !errors.Is(err, broker.ErrJobNotFound) {
+			continue
+		}
+		if !j.state.Final() {
+			t.Fatalf("Trim deleted job %s, which was %s", id, j.state)
+		}
+		delete(m.jobs, id)
+		deleted++
+	}
+	want(t, "jobs trimmed", deleted, n)
+}
+
+// wait calls Wait with a short deadline: a finished job answers at once,
+// any other never does (a wake-up left from an earlier end included).
+func (m *model) wait(t *rapid.T) {
+	id, j := m.pickID(t)
+	d := 5 * time.Millisecond
+	if j != nil && j.state.Final() {
+		d = 10 * time.Second // it answers at once, but give a loaded machine time
+	}
+	ctx, cancel := context.WithTimeout(m.s.ctx, d)
+	defer cancel()
+	got, err := m.s.b.Wait(ctx, m.s.q, id)
+	switch {
+	case j == nil:
+		wantErr(t, "Wait of a trimmed job", err, broker.ErrJobNotFound)
+	case j.state.Final():
+		noErr(t, "Wait of a finished job", err)
+		want(t, "Wait's state", got.State, j.state)
+	default:
+		if err == nil {
+			t.Fatalf("Wait returned job %s as %s; the model has it %s", id, got.State, j.state)
+		}
+		wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
+	}
+}
+
+func (m *model) setLimits(t *rapid.T) {
+	m.maxRunning = rapid.IntRange(0, 2).Draw(t, "max running")
+	noErr(t, "SetLimits", m.s.b.SetLimits(m.s.ctx, m.s.q, broker.Limits{MaxRunning: m.maxRunning}))
+}
+
+func (m *model) setEvents(t *rapid.T) {
+	m.events = rapid.SampledFrom([]int{0, 50}).Draw(t, "events")
+	noErr(t, "SetEvents", m.s.b.SetEvents(m.s.ctx, m.s.q, m.events))
 }
 
 // check compares every job with Redis after each step.
 func (m *model) check(t *rapid.T) {
 	for id, j := range m.jobs {
 		got := m.s.job(t, id)
-		w := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", j.state, j.gen, j.attempt, j.token, j.cancel)
+		token := ""
+		if j.state == broker.StateRunning {
+			token = j.token
+		}
+		w := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", j.state, j.gen, j.attempt, token, j.cancel)
 		g := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", got.State, got.Generation, got.Attempt, got.Token, got.CancelRequested)
 		if g != w {
 			// Invariant 1 (the one valid claim is the model's) or 3 (gen) broken.
@@ -312,24 +716,10 @@ func (m *model) check(t *rapid.T) {
 			t.Fatalf("job %s: lease_until %d, model %d", id, got.LeaseUntil.UnixMilli(), j.deadline)
 		}
 	}
+	kept, err := m.s.b.EventsKept(m.s.ctx, m.s.q)
+	noErr(t, "EventsKept", err)
+	want(t, "events kept", kept, m.events)
 	m.s.consistent(t) // invariant 6
-}
-
-// settle ends the current claim and puts the job in state st.
-func (j *mjob) settle(st broker.State) {
-	j.state, j.token, j.deadline = st, "", 0
-}
-
-// takeBack is release and release_unowned of a running job: a new
-// generation, and pending with the attempt refunded unless cancel was asked.
-func (j *mjob) takeBack() {
-	j.gen++
-	if j.cancel {
-		j.settle(broker.StateCancelled)
-		return
-	}
-	j.settle(broker.StatePending)
-	j.attempt--
 }
 
 func (j *mjob) wantState(t *rapid.T, op string, got broker.State) {

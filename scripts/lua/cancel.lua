@@ -1,9 +1,12 @@
--- cancel: stop a job. A scheduled, pending or blocked job is cancelled at once; a
--- running job gets a cancel flag that its worker sees at the next renew
--- (the lease stays valid so the worker can stop and settle); a finished job
--- is left as it is.
+-- cancel: stop a job. A scheduled, pending or blocked job is cancelled at
+-- once; a running job gets a cancel flag that its worker sees at the next
+-- renew (the lease stays valid so the worker can stop and settle); a
+-- finished job is left as it is. Dependents of a cancelled job are settled
+-- by the cascade, in bounded steps (invariant 8).
 -- Guard: none (an operator or enqueuer call). Serves invariant 6: a cancelled
--- job moves from its index to the cancelled index.
+-- job moves from its index to the cancelled index. A re-send answers the
+-- state the job is in, which is what the first call answered unless the
+-- job moved on in between.
 -- ARGV[2] id
 -- Reply: the job's state after the call ('cancelled', or 'running' with the
 -- flag set, or the final state it already had), or 'missing'.
@@ -18,8 +21,10 @@ if not f then
 end
 local state = f[1]
 if state == 'pending' or state == 'scheduled' or state == 'blocked' then
+  local now = now_ms()
   redis.call('ZREM', INDEX[state], id)
-  finish(id, key, 'cancelled', now_ms())
+  finish(id, key, 'cancelled', now)
+  settle_cascade(now)
   return 'cancelled'
 end
 if state == 'running' then

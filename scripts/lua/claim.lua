@@ -1,11 +1,16 @@
--- claim: promote due scheduled jobs (bounded), then take up to n ready jobs,
--- unless the queue is paused, within the queue's limits.
+-- claim: settle a bounded step of the dependents cascade, promote due
+-- scheduled jobs (bounded), then take up to n ready jobs, unless the queue
+-- is paused, within the queue's limits.
 -- Guard: none from the caller; a popped job is claimed only if its hash says
--- pending. Each claim bumps gen and installs a fresh token, which makes it the
--- one valid claim (invariants 1 and 3); the job moves from ready to leases
--- (invariant 6).
--- ARGV[2] lease_ms  [3] n  [4] promote_limit  [5] token base, unique per call
---     (token of the i-th claimed job = base .. '.' .. i)
+-- pending. Each claim draws a new gen from the queue's counter and installs
+-- a fresh token, which makes it the one valid claim (invariants 1, 3 and
+-- 10); the job moves from ready to leases (invariant 6).
+-- Safe to re-send (invariant 9): the ids a request took are kept under its
+-- token base for the lease's length, and a request that finds them answers
+-- the same leases (those its tokens still hold) and changes nothing.
+-- ARGV[2] lease_ms  [3] n  [4] promote_limit  [5] token base, unique per
+--     request (token of the i-th claimed job = base .. '.' .. i)
+--     [6] cascade budget
 -- Reply: {now, next_due_ms (-1 when nothing is scheduled; the time until the
 --         rate limit frees a start, when that is sooner and jobs wait), njobs,
 --         (id, kind, payload, attempt, max_attempts, gen, token, lease_until) * njobs,
@@ -13,6 +18,42 @@
 local lease_ms, n, promote_limit, base = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local now = now_ms()
 local problems = {}
+local out = {now, -1, 0}
+local record = derived('claim', base)
+
+-- next_due fills in when the caller should look again.
+local function next_due(limited_for)
+  local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
+  if first[2] then
+    out[2] = math.max(0, tonumber(first[2]) - now)
+  end
+  if limited_for >= 0 and redis.call('ZCARD', K.ready) > 0 and (out[2] < 0 or limited_for < out[2]) then
+    out[2] = limited_for -- come back when the rate limit lets a job start
+  end
+end
+
+local taken = redis.call('GET', record)
+if taken then
+  local i, claimed = 0, 0
+  for id in string.gmatch(taken, '[^\n]+') do
+    i = i + 1
+    local token = base .. '.' .. i
+    local f = read(JOB .. id, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'lease_until')
+    if f and f[1] == 'running' and f[7] == token then
+      claimed = claimed + 1
+      for _, v in ipairs({id, f[2], f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), token, tonumber(f[8])}) do
+        table.insert(out, v)
+      end
+    end
+  end
+  out[3] = claimed
+  next_due(-1)
+  return out
+end
+
+if cascade_step(tonumber(ARGV[6]), now) then
+  wake() -- more to settle: the next claim takes the next step
+end
 
 local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', 0, promote_limit)
 for _, id in ipairs(due) do
@@ -45,9 +86,9 @@ if rate and period and n > 0 then
   n = math.max(0, math.min(n, left))
 end
 
-local out = {now, -1, 0}
 local until_ms = now + lease_ms
 local claimed = 0
+local ids = {}
 if n > 0 and redis.call('EXISTS', K.paused) == 0 then
   local popped = redis.call('ZPOPMIN', K.ready, n)
   for i = 1, #popped, 2 do
@@ -68,8 +109,8 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
       else
         claimed = claimed + 1
         local token = base .. '.' .. claimed
-        local attempt, gen = tonumber(f[4]) + 1, tonumber(f[6]) + 1
-        redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token,
+        local attempt, gen = tonumber(f[4]) + 1, next_gen(f[6])
+        redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token, 'settled', '',
           'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
         redis.call('ZADD', K.leases, int(until_ms), id)
         if rate and period then
@@ -77,6 +118,7 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
           redis.call('PEXPIRE', K.starts, period)
         end
         event('started', id, gen, 'attempt ' .. attempt)
+        table.insert(ids, id)
         for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms}) do
           table.insert(out, v)
         end
@@ -85,19 +127,15 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
   end
 end
 out[3] = claimed
+if claimed > 0 then
+  redis.call('SET', record, table.concat(ids, '\n'), 'PX', lease_ms)
+end
 
 -- Chain the wake-up: work left behind wakes the next blocked worker.
 if claimed > 0 and redis.call('ZCARD', K.ready) > 0 then
   wake()
 end
-
-local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
-if first[2] then
-  out[2] = math.max(0, tonumber(first[2]) - now)
-end
-if limited_for >= 0 and redis.call('ZCARD', K.ready) > 0 and (out[2] < 0 or limited_for < out[2]) then
-  out[2] = limited_for -- come back when the rate limit lets a job start
-end
+next_due(limited_for)
 
 for _, v in ipairs(problems) do
   table.insert(out, v)

@@ -1,57 +1,57 @@
 -- enqueue: create a job, pending now or scheduled for later, and leave a
 -- wake-up token for a blocked worker.
 -- Guard: the id is unused. An existing hash, whatever its state, is left
--- untouched, so enqueue with a caller-chosen id is idempotent.
+-- untouched, so enqueue with a caller-chosen id is idempotent. A re-send of
+-- this very request (its reply was lost) answers 'ok' again (invariant 9):
+-- the request is recognised by its nonce, or, for an id the broker
+-- generated for this request, by the id itself.
 -- Serves invariant 6: the new job is filed in the index of its state.
--- A unique key, when given, admits one job at a time: while the key holds
--- the id of a job that still exists (for ttl_ms, or until that job is done,
--- dead or cancelled when ttl_ms is 0), another enqueue answers that job.
+-- A unique key, when given, admits one job at a time. The holder's own
+-- terms decide: a key with a TTL is held until it expires, whatever becomes
+-- of its job (retention included); a key without one is held until its job
+-- is done, dead or cancelled (finish() deletes it).
 -- ARGV[2] id  [3] kind  [4] payload  [5] max_attempts  [6] priority
 --     [7] delay_ms (>= 0) or -1  [8] run_at_ms (absolute) or -1
 --     [9] unique key ('' for none; in the queue's hash tag)  [10] ttl_ms
 --     [11] 'cancel' or 'run': a dependent's fate when a dependency ends dead
---     or cancelled  [12..] ids of the jobs (of this queue) it depends on
+--     or cancelled  [12] request nonce, '' when the broker generated the id
+--     [13..] ids of the jobs (of this queue) it depends on; duplicates count once
 -- A job whose dependencies are not all done is blocked until they are.
 -- Reply: {'ok', state}, {'exists', state of the existing job},
---        {'unique', id of the job holding the unique key, its state}, or
+--        {'unique', id of the job holding the unique key, its state or ''}, or
 --        {'no_parent', id of a dependency that does not exist}
-local id, kind, payload = ARGV[2], ARGV[3], ARGV[4]
+local id, kind, payload, nonce = ARGV[2], ARGV[3], ARGV[4], ARGV[12]
 local key = JOB .. id
 
 local t = redis.call('TYPE', key).ok
 if t ~= 'none' then
   local state = '?'
   if t == 'hash' then
-    state = redis.call('HGET', key, 'state') or '?'
+    local f = redis.call('HMGET', key, 'state', 'req')
+    state = f[1] or '?'
+    if nonce == '' or f[2] == nonce then
+      return {'ok', state} -- our own job: this is a re-send
+    end
   end
   return {'exists', state}
 end
 
 -- Dependencies first: a missing one refuses the enqueue before any write.
 local policy = ARGV[11]
-local open, failed = {}, nil
-for i = 12, #ARGV do
-  local f = read(JOB .. ARGV[i], 'state')
-  if not f then
-    return {'no_parent', ARGV[i]}
-  end
-  if f[1] == 'dead' or f[1] == 'cancelled' then
-    if policy ~= 'run' then
-      failed = failed or (ARGV[i] .. ' ended ' .. f[1])
-    end
-  elseif f[1] ~= 'done' then
-    table.insert(open, ARGV[i])
-  end
+local deps = {}
+for i = 13, #ARGV do
+  table.insert(deps, ARGV[i])
+end
+local open, failed, missing = dependencies(deps, policy)
+if missing then
+  return {'no_parent', missing}
 end
 
 local unique, unique_ttl = ARGV[9], tonumber(ARGV[10])
 if unique ~= '' then
-  local holder = redis.call('GET', unique)
+  local holder, hs = unique_holder(unique)
   if holder then
-    local f = read(JOB .. holder, 'state')
-    if f and not (unique_ttl == 0 and (f[1] == 'done' or f[1] == 'dead' or f[1] == 'cancelled')) then
-      return {'unique', holder, f[1]}
-    end
+    return {'unique', holder, hs}
   end
   if unique_ttl > 0 then
     redis.call('SET', unique, id, 'PX', unique_ttl)
@@ -73,20 +73,22 @@ redis.call('HSET', key,
   'kind', kind, 'payload', payload, 'attempt', 0, 'max_attempts', ARGV[5],
   'gen', 0, 'token', '', 'priority', ARGV[6],
   'created_at', now, 'run_at', int(run_at))
+if nonce ~= '' then
+  redis.call('HSET', key, 'req', nonce)
+end
+if #deps > 0 then
+  redis.call('HSET', key, 'depends_on', cjson.encode(deps), 'on_parent_failure', policy)
+end
 
 if failed then
-  redis.call('HSET', key, 'last_error', 'dependency ' .. failed)
+  -- blocked_on > 0 marks a job whose dependencies were never met: a
+  -- retry waits for them again (retry.lua).
+  redis.call('HSET', key, 'last_error', 'dependency ' .. failed, 'blocked_on', #open + 1)
   finish(id, key, 'cancelled', now)
   return {'ok', 'cancelled'}
 end
 if #open > 0 then
-  local base = string.sub(JOB, 1, -5)
-  for _, parent in ipairs(open) do
-    redis.call('SADD', base .. 'children:' .. parent, id)
-    redis.call('HSET', JOB .. parent, 'has_children', '1') -- finish() looks for dependents only then
-  end
-  redis.call('HSET', key, 'state', 'blocked', 'blocked_on', #open, 'on_parent_failure', policy)
-  redis.call('ZADD', K.blocked, now, id)
+  block(id, key, open, now)
   event('enqueued', id, 0, 'blocked')
   return {'ok', 'blocked'}
 end

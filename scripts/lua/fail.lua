@@ -4,13 +4,19 @@
 -- attempts are spent; 'dead' makes it dead now (a permanent error); 'snooze'
 -- reschedules it at now+backoff without charging the attempt. A job whose
 -- cancel was requested becomes cancelled whatever the mode.
+-- A re-send whose first reply was lost answers the state that first call
+-- left and writes nothing (invariant 9).
 -- ARGV[2] id  [3] gen  [4] token  [5] mode  [6] error  [7] backoff_ms
 -- Reply: the job's new state ('scheduled', 'pending', 'dead', 'cancelled')
 --        or 'stale'
 local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
 local key = JOB .. id
-local f = read(key, 'state', 'gen', 'token', 'cancel', 'attempt', 'max_attempts', 'priority')
+local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'attempt', 'max_attempts', 'priority')
 if not holds(f, ARGV[3], ARGV[4]) then
+  local again = resettled(f, ARGV[4], mode)
+  if again then
+    return again
+  end
   event('stale_rejected', id, ARGV[3], mode)
   return 'stale'
 end
@@ -19,25 +25,31 @@ redis.call('ZREM', K.leases, id)
 if mode ~= 'snooze' then
   redis.call('HSET', key, 'last_error', ARGV[6])
 end
-if f[4] == '1' then
-  finish(id, key, 'cancelled', now)
-  return 'cancelled'
+local state
+if f[5] == '1' then
+  state = 'cancelled'
+elseif mode == 'dead' or (mode == 'retry' and (tonumber(f[6]) or 0) >= (tonumber(f[7]) or 0)) then
+  state = 'dead'
 end
-if mode == 'dead' or (mode == 'retry' and (tonumber(f[5]) or 0) >= (tonumber(f[6]) or 0)) then
-  finish(id, key, 'dead', now)
-  return 'dead'
+if state then
+  settled(key, mode, state)
+  finish(id, key, state, now)
+  settle_cascade(now)
+  return state
 end
 if mode == 'snooze' then
   redis.call('HINCRBY', key, 'attempt', -1)
 end
-redis.call('HSET', key, 'token', '', 'run_at', int(now + backoff))
+redis.call('HSET', key, 'run_at', int(now + backoff))
 redis.call('HDEL', key, 'lease_until')
 event(mode == 'snooze' and 'snoozed' or 'retried', id, ARGV[3], ARGV[6])
 if backoff <= 0 then
-  to_ready(id, key, f[7])
+  settled(key, mode, 'pending')
+  to_ready(id, key, f[8])
   return 'pending'
 end
 redis.call('HSET', key, 'state', 'scheduled')
+settled(key, mode, 'scheduled')
 redis.call('ZADD', K.scheduled, int(now + backoff), id)
 wake() -- a blocked worker learns when the retry falls due
 return 'scheduled'

@@ -1,5 +1,6 @@
 -- lib.lua: helpers prepended to every fenceq script when it is loaded, so the
--- scripts share one definition of time, indexes and the claim guard.
+-- scripts share one definition of time, indexes, generations, the claim
+-- guard and the bounded cascade of dependents.
 --
 -- Every script receives the same KEYS, all under one queue's hash tag, so a
 -- script touches exactly one Redis Cluster slot:
@@ -16,26 +17,44 @@
 --   KEYS[11] starts    ZSET    recent starts, for the rate limit; score = claim time
 --   KEYS[12] events    STREAM  lifecycle events, when enabled (limits field "events" = max length)
 --   KEYS[13] blocked   ZSET    jobs waiting for the jobs they depend on; score = created_at
--- and, per job with dependents, SET "<base>children:<id>" of the jobs that wait for it.
+--   KEYS[14] gen       STRING  the queue's generation counter (invariants 3 and 10)
+--   KEYS[15] cascade   LIST    finished jobs whose dependents are still to be settled
+-- and, derived from the job key prefix (see derived below):
+--   children:<id>  SET     "<incarnation>:<child id>" of the jobs that wait for job <id>
+--   cascade:<n>    SET     the same, taken from a finished job, being settled
+--   finished:<id>  LIST    a wake-up for Broker.Wait callers of job <id>
+--   claim:<req>    STRING  the ids one claim request took, for its re-send
 -- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
 -- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
 -- ids from an index), but they share the hash tag and so the slot.
 --
 -- All times are milliseconds of Redis server time (TIME). Worker clocks never
 -- reach a script.
+--
+-- Bounded scripts (invariant 8): no script loops over anything but the
+-- batch its caller passed, plus at most a fixed budget of cascade steps.
+-- Nothing here recurses.
 
 local K = {
   ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
   done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
   limits = KEYS[10], starts = KEYS[11], events = KEYS[12], blocked = KEYS[13],
+  gen = KEYS[14], cascade = KEYS[15],
 }
 local JOB = ARGV[1]
+local BASE = string.sub(JOB, 1, -5) -- the queue's prefix: JOB without its 'job:'
+
+-- derived is the key of a per-job (or per-request) structure of the queue.
+local function derived(kind, id)
+  return BASE .. kind .. ':' .. id
+end
 
 -- The index that must hold a job in each state (invariant 6).
 local INDEX = {
   pending = K.ready, scheduled = K.scheduled, running = K.leases,
   dead = K.dead, done = K.done, cancelled = K.cancelled, blocked = K.blocked,
 }
+local FINAL = {done = true, dead = true, cancelled = true}
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -56,6 +75,21 @@ end
 -- Priorities run from -100 to 100, higher first. Each gets a band of 2^45
 -- sequence numbers, so the score stays an exact integer in a double.
 local PRIORITY_BAND = 35184372088832
+
+-- next_gen draws a job's next generation from the queue's counter, so a
+-- generation is never issued twice in a queue: it grows with every claim,
+-- release and reap of a job (invariant 3) and across the deletion and
+-- re-creation of an id (invariant 10). A job whose gen is above the counter
+-- (written before the counter existed) lifts the counter past it.
+local function next_gen(current)
+  local g = redis.call('INCR', K.gen)
+  local c = tonumber(current) or 0
+  if g <= c then
+    g = c + 1
+    redis.call('SET', K.gen, int(g))
+  end
+  return g
+end
 
 -- wake leaves a token for a worker blocked in BLPOP on the wake list. One
 -- token is enough: the worker it wakes claims a batch, and a claim that
@@ -114,18 +148,20 @@ local function release_blocked(id, key, now)
 end
 
 -- finish moves a job into a final state. The caller has already taken it out
--- of its previous index. It settles the jobs that depend on it: each
--- dependency done (or ended, for a dependent that runs anyway) takes one
--- off its count, and a dependency that ends dead or cancelled cancels a
--- dependent that asked for that (finish recurses down the chain).
-local finish
-finish = function(id, key, state, now)
+-- of its previous index. What the job owes others is O(1) here: its unique
+-- key is freed, one wake-up is left for Broker.Wait callers, and its
+-- dependents are handed to the cascade as one entry, to be settled in
+-- bounded steps (cascade_step). The claim token stays, with the outcome in
+-- 'settled' when a settlement wrote it, so a re-sent settlement can be told
+-- from a stale one (resettled).
+local cascading = false -- this script call handed dependents to the cascade
+local function finish(id, key, state, now)
   -- One read for everything a finished job may owe others; the flags are
   -- set only on jobs that have a unique key, Wait callers or dependents.
   local f = redis.call('HMGET', key, 'gen', 'unique_until_done', 'waited', 'has_children')
   event(state, id, f[1])
-  redis.call('HSET', key, 'state', state, 'finished_at', now, 'token', '')
-  redis.call('HDEL', key, 'lease_until')
+  redis.call('HSET', key, 'state', state, 'finished_at', now)
+  redis.call('HDEL', key, 'lease_until', 'waited', 'has_children')
   redis.call('ZADD', INDEX[state], now, id)
   -- A unique key held until the job ends is free from now on.
   if f[2] and redis.call('GET', f[2]) == id then
@@ -135,38 +171,23 @@ finish = function(id, key, state, now)
   if setting('max_running') then
     wake()
   end
-  local base = string.sub(JOB, 1, -5) -- JOB without its 'job:'
-  -- Wake the callers of Broker.Wait blocked on this job (wait.lua counts them).
+  -- One wake-up for the callers of Broker.Wait; each caller it wakes
+  -- passes it on (wait.lua), so this costs the same for any number.
   if f[3] then
-    local waiting = tonumber(redis.call('GET', base .. 'waiting:' .. id) or '0') or 0
-    if waiting > 0 then
-      local finished = base .. 'finished:' .. id
-      for _ = 1, waiting do
-        redis.call('RPUSH', finished, state)
-      end
-      redis.call('PEXPIRE', finished, 60000)
-    end
-    redis.call('DEL', base .. 'waiting:' .. id)
+    local finished = derived('finished', id)
+    redis.call('RPUSH', finished, state)
+    redis.call('LTRIM', finished, -1, -1)
+    redis.call('PEXPIRE', finished, 60000)
   end
-  if not f[4] then
-    return
-  end
-  local children_key = base .. 'children:' .. id
-  local children = redis.call('SMEMBERS', children_key)
-  redis.call('DEL', children_key)
-  for _, child in ipairs(children) do
-    local ckey = JOB .. child
-    local c = redis.call('HMGET', ckey, 'state', 'on_parent_failure')
-    if c[1] == 'blocked' then
-      if state == 'done' or c[2] == 'run' then
-        if redis.call('HINCRBY', ckey, 'blocked_on', -1) <= 0 then
-          release_blocked(child, ckey, now)
-        end
-      else
-        redis.call('ZREM', K.blocked, child)
-        redis.call('HSET', ckey, 'last_error', 'dependency ' .. id .. ' ended ' .. state)
-        finish(child, ckey, 'cancelled', now)
-      end
+  if f[4] then
+    local children = derived('children', id)
+    if redis.call('EXISTS', children) == 1 then
+      -- Detached under a name of its own, so a job that later reuses the
+      -- id starts with no dependents.
+      local n = int(redis.call('INCR', K.gen))
+      redis.call('RENAME', children, derived('cascade', n))
+      redis.call('RPUSH', K.cascade, n .. ':' .. state .. ':' .. id)
+      cascading = true
     end
   end
 end
@@ -193,8 +214,149 @@ end
 -- holds is the claim guard of every worker operation (invariants 1 and 2):
 -- the claim (gen, token) is valid iff the job is running with exactly that
 -- gen and token. Expiry is deliberately not part of it (invariant 4).
+-- f holds the fields state, gen, token, settled, in that order.
 local function holds(f, gen, token)
   return f ~= nil and f[1] == 'running' and f[2] == gen and f[3] == token and token ~= ''
+end
+
+-- resettled answers the outcome that this claim's own settlement by op
+-- recorded, when the job still carries the claim's token but no longer runs
+-- under it: the request is a re-send whose first reply was lost (invariant
+-- 9), not a stale claim. Tokens are unique, so no other claim can match;
+-- another operation under the same claim (a fail after an ack) stays stale.
+-- The record is "<op> <outcome>" in the field 'settled', which claim, reap
+-- and release_unowned clear.
+local function resettled(f, token, op)
+  if f == nil or f[1] == 'running' or token == '' or f[3] ~= token or not f[4] then
+    return nil
+  end
+  local done_op, outcome = string.match(f[4], '^(%S+) (%S+)$')
+  if done_op == op then
+    return outcome
+  end
+  return nil
+end
+
+-- settled records the outcome of a settlement by op, for resettled.
+local function settled(key, op, outcome)
+  redis.call('HSET', key, 'settled', op .. ' ' .. outcome)
+end
+
+-- dependencies reads the jobs a job depends on (duplicates count once): the
+-- ones still open, and why the job cannot wait for them: a dependency ended
+-- dead or cancelled under the 'cancel' policy (failed), or one that does not
+-- exist (missing).
+local function dependencies(deps, policy)
+  local seen, open, failed = {}, {}, nil
+  for _, p in ipairs(deps) do
+    if not seen[p] then
+      seen[p] = true
+      local f = read(JOB .. p, 'state')
+      if not f then
+        return nil, nil, p
+      end
+      if f[1] == 'dead' or f[1] == 'cancelled' then
+        if policy ~= 'run' then
+          failed = failed or (p .. ' ended ' .. f[1])
+        end
+      elseif f[1] ~= 'done' then
+        table.insert(open, p)
+      end
+    end
+  end
+  return open, failed, nil
+end
+
+-- unique_holder answers the job holding a unique key and its state ('' for
+-- a holder trimmed since), or nil when the key is free. The holder's own
+-- terms decide: a key with a TTL is held until it expires, a key without
+-- one while its job is unfinished (finish() deletes it; this is the safety
+-- net should it not have).
+local function unique_holder(ukey)
+  local holder = redis.call('GET', ukey)
+  if not holder then
+    return nil
+  end
+  local f = read(JOB .. holder, 'state')
+  local state = f and f[1] or ''
+  if redis.call('PTTL', ukey) > 0 or (f and not FINAL[state]) then
+    return holder, state
+  end
+  return nil
+end
+
+-- block files a job as blocked on its open dependencies. Each dependency
+-- lists it as "<incarnation>:<id>"; a fresh incarnation per blocking means
+-- an entry left behind by a cancelled, retried or re-created job with the
+-- same id is recognised as not its own and ignored (cascade_step).
+local function block(id, key, open, now)
+  local inc = int(redis.call('INCR', K.gen))
+  for _, p in ipairs(open) do
+    redis.call('SADD', derived('children', p), inc .. ':' .. id)
+    redis.call('HSET', JOB .. p, 'has_children', '1') -- finish() looks for dependents only then
+  end
+  redis.call('HSET', key, 'state', 'blocked', 'blocked_on', #open, 'inc', inc)
+  redis.call('ZADD', K.blocked, now, id)
+end
+
+-- cascade_step settles at most budget dependents of finished jobs, oldest
+-- finish first: each waiting dependent of a done job (or of any finished
+-- job, for a dependent that runs anyway) counts one dependency off and is
+-- released at zero; a dependent of a dead or cancelled job is cancelled,
+-- and its own dependents join the cascade behind. What is left waits for
+-- the next step (claim and reap take one; a step that leaves work wakes a
+-- pool). It answers whether work is left.
+local function cascade_step(budget, now)
+  local spent = 0
+  while spent < budget do
+    local head = redis.call('LINDEX', K.cascade, 0)
+    if not head then
+      return false
+    end
+    local n, pstate, parent = string.match(head, '^(%d+):(%a+):(.*)$')
+    local members = {}
+    if n then
+      members = redis.call('SPOP', derived('cascade', n), budget - spent)
+    end
+    if #members == 0 then
+      spent = spent + 1 -- an entry with nothing left still costs a step
+    end
+    if not n or redis.call('EXISTS', derived('cascade', n)) == 0 then
+      redis.call('LPOP', K.cascade) -- that job's dependents are all taken
+    end
+    for _, m in ipairs(members) do
+      spent = spent + 1
+      local inc, child = string.match(m, '^(%d+):(.*)$')
+      local ckey = JOB .. (child or '')
+      local c = child and read(ckey, 'state', 'inc', 'on_parent_failure')
+      if c and c[1] == 'blocked' and c[2] == inc then
+        if pstate == 'done' or c[3] == 'run' then
+          if redis.call('HINCRBY', ckey, 'blocked_on', -1) <= 0 then
+            release_blocked(child, ckey, now)
+          end
+        else
+          redis.call('ZREM', K.blocked, child)
+          redis.call('HSET', ckey, 'last_error', 'dependency ' .. parent .. ' ended ' .. pstate)
+          finish(child, ckey, 'cancelled', now)
+        end
+      end
+    end
+  end
+  return redis.call('EXISTS', K.cascade) == 1
+end
+
+-- CASCADE_INLINE is how many dependents a script that finished a job
+-- settles before it answers: a small fan-out is released at once, a large
+-- one goes on in later steps.
+local CASCADE_INLINE = 100
+
+-- settle_cascade runs the inline cascade step when this script call
+-- finished a job with dependents, and wakes a pool to go on when work is
+-- left.
+local function settle_cascade(now)
+  if cascading and cascade_step(CASCADE_INLINE, now) then
+    wake()
+  end
 end
 
 -- misfiled handles an id found in an index whose job hash does not belong

@@ -1,6 +1,7 @@
 -- progress: store a handler's progress report.
 -- Guard: state=running ∧ gen ∧ token (invariant 2): a stale worker cannot
--- overwrite its successor's progress.
+-- overwrite its successor's progress. A re-send writes the same report
+-- again, or answers 'stale' once the claim has ended.
 -- ARGV[2] id  [3] gen  [4] token  [5] progress
 -- Reply: 'ok' or 'stale'
 local key = JOB .. ARGV[2]

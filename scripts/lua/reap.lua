@@ -1,11 +1,13 @@
--- reap: recover a bounded batch of expired leases (orphaned jobs).
+-- reap: recover a bounded batch of expired leases (orphaned jobs), and take
+-- a bounded step of the dependents cascade: the reaper's upkeep.
 -- Guard: lease_until <= now, read from the leases index and re-checked in the
--- job hash (a renew may have moved it). Each reaped job gets gen+1 and loses
--- its token, so its old owner is fenced off (invariants 2 and 3); it becomes
--- pending again, dead when its attempts are spent (the crash charged one), or
--- cancelled when its cancel was requested (invariant 5).
--- ARGV[2] limit
--- Reply: {now, nreaped, (id, new state, new gen) * nreaped, (id, problem) * ...}
+-- job hash (a renew may have moved it). Each reaped job gets a new gen and
+-- loses its token, so its old owner is fenced off (invariants 2 and 3); it
+-- becomes pending again, dead when its attempts are spent (the crash charged
+-- one), or cancelled when its cancel was requested (invariant 5).
+-- ARGV[2] limit (of reaped jobs, and of cascade steps)
+-- Reply: {now, nreaped, (id, new state, new gen) * nreaped, 1 when cascade
+--         work is left else 0, (id, problem) * ...}
 local limit = tonumber(ARGV[2])
 local now = now_ms()
 local out = {now, 0}
@@ -23,7 +25,8 @@ for _, id in ipairs(ids) do
     redis.call('ZADD', K.leases, f[2], id)
   else
     redis.call('ZREM', K.leases, id)
-    local gen = redis.call('HINCRBY', key, 'gen', 1)
+    local gen = next_gen(f[7])
+    redis.call('HSET', key, 'gen', int(gen), 'token', '', 'settled', '')
     local state
     if f[5] == '1' then
       state = 'cancelled'
@@ -35,7 +38,6 @@ for _, id in ipairs(ids) do
       finish(id, key, state, now)
     else
       state = 'pending'
-      redis.call('HSET', key, 'token', '')
       redis.call('HDEL', key, 'lease_until')
       to_ready(id, key, f[6])
     end
@@ -47,6 +49,11 @@ for _, id in ipairs(ids) do
   end
 end
 out[2] = reaped
+local left = cascade_step(limit, now)
+if left then
+  wake()
+end
+table.insert(out, left and 1 or 0)
 for _, v in ipairs(problems) do
   table.insert(out, v)
 end

@@ -1,26 +1,34 @@
 -- release: the owner gives its lease back (graceful shutdown). The job is
 -- pending again at once and the attempt is not charged.
--- Guard: state=running ∧ gen ∧ token (invariant 2). gen is bumped so the
--- released claim is dead from here on (invariant 3). A job whose cancel was
--- requested becomes cancelled instead.
+-- Guard: state=running ∧ gen ∧ token (invariant 2). The job gets a new gen
+-- so the released claim is dead from here on (invariant 3). A job whose
+-- cancel was requested becomes cancelled instead. A re-send whose first
+-- reply was lost answers what the first call did (invariant 9).
 -- ARGV[2] id  [3] gen  [4] token
 -- Reply: 'pending', 'cancelled' or 'stale'
 local id = ARGV[2]
 local key = JOB .. id
-local f = read(key, 'state', 'gen', 'token', 'cancel', 'priority')
+local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'priority')
 if not holds(f, ARGV[3], ARGV[4]) then
+  local again = resettled(f, ARGV[4], 'release')
+  if again then
+    return again
+  end
   event('stale_rejected', id, ARGV[3], 'release')
   return 'stale'
 end
 redis.call('ZREM', K.leases, id)
-redis.call('HINCRBY', key, 'gen', 1)
-if f[4] == '1' then
-  finish(id, key, 'cancelled', now_ms())
+redis.call('HSET', key, 'gen', int(next_gen(f[2])))
+if f[5] == '1' then
+  local now = now_ms()
+  settled(key, 'release', 'cancelled')
+  finish(id, key, 'cancelled', now)
+  settle_cascade(now)
   return 'cancelled'
 end
 redis.call('HINCRBY', key, 'attempt', -1)
-redis.call('HSET', key, 'token', '')
+settled(key, 'release', 'pending')
 redis.call('HDEL', key, 'lease_until')
-to_ready(id, key, f[5])
+to_ready(id, key, f[6])
 event('released', id, ARGV[3])
 return 'pending'

@@ -1,9 +1,9 @@
 -- release_unowned: an operator takes a job's lease away without holding it.
--- Guard: none. gen is bumped whatever the state (invariant 3), so any claim
--- in flight, including a worker's ack racing this call, is stale from now on
--- (invariant 2). A running job becomes pending again with its attempt
--- refunded (the worker did not fail; an operator intervened), or cancelled
--- when its cancel was requested. Other states are kept.
+-- Guard: none. The job gets a new gen whatever its state (invariant 3), so
+-- any claim in flight, including a worker's ack racing this call, is stale
+-- from now on (invariant 2). A running job becomes pending again with its
+-- attempt refunded (the worker did not fail; an operator intervened), or
+-- cancelled when its cancel was requested. Other states are kept.
 -- ARGV[2] id
 -- Reply: {previous state, new state, new gen}, or {'missing'} when there is
 -- no such job.
@@ -19,17 +19,20 @@ end
 if not is_int(f[2] or 0) then
   return redis.error_reply('job ' .. id .. ': corrupt job hash: field gen is "' .. f[2] .. '", not an integer')
 end
-local gen = redis.call('HINCRBY', key, 'gen', 1)
+local gen = next_gen(f[2])
+redis.call('HSET', key, 'gen', int(gen))
 if f[1] ~= 'running' then
   return {f[1], f[1], gen}
 end
 redis.call('ZREM', K.leases, id)
+redis.call('HSET', key, 'token', '', 'settled', '')
 if f[3] == '1' then
-  finish(id, key, 'cancelled', now_ms())
+  local now = now_ms()
+  finish(id, key, 'cancelled', now)
+  settle_cascade(now)
   return {'running', 'cancelled', gen}
 end
 redis.call('HINCRBY', key, 'attempt', -1)
-redis.call('HSET', key, 'token', '')
 redis.call('HDEL', key, 'lease_until')
 to_ready(id, key, f[4])
 event('force_released', id, gen)

@@ -1,27 +1,82 @@
 -- retry: an operator sends dead or cancelled jobs back to run again, with a
 -- fresh attempt budget. last_error is kept as a record.
--- Guard: the job is dead or cancelled; any other state is left alone. gen is
--- bumped (invariant 3) and the job moves to ready (invariant 6).
--- ARGV[2..] ids
--- Reply: per id, its state before the call, or 'missing'
+-- Guard: the job is dead or cancelled; any other state is left alone. A job
+-- goes back only as enqueue would let it in: a job that never left blocked
+-- waits again for its dependencies (refused when one is missing, or ended
+-- dead or cancelled and the job does not run anyway), and a job whose
+-- unique key (held until done) another live job took meanwhile is refused.
+-- A retried job gets a new gen (invariant 3) and moves to ready or blocked
+-- (invariant 6). A re-send with the same nonce answers what the first call
+-- did and changes nothing (invariant 9).
+-- ARGV[2] request nonce  [3..] ids
+-- Reply: per id, {state before the call (or 'missing' or 'corrupt'),
+--         outcome}: the new state ('pending' or 'blocked') when retried, ''
+--         when the job was not dead or cancelled, 'refused: <why>', or the
+--         reason a hash is corrupt.
+local nonce = ARGV[2]
+local now = now_ms()
 local out = {}
-for i = 2, #ARGV do
+local function answer(prev, outcome)
+  table.insert(out, prev)
+  table.insert(out, outcome)
+end
+for i = 3, #ARGV do
   local id = ARGV[i]
   local key = JOB .. id
-  local f, bad = read(key, 'state', 'priority')
+  local f, bad = read(key, 'state', 'priority', 'retried', 'gen', 'depends_on', 'on_parent_failure',
+    'blocked_on', 'unique_until_done')
+  local before = f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2)
   if bad then
-    table.insert(out, 'corrupt: ' .. bad)
+    answer('corrupt', bad)
   elseif not f then
-    table.insert(out, 'missing')
+    answer('missing', '')
+  elseif before then
+    answer(string.match(before, '^(%S+) (%S+)$'))
+  elseif f[1] ~= 'dead' and f[1] ~= 'cancelled' then
+    answer(f[1], '')
   else
-    if f[1] == 'dead' or f[1] == 'cancelled' then
-      redis.call('ZREM', INDEX[f[1]], id)
-      redis.call('HINCRBY', key, 'gen', 1)
-      redis.call('HSET', key, 'attempt', 0, 'token', '')
-      redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until')
-      to_ready(id, key, f[2])
+    local refused, open = nil, {}
+    if (tonumber(f[7]) or 0) > 0 and f[5] then
+      local ok, deps = pcall(cjson.decode, f[5])
+      if not ok or type(deps) ~= 'table' then
+        refused = 'its depends_on field is not a JSON list'
+      else
+        local o, failed, missing = dependencies(deps, f[6])
+        if missing then
+          refused = 'dependency ' .. missing .. ' does not exist'
+        elseif failed then
+          refused = 'dependency ' .. failed
+        else
+          open = o
+        end
+      end
     end
-    table.insert(out, f[1])
+    if not refused and f[8] then
+      local holder = unique_holder(f[8])
+      if holder and holder ~= id then
+        refused = 'its unique key is held by job ' .. holder
+      end
+    end
+    if refused then
+      answer(f[1], 'refused: ' .. refused)
+    else
+      redis.call('ZREM', INDEX[f[1]], id)
+      redis.call('HSET', key, 'gen', int(next_gen(f[4])), 'attempt', 0, 'token', '', 'settled', '')
+      redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until')
+      if f[8] then
+        redis.call('SET', f[8], id)
+      end
+      local state = 'pending'
+      if #open > 0 then
+        state = 'blocked'
+        block(id, key, open, now)
+      else
+        redis.call('HSET', key, 'blocked_on', 0) -- its dependencies are met
+        to_ready(id, key, f[2])
+      end
+      redis.call('HSET', key, 'retried', nonce .. ' ' .. f[1] .. ' ' .. state)
+      answer(f[1], state)
+    end
   end
 end
 return out

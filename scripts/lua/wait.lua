@@ -1,22 +1,30 @@
--- wait: register a caller of Broker.Wait, unless the job has finished.
--- finish() in lib.lua pushes one token per registered caller into the list
--- "finished:<id>", where the callers block (BLPOP).
--- Guard: none; read-only but for the waiter count.
--- ARGV[2] id  [3] how long the registration lasts, in ms (the caller renews it)
+-- wait: tell a caller of Broker.Wait whether the job has finished, and
+-- register it for a wake-up when it has not. finish() in lib.lua leaves one
+-- wake-up in the list "finished:<id>", where callers block (BLPOP); a
+-- caller it woke passes it on to the next here, so one settlement wakes any
+-- number of callers with O(1) work each (invariant 8). A wake-up left over
+-- from an earlier finish (the job was retried since) only makes a caller
+-- look again: the state read here decides.
+-- Guard: none; it writes only the 'waited' flag and the passed-on wake-up.
+-- ARGV[2] id  [3] '1' when the caller was woken by a wake-up, else '0'
 -- Reply: {'final', state}, {'wait'}, or {'missing'}
 local id = ARGV[2]
-local f, bad = read(JOB .. id, 'state')
+local key = JOB .. id
+local f, bad = read(key, 'state')
 if bad then
   return redis.error_reply('job ' .. id .. ': ' .. bad)
 end
 if not f then
   return {'missing'}
 end
-if f[1] == 'done' or f[1] == 'dead' or f[1] == 'cancelled' then
+if FINAL[f[1]] then
+  if ARGV[3] == '1' then
+    local finished = derived('finished', id)
+    redis.call('RPUSH', finished, f[1])
+    redis.call('LTRIM', finished, -1, -1)
+    redis.call('PEXPIRE', finished, 60000)
+  end
   return {'final', f[1]}
 end
-local waiting = string.sub(JOB, 1, -5) .. 'waiting:' .. id
-redis.call('INCR', waiting)
-redis.call('PEXPIRE', waiting, ARGV[3])
-redis.call('HSET', JOB .. id, 'waited', '1') -- finish() looks for waiters only then
+redis.call('HSET', key, 'waited', '1') -- finish() leaves a wake-up only then
 return {'wait'}
