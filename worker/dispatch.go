@@ -69,7 +69,7 @@ func (p *Pool) stopping() bool {
 func (p *Pool) claim(free int) (claimed int, nextDue time.Duration, err error) {
 	nextDue = -1
 	for _, q := range p.order() {
-		res, err := p.b.Claim(context.Background(), q, free-claimed, p.cfg.LeaseDuration)
+		res, err := p.claimQueue(q, free-claimed)
 		if err != nil {
 			return claimed, nextDue, err
 		}
@@ -86,6 +86,27 @@ func (p *Pool) claim(free int) (claimed int, nextDue time.Duration, err error) {
 		}
 	}
 	return claimed, nextDue, nil
+}
+
+// claimQueue claims up to n jobs of queue. When the answer does not come
+// back (a timeout, a dropped connection), Redis may have run the claim: it
+// asks again under the same request id, which answers the leases the
+// first took, for up to half a lease. A lost reply so costs no job an
+// attempt, and no job waits for the reaper (invariant 9).
+func (p *Pool) claimQueue(queue string, n int) (broker.ClaimResult, error) {
+	req := broker.NewRequestID()
+	first := time.Now()
+	delay := 10 * time.Millisecond
+	for {
+		res, err := p.b.ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
+		if err == nil || !transient(err) || time.Since(first)+delay > p.cfg.LeaseDuration/2 {
+			return res, err
+		}
+		if !p.sleep(delay, nil) {
+			return res, err // halted
+		}
+		delay = min(delay*2, time.Second)
+	}
 }
 
 // order is the order to try the queues in this round: as configured under
@@ -175,9 +196,10 @@ func (p *Pool) waitSlot(d time.Duration) {
 	}
 }
 
-// reap recovers expired leases of every queue, one bounded batch each, and
-// trims finished jobs past their retention. It reports whether a batch was
-// full, so more may be waiting.
+// reap recovers expired leases of every queue, one bounded batch each,
+// settles a bounded step of the dependents of finished jobs, and trims
+// finished jobs past their retention. It reports whether a batch was full
+// or dependents are left, so more may be waiting.
 func (p *Pool) reap() (more bool) {
 	for _, q := range p.cfg.Queues {
 		res, err := p.b.Reap(context.Background(), q.Name, p.cfg.ReapBatch)
@@ -191,7 +213,7 @@ func (p *Pool) reap() (more bool) {
 			p.log.Warn("fenceq recovered a job whose lease expired (its worker is gone or stalled)",
 				slog.String("queue", q.Name), slog.String("id", r.ID), slog.String("now", string(r.State)), slog.Int64("generation", r.Generation))
 		}
-		more = more || len(res.Reaped) == p.cfg.ReapBatch
+		more = more || len(res.Reaped) == p.cfg.ReapBatch || res.CascadeLeft
 		// Retention is upkeep of the same kind: bounded, on the same clock.
 		trimmed, err := p.b.Trim(context.Background(), q.Name, *p.cfg.Retention, p.cfg.ReapBatch)
 		if err != nil {

@@ -1,0 +1,150 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/worker"
+)
+
+// dropReply is a go-redis hook that loses the reply of the first command
+// drop picks: Redis runs it, the client gets a connection error, as after
+// a network failure past go-redis's own retries.
+type dropReply struct {
+	drop    func(cmd redis.Cmder) bool
+	dropped atomic.Bool
+}
+
+func (d *dropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d *dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && !d.dropped.Load() && d.drop(cmd) && d.dropped.CompareAndSwap(false, true) {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+}
+
+func (d *dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err == nil && !d.dropped.Load() && len(cmds) > 0 && d.drop(cmds[0]) && d.dropped.CompareAndSwap(false, true) {
+			for _, c := range cmds {
+				c.SetErr(io.ErrUnexpectedEOF)
+			}
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+}
+
+// script reports whether cmd ran a script whose reply looks like want.
+func scriptReply(cmd redis.Cmder, want func([]any) bool) bool {
+	name := cmd.Name()
+	if name != "evalsha" && name != "eval" {
+		return false
+	}
+	v, ok := cmd.(*redis.Cmd).Val().([]any)
+	return ok && want(v)
+}
+
+// syncBuffer is a log sink the pool's goroutines may write to at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lostReplyPool runs one job of one attempt on a pool whose client loses
+// the reply of the first command drop picks, and answers the job and the
+// pool's log.
+func lostReplyPool(t *testing.T, drop func(redis.Cmder) bool) (broker.JobInfo, worker.Stats, string) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	d := &dropReply{drop: drop}
+	c.AddHook(d)
+	b, err := broker.New(c, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { return nil }),
+		worker.Config{LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j broker.JobInfo
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if j, err = b.Job(ctx, worker.QueueDefault, id); err == nil && j.State.Final() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not finished within 10s (a 3s lease): %+v %v", j, err)
+		}
+	}
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !d.dropped.Load() {
+		t.Fatal("no reply was dropped: the test did not test anything")
+	}
+	return j, p.Stats(), logs.String()
+}
+
+// A claim whose reply is lost is asked for again under its request id: the
+// job runs on its first attempt, and the reaper never has to charge it.
+func TestClaimReplyLost(t *testing.T) {
+	j, s, _ := lostReplyPool(t, func(cmd redis.Cmder) bool {
+		// claim's reply: {now, next_due, njobs, ...}, with a job in it
+		return scriptReply(cmd, func(v []any) bool { return len(v) > 3 && v[2] == int64(1) })
+	})
+	if j.State != broker.StateDone || j.Attempt != 1 || s.Reaped != 0 {
+		t.Fatalf("job %s on attempt %d, reaped %d; want done on its one attempt", j.State, j.Attempt, s.Reaped)
+	}
+}
+
+// An ack whose reply is lost is sent again and answers done: nothing is
+// logged as a stale settlement.
+func TestAckReplyLost(t *testing.T) {
+	j, s, logs := lostReplyPool(t, func(cmd redis.Cmder) bool {
+		return scriptReply(cmd, func(v []any) bool { return len(v) == 1 && v[0] == "done" })
+	})
+	if j.State != broker.StateDone || s.Stale != 0 || strings.Contains(logs, "stale") {
+		t.Fatalf("job %s, %d stale settlements; log:\n%s", j.State, s.Stale, logs)
+	}
+}
