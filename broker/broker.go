@@ -24,9 +24,10 @@ const (
 	// promoteLimit bounds how many due scheduled jobs one Claim moves to ready.
 	promoteLimit = 1000
 	// cascadeBudget bounds how many dependents of finished jobs one Claim
-	// settles (released or cancelled): invariant 8's step. Measured at
-	// about 10 µs each on Redis 7.
-	cascadeBudget = 100
+	// settles (released or cancelled): invariant 8's step, as the settling
+	// scripts' own (CASCADE_INLINE in lib.lua). Each costs 20–90 µs of
+	// Redis time (TestBoundedCascadesAtScale logs the longest step).
+	cascadeBudget = 50
 )
 
 // Options configures a Broker. The zero value is ready to use.

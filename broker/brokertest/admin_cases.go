@@ -833,14 +833,14 @@ func testBoundedCascades(t *testing.T, nb NewBackend) {
 		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
 		noErr(t, "Ack", err)
 		c, _ := s.b.Counts(s.ctx, s.q)
-		if c.Pending == 0 || c.Pending > 100 {
-			t.Fatalf("the ack released %d of %d dependents itself; want some, and at most its budget of 100", c.Pending, n)
+		if c.Pending == 0 || c.Pending > 50 {
+			t.Fatalf("the ack released %d of %d dependents itself; want some, and at most its budget of 50", c.Pending, n)
 		}
 		steps := s.settleCascade(t)
 		c, _ = s.b.Counts(s.ctx, s.q)
 		want(t, "dependents released", c.Pending, int64(n))
-		if steps < (n-100)/50 {
-			t.Fatalf("%d steps of at most 50 settled %d dependents", steps, n-100)
+		if steps < (n-50)/50 {
+			t.Fatalf("%d steps of at most 50 settled %d dependents", steps, n-50)
 		}
 		s.consistent(t)
 	})

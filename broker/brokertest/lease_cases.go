@@ -564,3 +564,70 @@ func (s *bundle) waitedOn(t failer, id string) {
 		}
 	}
 }
+
+// Invariant 9: every operation a client may send again after a lost reply
+// answers the same the second time, and changes nothing more. Each call
+// here runs, loses its reply, and is sent again (the resend hook).
+func testLostReplies(t *testing.T, nb NewBackend) {
+	be := nb(t)
+	be.Client.AddHook(resend{})
+	s, cleanup := on(t, be)
+	t.Cleanup(cleanup)
+	lost := context.WithValue(s.ctx, resendKey{}, true)
+
+	// Enqueue, one and many, with ids of the caller's and generated ones.
+	_, err := s.b.Enqueue(lost, broker.Job{Queue: s.q, Kind: "k", ID: "mine", MaxAttempts: 1})
+	noErr(t, "Enqueue sent twice", err)
+	_, err = s.b.Enqueue(lost, broker.Job{Queue: s.q, Kind: "k"})
+	noErr(t, "Enqueue of a generated id sent twice", err)
+	for _, e := range s.b.EnqueueMany(lost, []broker.Job{{Queue: s.q, Kind: "k", ID: "many-1"}, {Queue: s.q, Kind: "k", UniqueKey: "u"}}) {
+		noErr(t, "EnqueueMany sent twice", e.Err)
+	}
+	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: "mine"})
+	wantErr(t, "another request for the same id", err, broker.ErrJobExists)
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "pending after four enqueues sent twice", c.Pending, int64(4))
+
+	// Claim under one request id, twice.
+	req := broker.NewRequestID()
+	first, err := s.b.ClaimRequest(s.ctx, req, s.q, 2, long)
+	noErr(t, "ClaimRequest", err)
+	second, err := s.b.ClaimRequest(s.ctx, req, s.q, 2, long)
+	noErr(t, "ClaimRequest sent again", err)
+	if len(first.Leases) != 2 || len(second.Leases) != 2 || first.Leases[0].Token != second.Leases[0].Token ||
+		first.Leases[1].Generation != second.Leases[1].Generation {
+		t.Fatalf("a claim sent twice answered %+v, then %+v", first.Leases, second.Leases)
+	}
+	c, _ = s.b.Counts(s.ctx, s.q)
+	want(t, "running after a claim of 2 sent twice", c.Running, int64(2))
+
+	// Ack, fail and release, each sent twice, answer as the first did.
+	o, err := s.b.Ack(lost, first.Leases[0], []byte("result"))
+	noErr(t, "Ack sent twice", err)
+	want(t, "Ack sent twice", o, broker.OK)
+	want(t, "result", string(s.job(t, first.Leases[0].ID).Result), "result")
+	o, st, err := s.b.Release(lost, first.Leases[1])
+	noErr(t, "Release sent twice", err)
+	want(t, "Release sent twice", o, broker.OK)
+	want(t, "state after release", st, broker.StatePending)
+	var dead string
+	for i, l := range s.claim(t, 10, long) {
+		f, w := broker.Failure{Error: "boom", Backoff: time.Hour}, broker.StateScheduled
+		if i == 0 {
+			f.Dead, w, dead = true, broker.StateDead, l.ID
+		}
+		o, st, err := s.b.Fail(lost, l, f)
+		noErr(t, "Fail sent twice", err)
+		want(t, "Fail sent twice", o, broker.OK)
+		want(t, "state after Fail sent twice", st, w)
+	}
+
+	// Retry and cancel.
+	prev, err := s.b.Retry(lost, s.q, dead)
+	noErr(t, "Retry sent twice", err)
+	want(t, "Retry's previous state", prev, broker.StateDead)
+	st, err = s.b.Cancel(lost, s.q, dead)
+	noErr(t, "Cancel sent twice", err)
+	want(t, "Cancel sent twice", st, broker.StateCancelled)
+	s.consistent(t)
+}

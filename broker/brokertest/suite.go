@@ -44,6 +44,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitAfterRetry", testWaitAfterRetry},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
+		{"LostReplies", testLostReplies},
 		{"Model", testModel},
 	}
 	for _, tc := range tests {

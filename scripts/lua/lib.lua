@@ -348,7 +348,7 @@ end
 -- CASCADE_INLINE is how many dependents a script that finished a job
 -- settles before it answers: a small fan-out is released at once, a large
 -- one goes on in later steps.
-local CASCADE_INLINE = 100
+local CASCADE_INLINE = 50
 
 -- settle_cascade runs the inline cascade step when this script call
 -- finished a job with dependents, and wakes a pool to go on when work is
