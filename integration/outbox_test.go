@@ -203,3 +203,62 @@ func TestFencedSQLExample(t *testing.T) {
 		}
 	}
 }
+
+// enqueueThroughOutbox writes jobs into the outbox in one committed
+// transaction.
+func enqueueThroughOutbox(t *testing.T, db *sql.DB, b *broker.Broker, table string, jobs ...broker.Job) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for _, j := range jobs {
+		if _, err := outbox.Enqueue(ctx, tx, b, table, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A job relayed from the outbox keeps its dependencies and their failure
+// policy, and a row whose unique key is held is done, not retried forever.
+func TestOutboxCarriesDependenciesAndUniqueKeys(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	for _, j := range []broker.Job{{ID: "parent"}, {ID: "gone"}, {ID: "holder", UniqueKey: "u1"}} {
+		j.Queue, j.Kind = "ob", "k"
+		if _, err := b.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Cancel(ctx, "ob", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	enqueueThroughOutbox(t, db, b, table,
+		broker.Job{Queue: "ob", Kind: "k", ID: "child", DependsOn: []string{"parent"}},
+		broker.Job{Queue: "ob", Kind: "k", ID: "follower", DependsOn: []string{"gone"}},
+		broker.Job{Queue: "ob", Kind: "k", ID: "stubborn", DependsOn: []string{"gone"}, RunIfDependencyFails: true},
+		broker.Job{Queue: "ob", Kind: "k", ID: "second", UniqueKey: "u1"})
+	r := &outbox.Relay{DB: db, Broker: b, Table: table}
+	if n, err := r.RelayOnce(ctx); err != nil || n != 3 {
+		t.Errorf("RelayOnce = %d, %v; want 3 jobs, and the held unique key counted as relayed", n, err)
+	}
+	for id, want := range map[string]broker.State{"child": broker.StateBlocked, "follower": broker.StateCancelled, "stubborn": broker.StatePending} {
+		j, err := b.Job(ctx, "ob", id)
+		if err != nil || j.State != want {
+			t.Errorf("job %s: %s, %v; want %s", id, j.State, err, want)
+		}
+	}
+	if _, err := b.Job(ctx, "ob", "second"); !errors.Is(err, broker.ErrJobNotFound) {
+		t.Errorf("the job whose unique key was held reached Redis: %v", err)
+	}
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows left in the outbox (%v)", left, err)
+	}
+}

@@ -25,14 +25,46 @@ import (
 // TableDefault is the outbox table's name when none is given.
 const TableDefault = "fenceq_outbox"
 
-// row is a job's options as stored in the outbox.
+// row is a job's options as stored in the outbox. Fields are only ever
+// added, and omitted when zero, so rows written by an older version read
+// as they were meant.
 type row struct {
-	MaxAttempts int    `json:"max_attempts,omitempty"`
-	Priority    int    `json:"priority,omitempty"`
-	DelayMS     int64  `json:"delay_ms,omitempty"`
-	RunAtMS     int64  `json:"run_at_ms,omitempty"`
-	UniqueKey   string `json:"unique_key,omitempty"`
-	UniqueForMS int64  `json:"unique_for_ms,omitempty"`
+	MaxAttempts          int      `json:"max_attempts,omitempty"`
+	Priority             int      `json:"priority,omitempty"`
+	DelayMS              int64    `json:"delay_ms,omitempty"`
+	RunAtMS              int64    `json:"run_at_ms,omitempty"`
+	UniqueKey            string   `json:"unique_key,omitempty"`
+	UniqueForMS          int64    `json:"unique_for_ms,omitempty"`
+	DependsOn            []string `json:"depends_on,omitempty"`
+	RunIfDependencyFails bool     `json:"run_if_dependency_fails,omitempty"`
+}
+
+// encodeOptions is the options column of j: every field of broker.Job
+// but those with columns of their own (ID, Queue, Kind, Payload).
+func encodeOptions(j broker.Job) []byte {
+	r := row{MaxAttempts: j.MaxAttempts, Priority: j.Priority, DelayMS: j.Delay.Milliseconds(),
+		UniqueKey: j.UniqueKey, UniqueForMS: j.UniqueFor.Milliseconds(),
+		DependsOn: j.DependsOn, RunIfDependencyFails: j.RunIfDependencyFails}
+	if !j.RunAt.IsZero() {
+		r.RunAtMS = j.RunAt.UnixMilli()
+	}
+	opts, _ := json.Marshal(r)
+	return opts
+}
+
+// decodeOptions sets the fields of j that encodeOptions stored.
+func decodeOptions(opts []byte, j *broker.Job) error {
+	var r row
+	if err := json.Unmarshal(opts, &r); err != nil {
+		return err
+	}
+	j.MaxAttempts, j.Priority, j.UniqueKey = r.MaxAttempts, r.Priority, r.UniqueKey
+	j.Delay, j.UniqueFor = time.Duration(r.DelayMS)*time.Millisecond, time.Duration(r.UniqueForMS)*time.Millisecond
+	j.DependsOn, j.RunIfDependencyFails = r.DependsOn, r.RunIfDependencyFails
+	if r.RunAtMS > 0 {
+		j.RunAt = time.UnixMilli(r.RunAtMS)
+	}
+	return nil
 }
 
 // CreateTable creates the outbox table if it does not exist.
@@ -72,12 +104,7 @@ func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j 
 		}
 		j.ID = u.String()
 	}
-	r := row{MaxAttempts: j.MaxAttempts, Priority: j.Priority, DelayMS: j.Delay.Milliseconds(),
-		UniqueKey: j.UniqueKey, UniqueForMS: j.UniqueFor.Milliseconds()}
-	if !j.RunAt.IsZero() {
-		r.RunAtMS = j.RunAt.UnixMilli()
-	}
-	opts, _ := json.Marshal(r)
+	opts := encodeOptions(j)
 	payload := j.Payload
 	if payload == nil {
 		payload = []byte{}
@@ -98,8 +125,10 @@ type Relay struct {
 }
 
 // RelayOnce moves up to a batch of rows, oldest first, and answers how many
-// jobs it enqueued (duplicates, relayed before, are not counted but their
-// rows are deleted too). Rows another relay holds are skipped.
+// jobs it enqueued. Duplicates (relayed before a crash) and jobs whose
+// unique key another job holds are not counted, but their rows are
+// deleted too: the job they describe is in Redis. Rows another relay holds
+// are skipped.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	table, batch := r.Table, r.Batch
 	if table == "" {
@@ -130,15 +159,9 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			rows.Close()
 			return 0, fmt.Errorf("fenceq: outbox: read row: %w", err)
 		}
-		var o row
-		if err := json.Unmarshal(opts, &o); err != nil {
+		if err := decodeOptions(opts, &j); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("fenceq: outbox: row %d options: %w", seq, err)
-		}
-		j.MaxAttempts, j.Priority, j.UniqueKey = o.MaxAttempts, o.Priority, o.UniqueKey
-		j.Delay, j.UniqueFor = time.Duration(o.DelayMS)*time.Millisecond, time.Duration(o.UniqueForMS)*time.Millisecond
-		if o.RunAtMS > 0 {
-			j.RunAt = time.UnixMilli(o.RunAtMS)
 		}
 		seqs, jobs = append(seqs, seq), append(jobs, j)
 	}
@@ -159,6 +182,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			relayed = append(relayed, seqs[i])
 		case errors.Is(res.Err, broker.ErrJobExists):
 			relayed = append(relayed, seqs[i]) // relayed before a crash: done already
+		case errors.Is(res.Err, broker.ErrUniqueHeld):
+			relayed = append(relayed, seqs[i]) // deduplicated by the caller's own unique key
 		default:
 			errs = append(errs, fmt.Errorf("job %q: %w", jobs[i].ID, res.Err))
 		}
