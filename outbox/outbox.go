@@ -5,6 +5,13 @@
 // broker.EnqueueMany, under the job's id, so a row relayed twice after a
 // crash is refused as a duplicate) and deletes them.
 //
+// A row Redis will never take (a payload over the broker's limit, an
+// invalid queue name, a dependency that does not exist, unreadable
+// options) is moved to the table <outbox table>_refused with its reason, in
+// the transaction that deletes the relayed rows, so it cannot hold up the
+// rows behind it; Refused lists such rows. A transient failure (Redis
+// unreachable) leaves rows where they are for the next round.
+//
 // The SQL is PostgreSQL's (FOR UPDATE SKIP LOCKED lets several relays run
 // at once without taking the same rows).
 package outbox
@@ -67,7 +74,8 @@ func decodeOptions(opts []byte, j *broker.Job) error {
 	return nil
 }
 
-// CreateTable creates the outbox table if it does not exist.
+// CreateTable creates the outbox table and its refused table if they do
+// not exist. Run it again after upgrading: it adds what is missing.
 func CreateTable(ctx context.Context, db *sql.DB, table string) error {
 	if table == "" {
 		table = TableDefault
@@ -82,6 +90,21 @@ func CreateTable(ctx context.Context, db *sql.DB, table string) error {
 		created_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
 	if err != nil {
 		return fmt.Errorf("fenceq: create outbox table %s: %w", table, err)
+	}
+	// No unique id: a job refused, fixed and enqueued again may be refused
+	// again, and that must not fail the relay's transaction.
+	_, err = db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+quote(refusedTable(table))+` (
+		seq BIGINT NOT NULL,
+		id TEXT NOT NULL,
+		queue TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		payload BYTEA NOT NULL,
+		options JSONB NOT NULL,
+		reason TEXT NOT NULL,
+		created_at TIMESTAMPTZ NOT NULL,
+		refused_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
+	if err != nil {
+		return fmt.Errorf("fenceq: create outbox table %s: %w", refusedTable(table), err)
 	}
 	return nil
 }
@@ -127,8 +150,12 @@ type Relay struct {
 // RelayOnce moves up to a batch of rows, oldest first, and answers how many
 // jobs it enqueued. Duplicates (relayed before a crash) and jobs whose
 // unique key another job holds are not counted, but their rows are
-// deleted too: the job they describe is in Redis. Rows another relay holds
-// are skipped.
+// deleted too: the job they describe is in Redis. Rows Redis refuses for
+// good are moved to the refused table, and the error is then a
+// *RefusedError listing them. A job whose dependency is an outbox row
+// ahead of it waits for that row. Other rows that fail are kept for the
+// next round, and the error says why. Rows another relay holds are
+// skipped.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	table, batch := r.Table, r.Batch
 	if table == "" {
@@ -148,8 +175,9 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("fenceq: outbox: read rows: %w", err)
 	}
 	var (
-		seqs []int64
-		jobs []broker.Job
+		seqs    []int64
+		jobs    []broker.Job
+		refused []refusal
 	)
 	for rows.Next() {
 		var seq int64
@@ -160,8 +188,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("fenceq: outbox: read row: %w", err)
 		}
 		if err := decodeOptions(opts, &j); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("fenceq: outbox: row %d options: %w", seq, err)
+			refused = append(refused, refusal{seq, fmt.Sprintf("unreadable options %s: %v", opts, err)})
+			continue
 		}
 		seqs, jobs = append(seqs, seq), append(jobs, j)
 	}
@@ -169,7 +197,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("fenceq: outbox: read rows: %w", err)
 	}
-	if len(jobs) == 0 {
+	if len(jobs)+len(refused) == 0 {
 		return 0, nil
 	}
 	enqueued := 0
@@ -184,6 +212,14 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			relayed = append(relayed, seqs[i]) // relayed before a crash: done already
 		case errors.Is(res.Err, broker.ErrUniqueHeld):
 			relayed = append(relayed, seqs[i]) // deduplicated by the caller's own unique key
+		case errors.Is(res.Err, broker.ErrInvalid):
+			wait, err := r.dependencyAhead(ctx, tx, table, seqs[i], jobs[i], res.Err)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("job %q: %w: looking for its dependency: %w", jobs[i].ID, res.Err, err))
+			case !wait:
+				refused = append(refused, refusal{seqs[i], res.Err.Error()})
+			}
 		default:
 			errs = append(errs, fmt.Errorf("job %q: %w", jobs[i].ID, res.Err))
 		}
@@ -193,13 +229,20 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("fenceq: outbox: delete relayed rows: %w", err)
 		}
 	}
+	moved, err := moveRefused(ctx, tx, table, refused)
+	if err != nil {
+		return 0, err
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("fenceq: outbox: commit: %w", err)
 	}
 	if len(errs) > 0 {
-		return enqueued, fmt.Errorf("fenceq: outbox: %d rows not relayed (kept for the next round): %w", len(errs), errors.Join(errs...))
+		err = fmt.Errorf("fenceq: outbox: %d rows not relayed (kept for the next round): %w", len(errs), errors.Join(errs...))
 	}
-	return enqueued, nil
+	if len(moved) > 0 {
+		return enqueued, &RefusedError{Table: refusedTable(table), Rows: moved, Err: err}
+	}
+	return enqueued, err
 }
 
 // Run relays until ctx ends, at once while there are rows, then every
@@ -209,6 +252,10 @@ func (r *Relay) Run(ctx context.Context, interval time.Duration) error {
 		n, err := r.RelayOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			n, err = n+len(refused.Rows), refused.Err // moved aside: progress too
 		}
 		wait := interval
 		if err == nil && n > 0 {
