@@ -25,6 +25,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Pause", testPause},
 		{"UniqueJobs", testUnique},
 		{"Limits", testLimits},
+		{"LimitsKeepOtherSettings", testLimitsKeepOtherSettings},
 		{"Events", testEvents},
 		{"Dependencies", testDependencies},
 		{"Retention", testRetention},
