@@ -460,3 +460,40 @@ func TestEnqueueJSONLUniqueAndDependencies(t *testing.T) {
 		t.Fatalf("a bad unique_for: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// workerd limit changes only the limits it is given: a rate keeps the
+// running limit and the other way round, and the queue's events stay on.
+// Zero and negative values are usage errors, never a silent success.
+func TestLimitCommandChangesOnlyWhatIsGiven(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "events", "q", "--keep", "100")
+	c.ok("", "limit", "q", "--rate", "10", "--per", "1s")
+	if out := c.ok("", "limit", "q", "--max-running", "3"); !strings.Contains(out, "at most 3 running, at most 10 starts per 1s") {
+		t.Fatalf("--max-running after a rate: %s", out)
+	}
+	if out := c.ok("", "limit", "q", "--rate", "20"); !strings.Contains(out, "at most 3 running, at most 20 starts per 1s") {
+		t.Fatalf("--rate alone after both: %s", out)
+	}
+	if out := c.ok("", "events", "q"); !strings.Contains(out, "keeping about 100") {
+		t.Fatalf("events after workerd limit: %s", out)
+	}
+	for _, bad := range [][]string{
+		{"--max-running", "0"}, {"--max-running", "-1"}, {"--rate", "0"}, {"--rate", "-1"}, {"--per", "0s"}, {"--per", "-1s"},
+		{"--clear", "--rate", "5"},
+	} {
+		code, _, errOut := c.run("", append([]string{"limit", "q"}, bad...)...)
+		msg, _, _ := strings.Cut(errOut, "\n")
+		if code != 2 || !strings.Contains(msg, bad[len(bad)-2]) || !strings.Contains(msg, "--clear") {
+			t.Errorf("workerd limit q %v: exit %d, %q; want 2 and one line naming the flag and --clear", bad, code, errOut)
+		}
+	}
+	if out := c.ok("", "limit", "q"); !strings.Contains(out, "at most 3 running, at most 20 starts per 1s") {
+		t.Fatalf("limits after refused values: %s", out)
+	}
+	if out := c.ok("", "limit", "q", "--clear"); !strings.Contains(out, "no limits") {
+		t.Fatalf("limit --clear: %s", out)
+	}
+	if out := c.ok("", "events", "q"); !strings.Contains(out, "keeping about 100") {
+		t.Fatalf("events after workerd limit --clear: %s", out)
+	}
+}
