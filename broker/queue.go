@@ -90,8 +90,10 @@ type Limits struct {
 	Per  time.Duration
 }
 
-// SetLimits sets queue's limits; the zero Limits removes them. They hold
-// from the next claim on, for every pool.
+// SetLimits sets queue's limits: each zero field removes its limit, so the
+// zero Limits removes them all. To change one limit and keep the others,
+// read them with Limits first. The queue's other settings (its events)
+// are left alone. The limits hold from the next claim on, for every pool.
 func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
 	if err := validName("queue", queue); err != nil {
 		return err
@@ -100,13 +102,18 @@ func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
 		return &ValidationError{Field: "limits", Value: fmt.Sprintf("%+v", l), Reason: "counts must not be negative, and Rate and Per (at least 1ms) go together"}
 	}
 	k := b.queueKeys(queue)
+	// Field by field: the hash also holds settings that are not limits.
+	key := k.key("limits")
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HDel(ctx, k.key("limits"), "max_running", "rate", "period_ms")
 		if l.MaxRunning > 0 {
-			p.HSet(ctx, k.key("limits"), "max_running", l.MaxRunning)
+			p.HSet(ctx, key, "max_running", l.MaxRunning)
+		} else {
+			p.HDel(ctx, key, "max_running")
 		}
 		if l.Rate > 0 {
-			p.HSet(ctx, k.key("limits"), "rate", l.Rate, "period_ms", l.Per.Milliseconds())
+			p.HSet(ctx, key, "rate", l.Rate, "period_ms", l.Per.Milliseconds())
+		} else {
+			p.HDel(ctx, key, "rate", "period_ms")
 		}
 		p.RPush(ctx, k.key("wake"), "1") // pools blocked by the old limits look again
 		p.LTrim(ctx, k.key("wake"), 0, 0)

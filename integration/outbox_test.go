@@ -203,3 +203,255 @@ func TestFencedSQLExample(t *testing.T) {
 		}
 	}
 }
+
+// enqueueThroughOutbox writes jobs into the outbox in one committed
+// transaction.
+func enqueueThroughOutbox(t *testing.T, db *sql.DB, b *broker.Broker, table string, jobs ...broker.Job) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for _, j := range jobs {
+		if _, err := outbox.Enqueue(ctx, tx, b, table, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A job relayed from the outbox keeps its dependencies and their failure
+// policy, and a row whose unique key is held is done, not retried forever.
+func TestOutboxCarriesDependenciesAndUniqueKeys(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	for _, j := range []broker.Job{{ID: "parent"}, {ID: "gone"}, {ID: "holder", UniqueKey: "u1"}} {
+		j.Queue, j.Kind = "ob", "k"
+		if _, err := b.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Cancel(ctx, "ob", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	enqueueThroughOutbox(t, db, b, table,
+		broker.Job{Queue: "ob", Kind: "k", ID: "child", DependsOn: []string{"parent"}},
+		broker.Job{Queue: "ob", Kind: "k", ID: "follower", DependsOn: []string{"gone"}},
+		broker.Job{Queue: "ob", Kind: "k", ID: "stubborn", DependsOn: []string{"gone"}, RunIfDependencyFails: true},
+		broker.Job{Queue: "ob", Kind: "k", ID: "second", UniqueKey: "u1"})
+	r := &outbox.Relay{DB: db, Broker: b, Table: table}
+	if n, err := r.RelayOnce(ctx); err != nil || n != 3 {
+		t.Errorf("RelayOnce = %d, %v; want 3 jobs, and the held unique key counted as relayed", n, err)
+	}
+	for id, want := range map[string]broker.State{"child": broker.StateBlocked, "follower": broker.StateCancelled, "stubborn": broker.StatePending} {
+		j, err := b.Job(ctx, "ob", id)
+		if err != nil || j.State != want {
+			t.Errorf("job %s: %s, %v; want %s", id, j.State, err, want)
+		}
+	}
+	if _, err := b.Job(ctx, "ob", "second"); !errors.Is(err, broker.ErrJobNotFound) {
+		t.Errorf("the job whose unique key was held reached Redis: %v", err)
+	}
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows left in the outbox (%v)", left, err)
+	}
+}
+
+// insertOutboxRow writes a row by hand, as a bug or another program might:
+// outbox.Enqueue would refuse it.
+func insertOutboxRow(t *testing.T, db *sql.DB, table, id, queue, options string) {
+	t.Helper()
+	if _, err := db.Exec(`INSERT INTO "`+table+`" (id, queue, kind, payload, options) VALUES ($1, $2, 'k', '', $3)`, id, queue, options); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A batch full of rows Redis will never take (a payload over the limit, a
+// dependency that does not exist, a bad queue name, unreadable options)
+// is moved aside with its reasons in one round, so the rows behind it are
+// relayed by the next.
+func TestOutboxRefusedRowsMovedAside(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	lenient, err := broker.New(client(t), broker.Options{MaxPayloadBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, broker.MaxPayloadBytesDefault+1)
+	enqueueThroughOutbox(t, db, lenient, table,
+		broker.Job{Queue: "ob", Kind: "k", ID: "too-big", Payload: big},
+		broker.Job{Queue: "ob", Kind: "k", ID: "orphan", DependsOn: []string{"ghost"}})
+	insertOutboxRow(t, db, table, "bad-queue", "o{b}", `{}`)
+	insertOutboxRow(t, db, table, "bad-options", "ob", `{"priority":"high"}`)
+	good := []string{"good-1", "good-2", "good-3"}
+	for _, id := range good {
+		enqueueThroughOutbox(t, db, b, table, broker.Job{Queue: "ob", Kind: "k", ID: id})
+	}
+
+	r := &outbox.Relay{DB: db, Broker: b, Table: table, Batch: 4}
+	var errs []error
+	for range 2 {
+		_, err := r.RelayOnce(ctx)
+		errs = append(errs, err)
+	}
+	for _, id := range good {
+		if _, err := b.Job(ctx, "ob", id); err != nil {
+			t.Fatalf("%s not relayed within two rounds: %v (rounds answered %v)", id, err, errs)
+		}
+	}
+
+	var refused *outbox.RefusedError
+	if !errors.As(errs[0], &refused) || len(refused.Rows) != 4 || refused.Err != nil || errs[1] != nil {
+		t.Fatalf("rounds answered %v; want a RefusedError of 4 rows, then nil", errs)
+	}
+	listed, err := outbox.Refused(ctx, db, table, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, row := range listed {
+		reasons[row.ID] = row.Reason
+		if row.ID == "too-big" && len(row.Payload) != len(big) {
+			t.Errorf("too-big kept %d payload bytes, want %d", len(row.Payload), len(big))
+		}
+	}
+	for id, want := range map[string]string{"too-big": "payload", "orphan": "no such job", "bad-queue": "queue", "bad-options": "options"} {
+		if !strings.Contains(reasons[id], want) {
+			t.Errorf("refused row %s: reason %q, want one about %s (listed %+v)", id, reasons[id], want, reasons)
+		}
+	}
+	if len(listed) != 4 {
+		t.Errorf("listed %d refused rows, want 4", len(listed))
+	}
+	if rows, _ := outbox.Refused(ctx, db, table, 1); len(rows) != 1 || rows[0].ID != "too-big" {
+		t.Errorf("Refused with limit 1 answered %+v; want the oldest, too-big", rows)
+	}
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows left in the outbox (%v)", left, err)
+	}
+}
+
+// While Redis cannot be reached, rows stay in the outbox for the next
+// round: an outage refuses nothing.
+func TestOutboxKeepsRowsWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	enqueueThroughOutbox(t, db, b, table, broker.Job{Queue: "ob", Kind: "k", ID: "a"}, broker.Job{Queue: "ob", Kind: "k", ID: "b"})
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	unreachable, err := broker.New(down, broker.Options{Prefix: b.Prefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := (&outbox.Relay{DB: db, Broker: unreachable, Table: table}).RelayOnce(ctx)
+	var refused *outbox.RefusedError
+	if n != 0 || err == nil || errors.As(err, &refused) {
+		t.Fatalf("RelayOnce without Redis = %d, %v; want an error that refuses nothing", n, err)
+	}
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&left); err != nil || left != 2 {
+		t.Fatalf("%d rows left in the outbox (%v), want 2", left, err)
+	}
+	if n, err := (&outbox.Relay{DB: db, Broker: b, Table: table}).RelayOnce(ctx); n != 2 || err != nil {
+		t.Fatalf("RelayOnce once Redis is back = %d, %v; want 2", n, err)
+	}
+}
+
+// A job whose dependency is an outbox row another relay holds (or one this
+// batch has not reached) waits for it; it is not refused.
+func TestOutboxWaitsForADependencyStillInTheOutbox(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	enqueueThroughOutbox(t, db, b, table, broker.Job{Queue: "ob", Kind: "k", ID: "parent"},
+		broker.Job{Queue: "ob", Kind: "k", ID: "child", DependsOn: []string{"parent"}})
+	other, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	if _, err := other.Exec(`SELECT 1 FROM "` + table + `" WHERE id = 'parent' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	r := &outbox.Relay{DB: db, Broker: b, Table: table}
+	if n, err := r.RelayOnce(ctx); n != 0 || err != nil {
+		t.Fatalf("RelayOnce while the parent is held = %d, %v; want 0, nil", n, err)
+	}
+	if err := other.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.RelayOnce(ctx); n != 2 || err != nil {
+		t.Fatalf("RelayOnce once the parent is free = %d, %v; want 2", n, err)
+	}
+	if j, err := b.Job(ctx, "ob", "child"); err != nil || j.State != broker.StateBlocked {
+		t.Fatalf("child: %s, %v; want blocked on its parent", j.State, err)
+	}
+	if rows, err := outbox.Refused(ctx, db, table, 0); err != nil || len(rows) != 0 {
+		t.Fatalf("refused %+v (%v); want none", rows, err)
+	}
+}
+
+// recorder is a slog handler that passes each record on to a channel.
+type recorder chan slog.Record
+
+func (h recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h recorder) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h <- r.Clone():
+	default: // a full channel must not stall the pool
+	}
+	return nil
+}
+func (h recorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recorder) WithGroup(string) slog.Handler      { return h }
+
+// A pool relaying the outbox warns once for each row it sets aside, with
+// the row's id and reason, and goes on to the rows behind it.
+func TestOutboxRefusedRowWarnedByPool(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	insertOutboxRow(t, db, table, "bad-options", "ob", `{"priority":"high"}`)
+	enqueueThroughOutbox(t, db, b, table, broker.Job{Queue: "ob", Kind: "k", ID: "good"})
+	ran := make(chan string, 1)
+	h := handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {
+		ran <- j.ID
+		return nil
+	})
+	logs := make(recorder, 1000)
+	p, err := worker.New(b, h, worker.Config{Queues: []worker.Queue{{Name: "ob"}}, PollInterval: 20 * time.Millisecond,
+		Outbox: &outbox.Relay{DB: db, Broker: b, Table: table, Batch: 1}, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the row behind the refused one never ran")
+	}
+	for {
+		select {
+		case r := <-logs:
+			attrs := map[string]string{}
+			r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+			if r.Level == slog.LevelWarn && attrs["id"] == "bad-options" && strings.Contains(attrs["reason"], "options") {
+				return
+			}
+		case <-time.After(time.Second):
+			t.Fatal("no warning names the refused row and its reason")
+		}
+	}
+}

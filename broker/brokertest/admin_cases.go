@@ -636,6 +636,37 @@ func testLimits(t *testing.T, nb NewBackend) {
 	s.consistent(t)
 }
 
+// SetLimits changes the queue's limits and nothing else: its events stay
+// on, and limits read, changed and written back keep the ones left alone.
+func testLimitsKeepOtherSettings(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	noErr(t, "SetEvents", s.b.SetEvents(s.ctx, s.q, 1000))
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{Rate: 5, Per: time.Second}))
+	l, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "Limits", err)
+	l.MaxRunning = 3
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, l))
+	l, err = s.b.Limits(s.ctx, s.q)
+	noErr(t, "Limits", err)
+	want(t, "a rate, then max running", l, broker.Limits{MaxRunning: 3, Rate: 5, Per: time.Second})
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 3}))
+	l, _ = s.b.Limits(s.ctx, s.q)
+	want(t, "a zero rate removes the rate only", l, broker.Limits{MaxRunning: 3})
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{}))
+	l, _ = s.b.Limits(s.ctx, s.q)
+	want(t, "the zero Limits removes them all", l, broker.Limits{})
+
+	kept, err := s.b.EventsKept(s.ctx, s.q)
+	noErr(t, "EventsKept", err)
+	want(t, "events kept after SetLimits", kept, 1000)
+	id := s.enqueue(t, broker.Job{})
+	evs, err := s.b.RecentEvents(s.ctx, s.q, 1)
+	noErr(t, "RecentEvents", err)
+	if len(evs) != 1 || evs[0].JobID != id || evs[0].Event != "enqueued" {
+		t.Fatalf("after SetLimits, an enqueue recorded %+v; want its enqueued event", evs)
+	}
+}
+
 // With events on, every step of a job's life lands in the queue's stream.
 func testEvents(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)

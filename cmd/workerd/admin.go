@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -184,35 +185,61 @@ func runResume(ctx context.Context, e *env, args []string) error {
 }
 
 func runLimit(ctx context.Context, e *env, args []string) error {
-	const synopsis = "QUEUE [--max-running N] [--rate N --per D] | QUEUE --clear"
+	const synopsis = "QUEUE [--max-running N] [--rate N] [--per D] | QUEUE --clear"
 	fs := newFlags(e, "limit", synopsis)
 	var rf redisFlags
 	rf.register(fs)
-	maxRunning := fs.Int("max-running", 0, "at most this many jobs of the queue run at once, across every worker")
-	rate := fs.Int("rate", 0, "at most this many jobs start per --per, across every worker")
+	maxRunning := fs.Int("max-running", 0, "at most this many jobs of the queue run at once, across every worker (other limits are kept)")
+	rate := fs.Int("rate", 0, "at most this many jobs start per --per, across every worker (other limits are kept)")
 	per := fs.Duration("per", 0, "the rate's window, e.g. 1s or 1m")
-	clear := fs.Bool("clear", false, "remove the queue's limits")
+	clear := fs.Bool("clear", false, "remove all of the queue's limits")
 	pos, err := parse(fs, synopsis, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{{"max-running", *maxRunning < 1}, {"rate", *rate < 1}, {"per", *per <= 0}} {
+		if given[f.name] && f.bad {
+			return usagef("--%s %s: must be positive; to remove the queue's limits, use --clear", f.name, fs.Lookup(f.name).Value)
+		}
+	}
+	change := given["max-running"] || given["rate"] || given["per"]
+	if *clear && change {
+		return usagef("--clear removes every limit: give it without --max-running, --rate or --per")
 	}
 	_, b, err := rf.connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	q := pos[0]
-	if *clear || *maxRunning > 0 || *rate > 0 || *per > 0 {
-		l := broker.Limits{MaxRunning: *maxRunning, Rate: *rate, Per: *per}
+	l, err := b.Limits(ctx, q)
+	if err != nil {
+		return notFoundIsFailure(e, err)
+	}
+	if *clear || change {
+		// Only what was given changes: --rate alone keeps --max-running.
 		if *clear {
 			l = broker.Limits{}
+		}
+		if given["max-running"] {
+			l.MaxRunning = *maxRunning
+		}
+		if given["rate"] {
+			l.Rate = *rate
+		}
+		if given["per"] {
+			l.Per = *per
 		}
 		if err := b.SetLimits(ctx, q, l); err != nil {
 			return notFoundIsFailure(e, err)
 		}
-	}
-	l, err := b.Limits(ctx, q)
-	if err != nil {
-		return err
+		if l, err = b.Limits(ctx, q); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(e.stdout, "%s: %s\n", q, describeLimits(l))
 	return nil

@@ -33,7 +33,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	runIfFails := fs.Bool("run-if-dependency-fails", false, "with --after: run even when a dependency ends dead or cancelled (default: cancel this job)")
 	wait := fs.Bool("wait", false, "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done)")
 	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
-	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each {"kind": …, "payload": …, "id": …, "delay": "5s", "at": …, "max_attempts": …, "priority": …}`)
+	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each {"kind": …, "payload": …, "id": …, "delay": "5s", "at": …, "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h", "depends_on": [ids…], "run_if_dependency_fails": true}; a line whose unique key is held is reported, not failed`)
 	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
 	if err != nil {
 		return err
@@ -125,13 +125,17 @@ func readPayload(e *env, spec string, raw bool) ([]byte, error) {
 
 // jsonlJob is one line of an --jsonl file.
 type jsonlJob struct {
-	Kind        string          `json:"kind"`
-	Payload     json.RawMessage `json:"payload"`
-	ID          string          `json:"id"`
-	Delay       string          `json:"delay"`
-	At          time.Time       `json:"at"`
-	MaxAttempts int             `json:"max_attempts"`
-	Priority    int             `json:"priority"`
+	Kind                 string          `json:"kind"`
+	Payload              json.RawMessage `json:"payload"`
+	ID                   string          `json:"id"`
+	Delay                string          `json:"delay"`
+	At                   time.Time       `json:"at"`
+	MaxAttempts          int             `json:"max_attempts"`
+	Priority             int             `json:"priority"`
+	UniqueKey            string          `json:"unique_key"`
+	UniqueFor            string          `json:"unique_for"`
+	DependsOn            []string        `json:"depends_on"`
+	RunIfDependencyFails bool            `json:"run_if_dependency_fails"`
 }
 
 const enqueueBatch = 500
@@ -162,16 +166,22 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 		read       int64
 		line, ok   int
 		failed     int
+		held       int
 		lastReport time.Time
 	)
 	flush := func() {
 		for i, r := range b.EnqueueMany(ctx, batch) {
-			if r.Err != nil {
+			switch {
+			case errors.Is(r.Err, broker.ErrUniqueHeld):
+				// Not a failure: the job the line asks for is the holder.
+				held++
+				fmt.Fprintf(e.stderr, "line %d: unique key %q is held by job %s: nothing enqueued\n", lines[i], batch[i].UniqueKey, r.ID)
+			case r.Err != nil:
 				failed++
 				fmt.Fprintf(e.stderr, "line %d: %v\n", lines[i], r.Err)
-				continue
+			default:
+				ok++
 			}
-			ok++
 		}
 		batch, lines = batch[:0], lines[:0]
 		if tty && time.Since(lastReport) > 100*time.Millisecond {
@@ -210,7 +220,11 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read --jsonl after line %d: %w", line, err)
 	}
-	fmt.Fprintf(e.stdout, "enqueued %d jobs, %d failed\n", ok, failed)
+	if held > 0 {
+		fmt.Fprintf(e.stdout, "enqueued %d jobs, %d failed, %d already held by a unique key\n", ok, failed, held)
+	} else {
+		fmt.Fprintf(e.stdout, "enqueued %d jobs, %d failed\n", ok, failed)
+	}
 	if failed > 0 {
 		return errFailed
 	}
@@ -227,16 +241,23 @@ func parseJSONL(queue string, text []byte) (broker.Job, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return broker.Job{}, errors.New("not a job: more follows the job's JSON object; write one job per line")
 	}
-	j := broker.Job{Queue: queue, Kind: l.Kind, ID: l.ID, RunAt: l.At, MaxAttempts: l.MaxAttempts, Priority: l.Priority, Payload: l.Payload}
+	j := broker.Job{Queue: queue, Kind: l.Kind, ID: l.ID, RunAt: l.At, MaxAttempts: l.MaxAttempts, Priority: l.Priority, Payload: l.Payload,
+		UniqueKey: l.UniqueKey, DependsOn: l.DependsOn, RunIfDependencyFails: l.RunIfDependencyFails}
 	if len(j.Payload) == 0 {
 		j.Payload = []byte("{}")
 	}
-	if l.Delay != "" {
-		d, err := time.ParseDuration(l.Delay)
-		if err != nil {
-			return broker.Job{}, fmt.Errorf("delay %q is not a duration (write it with a unit: 30s, 5m)", l.Delay)
+	for _, d := range []struct {
+		field, text string
+		to          *time.Duration
+	}{{"delay", l.Delay, &j.Delay}, {"unique_for", l.UniqueFor, &j.UniqueFor}} {
+		if d.text == "" {
+			continue
 		}
-		j.Delay = d
+		v, err := time.ParseDuration(d.text)
+		if err != nil {
+			return broker.Job{}, fmt.Errorf("%s %q is not a duration (write it with a unit: 30s, 5m)", d.field, d.text)
+		}
+		*d.to = v
 	}
 	return j, nil
 }

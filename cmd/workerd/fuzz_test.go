@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,13 +89,19 @@ func FuzzLoadConfig(f *testing.F) {
 // FuzzParseJSONL feeds arbitrary lines to parseJSONL. A line it accepts
 // must be exactly one JSON object (a second value on the line would be a
 // job silently dropped) and yield a job of queue "q" whose kind, id,
-// attempts and priority are the line's, with a payload that is JSON.
+// attempts, priority, unique key and dependencies are the line's, with a
+// payload that is JSON.
 func FuzzParseJSONL(f *testing.F) {
 	for _, s := range []string{
 		`{"kind":"k"}`,
 		`{"kind":"k","payload":{"a":1},"id":"x","delay":"5s","max_attempts":3,"priority":-5}`,
 		`{"kind":"k","at":"2026-12-01T09:00:00Z","payload":[1,"2",null]}`,
 		`{"kind":"k","payload":null}`,
+		`{"kind":"k","unique_key":"u","unique_for":"1h","depends_on":["a","b"],"run_if_dependency_fails":true}`,
+		`{"kind":"k","unique_for":"1"}`,
+		`{"kind":"k","depends_on":"a"}`,
+		`{"kind":"k","depends_on":[1,null]}`,
+		`{"kind":"k","depends_on":[],"run_if_dependency_fails":"yes"}`,
 		`{"kind":"k","delay":"5"}`,
 		`{"kind":"k","bogus":1}`,
 		`{"kind":"k"} {"kind":"j"}`,
@@ -132,6 +139,12 @@ func FuzzParseJSONL(f *testing.F) {
 		}
 		if want.Delay == "" && j.Delay != 0 {
 			t.Fatalf("delay %v for a line without one", j.Delay)
+		}
+		if j.UniqueKey != want.UniqueKey || !slices.Equal(j.DependsOn, want.DependsOn) || j.RunIfDependencyFails != want.RunIfDependencyFails {
+			t.Fatalf("job %+v from line %q (decoded %+v)", j, line, want)
+		}
+		if want.UniqueFor == "" && j.UniqueFor != 0 {
+			t.Fatalf("unique_for %v for a line without one", j.UniqueFor)
 		}
 	})
 }

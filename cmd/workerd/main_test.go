@@ -46,6 +46,16 @@ func (c *cli) ok(stdin string, args ...string) string {
 	return out
 }
 
+// ok2 is ok answering standard error too.
+func (c *cli) ok2(stdin string, args ...string) (string, string) {
+	c.t.Helper()
+	code, out, errOut := c.run(stdin, args...)
+	if code != 0 {
+		c.t.Fatalf("workerd %v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out, errOut
+}
+
 func (c *cli) job(queue, id string) jobJSON {
 	c.t.Helper()
 	var j jobJSON
@@ -409,5 +419,81 @@ func TestEnqueueAfter(t *testing.T) {
 	}
 	if code, _, errOut := c.run("", "enqueue", "q", "k", "--after", "nope"); code != 2 || !strings.Contains(errOut, "no such job") {
 		t.Fatalf("--after a missing job: exit %d: %s", code, errOut)
+	}
+}
+
+// A --jsonl line carries unique keys and dependencies like the flags do; a
+// held unique key is reported with the holder, and is not a failed line.
+func TestEnqueueJSONLUniqueAndDependencies(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "enqueue", "q", "k", "--id", "gone")
+	c.ok("", "cancel", "q", "gone")
+	lines := strings.Join([]string{
+		`{"kind":"k","id":"parent"}`,
+		`{"kind":"k","id":"child","depends_on":["parent"]}`,
+		`{"kind":"k","id":"stubborn","depends_on":["gone"],"run_if_dependency_fails":true}`,
+		`{"kind":"k","id":"follower","depends_on":["gone"]}`,
+		`{"kind":"k","id":"first","unique_key":"report","unique_for":"1h"}`,
+		`{"kind":"k","id":"again","unique_key":"report"}`,
+	}, "\n")
+	code, out, errOut := c.run(lines, "enqueue", "q", "--jsonl", "-")
+	if code != 0 || !strings.Contains(out, "enqueued 5 jobs, 0 failed") {
+		t.Fatalf("exit %d, want 0 with a held key not counted as failed\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, `line 6: unique key "report" is held by job first`) {
+		t.Fatalf("the held key is not reported with its line and holder: %q", errOut)
+	}
+	for id, want := range map[string]string{"child": "blocked", "stubborn": "pending", "follower": "cancelled"} {
+		if j := c.job("q", id); j.State != want {
+			t.Errorf("job %s: %s, want %s", id, j.State, want)
+		}
+	}
+	// unique_for holds the key past the job's end. (The newcomer asks for
+	// a TTL too: the enqueue script reads the newcomer's, not the holder's.)
+	c.ok("", "cancel", "q", "first")
+	if _, errOut := c.ok2("", "enqueue", "q", "k", "--unique", "report", "--unique-for", "1h"); !strings.Contains(errOut, "held by job first") {
+		t.Fatalf("after its holder was cancelled, the key is free: unique_for was lost (%q)", errOut)
+	}
+
+	code, out, errOut = c.run(`{"kind":"k","unique_key":"x","unique_for":"soon"}`, "enqueue", "q", "--jsonl", "-")
+	if code != 1 || !strings.Contains(out, "1 failed") || !strings.Contains(errOut, "unique_for") {
+		t.Fatalf("a bad unique_for: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// workerd limit changes only the limits it is given: a rate keeps the
+// running limit and the other way round, and the queue's events stay on.
+// Zero and negative values are usage errors, never a silent success.
+func TestLimitCommandChangesOnlyWhatIsGiven(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "events", "q", "--keep", "100")
+	c.ok("", "limit", "q", "--rate", "10", "--per", "1s")
+	if out := c.ok("", "limit", "q", "--max-running", "3"); !strings.Contains(out, "at most 3 running, at most 10 starts per 1s") {
+		t.Fatalf("--max-running after a rate: %s", out)
+	}
+	if out := c.ok("", "limit", "q", "--rate", "20"); !strings.Contains(out, "at most 3 running, at most 20 starts per 1s") {
+		t.Fatalf("--rate alone after both: %s", out)
+	}
+	if out := c.ok("", "events", "q"); !strings.Contains(out, "keeping about 100") {
+		t.Fatalf("events after workerd limit: %s", out)
+	}
+	for _, bad := range [][]string{
+		{"--max-running", "0"}, {"--max-running", "-1"}, {"--rate", "0"}, {"--rate", "-1"}, {"--per", "0s"}, {"--per", "-1s"},
+		{"--clear", "--rate", "5"},
+	} {
+		code, _, errOut := c.run("", append([]string{"limit", "q"}, bad...)...)
+		msg, _, _ := strings.Cut(errOut, "\n")
+		if code != 2 || !strings.Contains(msg, bad[len(bad)-2]) || !strings.Contains(msg, "--clear") {
+			t.Errorf("workerd limit q %v: exit %d, %q; want 2 and one line naming the flag and --clear", bad, code, errOut)
+		}
+	}
+	if out := c.ok("", "limit", "q"); !strings.Contains(out, "at most 3 running, at most 20 starts per 1s") {
+		t.Fatalf("limits after refused values: %s", out)
+	}
+	if out := c.ok("", "limit", "q", "--clear"); !strings.Contains(out, "no limits") {
+		t.Fatalf("limit --clear: %s", out)
+	}
+	if out := c.ok("", "events", "q"); !strings.Contains(out, "keeping about 100") {
+		t.Fatalf("events after workerd limit --clear: %s", out)
 	}
 }
