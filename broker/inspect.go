@@ -202,6 +202,10 @@ type Overview struct {
 	DoneLastMinute int64
 	// Paused: no pool claims from the queue until it is resumed.
 	Paused bool
+	// Due is how many scheduled jobs are due on Redis's clock: the next
+	// claim promotes them. Read with the counts, it tells whether a queue
+	// has work now without racing a claim.
+	Due int64
 }
 
 // Overview reads a queue's counts, the age of its next job and its recent
@@ -221,6 +225,7 @@ func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
 	o.DoneLastMinute = r.int()
 	o.Paused = r.int() == 1
 	o.Blocked = r.int()
+	o.Due = r.int()
 	return o, r.err
 }
 

@@ -24,6 +24,8 @@ type ackResult struct {
 var errHalted = errors.New("pool stopped")
 
 // ack settles a's job as done through the acker, and waits for the answer.
+// A handler that Shutdown abandoned may get here after the acker has
+// exited: it gets errHalted, not a wait that never ends.
 func (p *Pool) ack(a *active) (broker.Outcome, error) {
 	r := &ackReq{a: a, out: make(chan ackResult, 1)}
 	select {
@@ -31,8 +33,19 @@ func (p *Pool) ack(a *active) (broker.Outcome, error) {
 	case <-p.halt:
 		return broker.Stale, errHalted
 	}
-	res := <-r.out
-	return res.outcome, res.err
+	select {
+	case res := <-r.out:
+		return res.outcome, res.err
+	case <-p.ackerDone:
+		// The acker answers before it takes the next request, so an answer
+		// is here by now unless the request was never taken.
+		select {
+		case res := <-r.out:
+			return res.outcome, res.err
+		default:
+			return broker.Stale, errHalted
+		}
+	}
 }
 
 // acker sends acks in batches: it takes whatever successes are waiting

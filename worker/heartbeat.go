@@ -40,13 +40,11 @@ func (p *Pool) heartbeat() {
 // renew runs one heartbeat round; it reports whether Redis answered.
 func (p *Pool) renew(interval time.Duration) bool {
 	var held []*active
-	deadline := time.Now().Add(interval)
 	for _, a := range p.snapshot() {
 		if gone(a) {
 			continue
 		}
 		held = append(held, a)
-		deadline = minTime(deadline, a.deadline())
 	}
 	if len(held) == 0 {
 		return true
@@ -55,9 +53,11 @@ func (p *Pool) renew(interval time.Duration) bool {
 	for i, a := range held {
 		leases[i] = a.lease
 	}
-	// A renew answered after the earliest deadline is of no use to that
-	// lease (clients with ContextTimeoutEnabled give up then).
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// The round is bounded by the next one, not by any lease's deadline: a
+	// lease at or past its deadline (one whose ack is retried through its
+	// node's outage, say) would cut the round short for every other lease.
+	// Its watchdog takes care of it.
+	ctx, cancel := context.WithTimeout(context.Background(), interval)
 	began := time.Now()
 	rs, err := p.b.Renew(ctx, leases, p.cfg.LeaseDuration)
 	cancel()

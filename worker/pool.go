@@ -15,8 +15,9 @@ import (
 )
 
 // abandonAfter is how long Shutdown waits for a handler that ignores its
-// cancelled context before releasing its lease without it.
-const abandonAfter = 5 * time.Second
+// cancelled context before releasing its lease without it. A variable only
+// so that tests can shorten it.
+var abandonAfter = 5 * time.Second
 
 // Pool runs handlers on jobs claimed from its queues. Start it once; stop it
 // with Shutdown (or use Run).

@@ -56,3 +56,23 @@ func TestEnvEnqueueWorkAdvance(t *testing.T) {
 		t.Fatal("nothing should wait any more")
 	}
 }
+
+// Work does not stop while a job that fell due is being claimed: the claim
+// can land between any two reads Work makes, and its reply can still be on
+// its way to the pool. Each round gives that race another chance (one in
+// ten or so, when Work read Redis in several steps).
+func TestEnvWorkRunsDueJob(t *testing.T) {
+	env := workertest.New(t)
+	ctx := context.Background()
+	mux := handlers.NewMux()
+	mux.HandleFunc("k", func(context.Context, *handlers.Job) error { return nil })
+	for round := range 50 {
+		if _, err := env.Broker.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", Delay: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		env.Advance(time.Minute)
+		if s := env.Work(t, mux, "q"); s.Succeeded != 1 {
+			t.Fatalf("round %d: %+v; want the due job done", round, s)
+		}
+	}
+}
