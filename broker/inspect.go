@@ -206,6 +206,9 @@ type Overview struct {
 	// claim promotes them. Read with the counts, it tells whether a queue
 	// has work now without racing a claim.
 	Due int64
+	// Cascading is how many finished jobs still have dependents to release
+	// or cancel: the next claims and reaps settle them, in bounded steps.
+	Cascading int64
 }
 
 // Overview reads a queue's counts, the age of its next job and its recent
@@ -226,6 +229,7 @@ func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
 	o.Paused = r.int() == 1
 	o.Blocked = r.int()
 	o.Due = r.int()
+	o.Cascading = r.int()
 	return o, r.err
 }
 

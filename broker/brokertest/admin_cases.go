@@ -94,7 +94,13 @@ func testDelay(t *testing.T, nb NewBackend) {
 	if res.NextDue <= 0 || res.NextDue > past {
 		t.Fatalf("NextDue = %v, want in (0, %v]", res.NextDue, past)
 	}
+	o, err := s.b.Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	want(t, "due before its time", o.Due, int64(0))
 	s.Advance(past)
+	o, err = s.b.Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	want(t, "due once its time came", o.Due, int64(1))
 	l := s.claimOne(t, long)
 	want(t, "delayed job", l.ID, id)
 	want(t, "job due in an hour", s.job(t, at).State, broker.StateScheduled)
@@ -867,9 +873,15 @@ func testBoundedCascades(t *testing.T, nb NewBackend) {
 		if c.Pending == 0 || c.Pending > 50 {
 			t.Fatalf("the ack released %d of %d dependents itself; want some, and at most its budget of 50", c.Pending, n)
 		}
+		o, err := s.b.Overview(s.ctx, s.q)
+		noErr(t, "Overview", err)
+		want(t, "finished jobs with dependents left", o.Cascading, int64(1))
 		steps := s.settleCascade(t)
 		c, _ = s.b.Counts(s.ctx, s.q)
 		want(t, "dependents released", c.Pending, int64(n))
+		o, err = s.b.Overview(s.ctx, s.q)
+		noErr(t, "Overview", err)
+		want(t, "finished jobs with dependents left", o.Cascading, int64(0))
 		if steps < (n-50)/50 {
 			t.Fatalf("%d steps of at most 50 settled %d dependents", steps, n-50)
 		}

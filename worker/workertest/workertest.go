@@ -143,7 +143,8 @@ func (e *Env) Work(t testing.TB, h handlers.Handler, queues ...string) worker.St
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		// Each queue is read in one script, atomic with the claim script, so
 		// a job is seen as due, pending or running, whichever it is, even
-		// while a claim's reply is still on its way to the pool. A handler
+		// while a claim's reply is still on its way to the pool; dependents
+		// still to be released count as work too. A handler
 		// whose settlement Redis already has may still be finishing: waiting
 		// for Running to reach 0 puts it in the counters Work returns.
 		busy := false
@@ -152,7 +153,7 @@ func (e *Env) Work(t testing.TB, h handlers.Handler, queues ...string) worker.St
 			if err != nil {
 				t.Fatalf("workertest: %v", err)
 			}
-			if o.Due+o.Pending+o.Running > 0 {
+			if o.Due+o.Pending+o.Running+o.Cascading > 0 {
 				busy = true
 			}
 		}
