@@ -19,10 +19,14 @@
 //	<prefix>:{<queue>}:cancelled  ZSET  cancelled jobs, by finished_at
 //	<prefix>:{<queue>}:wake       LIST  wake-up token for blocked workers
 //	<prefix>:{<queue>}:seq        STRING FIFO sequence of ready
+//	<prefix>:{<queue>}:gen        STRING the queue's generation counter
+//	<prefix>:{<queue>}:cascade    LIST  finished jobs whose dependents are
+//	                                    still to be released or cancelled
 //	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
-//	  :children:<id>, :waiting:<id>, :finished:<id>
+//	  :children:<id>, :cascade:<n>, :finished:<id>, :claim:<request id>
 //	                                    flow control, events, unique keys,
-//	                                    dependents and Wait's wake-ups
+//	                                    dependents, Wait's wake-ups and the
+//	                                    leases a claim request took
 //	<prefix>:queues               SET   every queue this prefix has seen
 //
 // All times inside the scripts come from the Redis server's TIME. A worker
@@ -37,25 +41,56 @@
 //  1. One valid claim. A claim (id, gen, token) is valid iff the job hash
 //     holds state=running with that gen and that token. At most one claim
 //     per job is valid at any time: every claim installs a fresh token.
+//
 //  2. Fencing. Renew, Progress, Ack, Fail, Snooze and Release change nothing
 //     unless their claim is valid; otherwise they answer [Stale]. A stale
 //     worker can never overwrite the work of the claim that replaced it.
+//
 //  3. Monotonic generation. gen strictly increases with every claim,
-//     release, release_unowned and reap of a job. Handlers receive (id, gen)
-//     as a fencing token for external systems. The token guards the case gen
-//     alone cannot: a job deleted and enqueued again under the same id starts
-//     again at gen 0, but never with the same token.
+//     release, release_unowned, reap and retry of a job. Handlers receive
+//     (id, gen) as a fencing token for external systems.
+//
 //  4. Expiry is a recovery clock, not a revocation. A lease past its
 //     lease_until that no reaper has taken still belongs to its token: its
 //     owner may renew or settle it. Once Reap or ReleaseUnowned has taken it,
 //     the old token is dead.
+//
 //  5. Recovery while running. Reap recovers a bounded batch of expired
 //     leases on any call, from any live process; no restart is needed. (The
 //     worker package calls it at its loop head.)
+//
 //  6. Nothing lost. Every job id is in exactly the index that matches its
 //     state. [Broker.Check] verifies it on a live Redis. A script that meets
 //     an index entry whose hash disagrees refiles it, and a hash holding
 //     garbage is marked dead with the reason, never dropped.
+//
+//  7. (The worker package's: a handler stops when its lease is gone.)
+//
+//  8. Bounded scripts. No script's work grows with anything but the batch
+//     its caller passes (ids, acks, leases, a limit) plus a fixed budget:
+//     no scan of a whole index, no recursion. A finished job hands its
+//     dependents to the queue's cascade in O(1); they are released or
+//     cancelled at most 50 per settling script and per Claim, and Reap
+//     settles up to its limit ([ReapResult.CascadeLeft] says when more
+//     wait). A unique key is freed and Wait callers are woken in O(1).
+//
+//  9. Safe to re-send. A client that lost a reply may send the same request
+//     again: Claim under the same request id ([Broker.ClaimRequest])
+//     answers the same leases; Ack, Fail, Snooze and Release answer the
+//     outcome their claim's settlement recorded (the job keeps the claim's
+//     token and the outcome); Enqueue recognises its own request and
+//     answers its job, not a duplicate; Retry and Cancel answer as the
+//     first call did. None changes anything the second time, so a lost
+//     reply never costs a job an attempt and never makes a stored result
+//     look stale.
+//
+//  10. Fencing tokens grow across id reuse. Every generation is drawn from
+//     a counter per queue, so it is greater than every generation ever
+//     issued in the queue, also after a job was trimmed and its id
+//     enqueued again: a fence that keeps the highest generation per job id
+//     (UPDATE … WHERE fence < $gen) is right for every job that ever had
+//     that id. The claim token still tells two claims apart whatever their
+//     generations.
 //
 // Delivery is at least once: a handler may run again after a crash, so
 // handlers must be idempotent. Fencing guarantees that the queue's own state

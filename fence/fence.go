@@ -4,7 +4,9 @@
 // pause, a partition) can overwrite what its successor wrote.
 //
 // A Token is a job's id and the generation of the claim a handler runs
-// under; every later claim of the job has a larger generation. A fenced
+// under; every later claim of the job has a larger generation, also when
+// the job was trimmed and its id enqueued again (generations come from a
+// counter per queue). A fenced
 // write records, per job, the highest generation applied, and refuses a
 // lower one. Redis writes go through one Lua script (Redis.HSet); for SQL
 // keep a fence column beside the data and make the write conditional:
