@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -66,6 +68,7 @@ func (b *Broker) check(ctx context.Context, queue string) ([]Inconsistency, erro
 		out = append(out, Inconsistency{ID: id, Problem: fmt.Sprintf(format, args...)})
 	}
 	seen := map[string]bool{}
+	var blocked []string
 	var cursor uint64
 	pattern := globEscape(k.job) + "*"
 	for {
@@ -107,6 +110,8 @@ func (b *Broker) check(ctx context.Context, queue string) ([]Inconsistency, erro
 				if until != fmt.Sprint(leaseScore[id]) {
 					add(id, "lease_until is %q but the leases index says %d", until, leaseScore[id])
 				}
+			case state == string(StateBlocked):
+				blocked = append(blocked, id)
 			}
 		}
 		cursor = next
@@ -117,6 +122,15 @@ func (b *Broker) check(ctx context.Context, queue string) ([]Inconsistency, erro
 	for id, where := range listed {
 		if !seen[id] {
 			add(id, "listed in %v but the job hash does not exist", where)
+		}
+	}
+	for _, id := range blocked {
+		stuck, err := b.stuck(ctx, node, k, id)
+		if err != nil {
+			return nil, fmt.Errorf("fenceq: check queue %q: %w", queue, err)
+		}
+		if stuck != "" {
+			add(id, "%s", stuck)
 		}
 	}
 	slices.SortFunc(out, func(a, b Inconsistency) int { return strings.Compare(a.ID+a.Problem, b.ID+b.Problem) })
@@ -146,4 +160,42 @@ func globEscape(s string) string {
 		sb.WriteRune(r)
 	}
 	return sb.String()
+}
+
+// stuck reads, in one transaction, a blocked job, the jobs it depends on
+// and the queue's cascade: a job that waits although none of its
+// dependencies is still open, and no cascade is left to settle it, would
+// wait forever. It answers why, or "" for a job that is fine.
+func (b *Broker) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id string) (string, error) {
+	f, err := node.HMGet(ctx, k.job+id, "state", "depends_on").Result()
+	if err != nil {
+		return "", err
+	}
+	var deps []string
+	if s, _ := f[1].(string); f[0] != string(StateBlocked) || json.Unmarshal([]byte(s), &deps) != nil {
+		return "", nil // moved on since the scan, or a job of an older version
+	}
+	var self *redis.StringCmd
+	var states []*redis.StringCmd
+	var cascading *redis.IntCmd
+	_, err = node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		self = p.HGet(ctx, k.job+id, "state")
+		for _, d := range deps {
+			states = append(states, p.HGet(ctx, k.job+d, "state"))
+		}
+		cascading = p.LLen(ctx, k.key("cascade"))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", err
+	}
+	if self.Val() != string(StateBlocked) || cascading.Val() > 0 {
+		return "", nil
+	}
+	for _, s := range states {
+		if st := State(s.Val()); st.valid() && !st.Final() {
+			return "", nil // waits for a job that is still open
+		}
+	}
+	return fmt.Sprintf("job is blocked, but none of the jobs it depends on (%v) is still open, and no dependents are left to settle", deps), nil
 }

@@ -820,6 +820,20 @@ func testDependencyEdges(t *testing.T, nb NewBackend) {
 		want(t, "the new c after p, which it never named, was done", s.job(t, "c").State, broker.StateBlocked)
 		s.consistent(t)
 	})
+	t.Run("CheckFindsADependentNobodyWillRelease", func(t *testing.T) {
+		s := setup(t, nb)
+		p := s.enqueue(t, broker.Job{})
+		c := s.enqueue(t, broker.Job{DependsOn: []string{p}})
+		s.consistent(t)
+		// Lose the record of c as p's dependent, as a bug or a hand edit would.
+		noErr(t, "DEL", s.Client.Del(s.ctx, s.b.Prefix()+":{"+s.q+"}:children:"+p).Err())
+		s.ackAll(t)
+		bad, err := s.b.Check(s.ctx, s.q)
+		noErr(t, "Check", err)
+		if len(bad) != 1 || bad[0].ID != c || !strings.Contains(bad[0].Problem, "blocked") {
+			t.Fatalf("Check found %v; want %s reported as blocked for ever", bad, c)
+		}
+	})
 	t.Run("RetriedDependentWaitsAgain", func(t *testing.T) {
 		s := setup(t, nb)
 		p := s.enqueue(t, broker.Job{})
