@@ -56,6 +56,7 @@ type model struct {
 	uniq       map[string]holder
 	maxRunning int
 	events     int
+	paused     bool
 }
 
 func testModel(t *testing.T, nb NewBackend) {
@@ -78,6 +79,8 @@ func testModel(t *testing.T, nb NewBackend) {
 			"reap":           m.reap,
 			"cancel":         m.cancelJob,
 			"retry":          m.retry,
+			"retryDead":      m.retryDead,
+			"pause":          m.pause,
 			"trim":           m.trim,
 			"wait":           m.wait,
 			"limits":         m.setLimits,
@@ -123,7 +126,28 @@ func (m *model) lostReply(t *rapid.T) context.Context {
 	return m.s.ctx
 }
 
+// enqueue enqueues one job with Enqueue, or a few with EnqueueMany (each
+// judged in order, as Redis runs them).
 func (m *model) enqueue(t *rapid.T) {
+	jobs := make([]broker.Job, rapid.IntRange(1, 3).Draw(t, "jobs"))
+	for i := range jobs {
+		jobs[i] = m.drawJob(t, i)
+	}
+	ctx := m.lostReply(t)
+	var res []broker.Enqueued
+	if len(jobs) == 1 {
+		id, err := m.s.b.Enqueue(ctx, jobs[0])
+		res = []broker.Enqueued{{ID: id, Err: err}}
+	} else {
+		res = m.s.b.EnqueueMany(ctx, jobs)
+	}
+	for i, j := range jobs {
+		m.enqueued(t, j, res[i].ID, res[i].Err)
+	}
+}
+
+// drawJob draws the i-th job of an enqueue.
+func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 	j := broker.Job{Queue: m.s.q, Kind: "k", MaxAttempts: rapid.IntRange(1, 3).Draw(t, "max_attempts")}
 	if rapid.IntRange(0, 9).Draw(t, "delayed") == 0 {
 		j.Delay = time.Hour
@@ -132,7 +156,7 @@ func (m *model) enqueue(t *rapid.T) {
 	// is a duplicate; a trimmed job's is free again).
 	switch rapid.IntRange(0, 3).Draw(t, "id") {
 	case 1:
-		j.ID = fmt.Sprintf("job-%d", len(m.ids))
+		j.ID = fmt.Sprintf("job-%d-%d", len(m.ids), i)
 	case 2:
 		if len(m.ids) > 0 {
 			j.ID = rapid.SampledFrom(m.ids).Draw(t, "reused id")
@@ -151,7 +175,11 @@ func (m *model) enqueue(t *rapid.T) {
 			j.UniqueFor = time.Hour
 		}
 	}
-	id, err := m.s.b.Enqueue(m.lostReply(t), j)
+	return j
+}
+
+// enqueued checks the answer to enqueuing j and moves the model on.
+func (m *model) enqueued(t *rapid.T, j broker.Job, id string, err error) {
 
 	if j.ID != "" && m.jobs[j.ID] != nil {
 		wantErr(t, "enqueue of a live id", err, broker.ErrJobExists)
@@ -165,7 +193,7 @@ func (m *model) enqueue(t *rapid.T) {
 	}
 	for _, d := range deps {
 		if m.jobs[d] == nil {
-			wantErr(t, "enqueue depending on a missing job", err, broker.ErrInvalid)
+			wantErr(t, "enqueue of "+j.ID+" depending on missing job "+d, err, broker.ErrInvalid)
 			return
 		}
 	}
@@ -273,6 +301,9 @@ func (m *model) claim(t *rapid.T) {
 		}
 	}
 	w := min(n, pending)
+	if m.paused {
+		w = 0
+	}
 	if m.maxRunning > 0 {
 		w = min(w, max(0, m.maxRunning-running))
 	}
@@ -597,25 +628,7 @@ func (m *model) retry(t *rapid.T) {
 		want(t, "Retry's previous state", prev, j.state)
 		return
 	}
-	open := map[string]bool{}
-	refused := ""
-	if !j.met && len(j.deps) > 0 {
-		for _, d := range j.deps {
-			if m.jobs[d] == nil {
-				refused = "dependency " + d + " does not exist"
-				break
-			}
-		}
-		if refused == "" {
-			var failed bool
-			if open, failed = m.dependencies(j); failed {
-				refused = "a dependency failed"
-			}
-		}
-	}
-	if h, held := m.held(j.unique); refused == "" && !j.uniqueTTL && held && h != id {
-		refused = "unique key held by " + h
-	}
+	open, refused := m.retryVerdict(id)
 	if refused != "" {
 		if err == nil {
 			t.Fatalf("Retry of %s succeeded; want it refused: %s", id, refused)
@@ -625,6 +638,64 @@ func (m *model) retry(t *rapid.T) {
 	}
 	noErr(t, "Retry", err)
 	want(t, "Retry's previous state", prev, j.state)
+	m.retried(t, id, open)
+}
+
+// retryDead sends the oldest dead jobs back; which ones Redis took is read
+// back, and each must have been one the model lets go back.
+func (m *model) retryDead(t *rapid.T) {
+	limit := rapid.IntRange(1, 3).Draw(t, "limit")
+	var dead []string
+	for id, j := range m.jobs {
+		if j.state == broker.StateDead {
+			dead = append(dead, id)
+		}
+	}
+	n, err := m.s.b.RetryDead(m.lostReply(t), m.s.q, limit)
+	noErr(t, "RetryDead", err)
+	moved := 0
+	for _, id := range dead {
+		if m.s.job(t, id).State == broker.StateDead {
+			continue
+		}
+		open, refused := m.retryVerdict(id)
+		if refused != "" {
+			t.Fatalf("RetryDead sent %s back; the model refuses it: %s", id, refused)
+		}
+		m.retried(t, id, open)
+		moved++
+	}
+	want(t, "jobs RetryDead sent back", n, moved)
+	if moved > limit {
+		t.Fatalf("RetryDead sent %d jobs back with limit %d", moved, limit)
+	}
+}
+
+// retryVerdict says whether a dead or cancelled job may go back: the
+// dependencies it waits for again, or why it may not.
+func (m *model) retryVerdict(id string) (open map[string]bool, refused string) {
+	j := m.jobs[id]
+	open = map[string]bool{}
+	if !j.met && len(j.deps) > 0 {
+		for _, d := range j.deps {
+			if m.jobs[d] == nil {
+				return nil, "dependency " + d + " does not exist"
+			}
+		}
+		var failed bool
+		if open, failed = m.dependencies(j); failed {
+			return nil, "a dependency failed"
+		}
+	}
+	if h, held := m.held(j.unique); !j.uniqueTTL && held && h != id {
+		return nil, "unique key held by " + h
+	}
+	return open, ""
+}
+
+// retried moves the model on after a retry of job id.
+func (m *model) retried(t *rapid.T, id string, open map[string]bool) {
+	j := m.jobs[id]
 	m.readGen(t, "retry", id)
 	j.attempt, j.cancel, j.token, j.settled = 0, false, "", ""
 	if j.unique != "" && !j.uniqueTTL {
@@ -636,6 +707,16 @@ func (m *model) retry(t *rapid.T) {
 	}
 	j.met = true
 	j.state = broker.StatePending // a retry runs now, whatever run_at said
+}
+
+// pause pauses or resumes the queue: a paused queue gives no jobs out.
+func (m *model) pause(t *rapid.T) {
+	m.paused = rapid.Bool().Draw(t, "paused")
+	if m.paused {
+		noErr(t, "Pause", m.s.b.Pause(m.s.ctx, m.s.q))
+	} else {
+		noErr(t, "Resume", m.s.b.Resume(m.s.ctx, m.s.q))
+	}
 }
 
 // trim runs retention with small counts and takes what it deleted out of
@@ -716,9 +797,20 @@ func (m *model) check(t *rapid.T) {
 			t.Fatalf("job %s: lease_until %d, model %d", id, got.LeaseUntil.UnixMilli(), j.deadline)
 		}
 	}
+	for _, id := range m.ids {
+		if m.jobs[id] != nil {
+			continue
+		}
+		if _, err := m.s.b.Job(m.s.ctx, m.s.q, id); !errors.Is(err, broker.ErrJobNotFound) {
+			t.Fatalf("job %s, trimmed in the model, is in Redis (%v)", id, err)
+		}
+	}
 	kept, err := m.s.b.EventsKept(m.s.ctx, m.s.q)
 	noErr(t, "EventsKept", err)
 	want(t, "events kept", kept, m.events)
+	paused, err := m.s.b.Paused(m.s.ctx, m.s.q)
+	noErr(t, "Paused", err)
+	want(t, "paused", paused, m.paused)
 	m.s.consistent(t) // invariant 6
 }
 
