@@ -47,6 +47,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WakeToken", testWake},
 		{"LostReplies", testLostReplies},
 		{"Model", testModel},
+		{"RedteamHugeGenPoisonsCounter", testRedteamHugeGenPoisonsCounter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
