@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/fenceq/fenceq/broker"
@@ -44,6 +45,47 @@ func testRedteamHugeGenPoisonsCounter(t *testing.T, nb NewBackend) {
 		if l.Generation <= 0 {
 			t.Errorf("lease %s has generation %d", l.ID, l.Generation)
 		}
+	}
+	s.consistent(t)
+}
+
+// A dependent whose blocked_on field is not an integer makes the cascade's
+// HINCRBY raise an error in the middle of a step: the step has already
+// SPOPped its batch of dependents, so every dependent popped after the bad
+// one is dropped from the cascade and stays blocked forever, and the ack
+// that finished the parent answers an error although it was stored.
+func testRedteamCorruptBlockedOnAbortsCascade(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	p := s.enqueue(t, broker.Job{ID: "p"})
+	const n = 20
+	for i := range n {
+		s.enqueue(t, broker.Job{ID: fmt.Sprintf("c%02d", i), DependsOn: []string{p}})
+	}
+	noErr(t, "corrupt blocked_on", s.Client.HSet(s.ctx, s.jobKey("c07"), "blocked_on", "x").Err())
+
+	l := s.claimOne(t, long)
+	o, err := s.b.Ack(s.ctx, l, nil)
+	if err != nil {
+		t.Errorf("Ack of the parent: %v (the job is stored as done: %s)", err, s.job(t, p).State)
+	} else {
+		want(t, "Ack of the parent", o, broker.OK)
+	}
+	s.settleCascade(t)
+	var stuck []string
+	for i := range n {
+		id := fmt.Sprintf("c%02d", i)
+		if id == "c07" {
+			continue
+		}
+		if st := s.job(t, id).State; st != broker.StatePending {
+			stuck = append(stuck, id+" "+string(st))
+		}
+	}
+	if len(stuck) > 0 {
+		t.Errorf("dependents with a sound hash left behind by one corrupt sibling: %v", stuck)
+	}
+	if st := s.job(t, "c07").State; st == broker.StateBlocked {
+		t.Errorf("the corrupt dependent is still blocked, with nothing left to release it; want it marked dead with the reason (as claim does)")
 	}
 	s.consistent(t)
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"LostReplies", testLostReplies},
 		{"Model", testModel},
 		{"RedteamHugeGenPoisonsCounter", testRedteamHugeGenPoisonsCounter},
+		{"RedteamCorruptBlockedOnAbortsCascade", testRedteamCorruptBlockedOnAbortsCascade},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
