@@ -89,3 +89,26 @@ func testRedteamCorruptBlockedOnAbortsCascade(t *testing.T, nb NewBackend) {
 	}
 	s.consistent(t)
 }
+
+// A cascade entry whose set of dependents is not a set (a hand-edited
+// key) raises WRONGTYPE from SPOP at the head of the cascade, which every
+// claim and every reap steps first: the whole queue stops, forever.
+func testRedteamCascadeEntryWrongTypeWedgesQueue(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	noErr(t, "corrupt cascade entry", s.Client.RPush(s.ctx, s.queueKey("cascade"), "424242:done:gone").Err())
+	noErr(t, "corrupt cascade set", s.Client.Set(s.ctx, s.queueKey("cascade:424242"), "not a set", 0).Err())
+	id := s.enqueue(t, broker.Job{})
+
+	res, err := s.b.Claim(s.ctx, s.q, 1, long)
+	if err != nil {
+		t.Errorf("Claim with a corrupt cascade entry ahead: %v", err)
+	} else if len(res.Leases) != 1 || res.Leases[0].ID != id {
+		t.Errorf("Claim took %+v, want job %s", res.Leases, id)
+	}
+	if _, err := s.b.Reap(s.ctx, s.q, 10); err != nil {
+		t.Errorf("Reap with a corrupt cascade entry ahead: %v", err)
+	}
+	if _, err := s.b.Claim(s.ctx, s.q, 1, long); err != nil {
+		t.Errorf("a second Claim: %v (the entry is never moved aside, so the queue stays wedged)", err)
+	}
+}

@@ -49,6 +49,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Model", testModel},
 		{"RedteamHugeGenPoisonsCounter", testRedteamHugeGenPoisonsCounter},
 		{"RedteamCorruptBlockedOnAbortsCascade", testRedteamCorruptBlockedOnAbortsCascade},
+		{"RedteamCascadeEntryWrongTypeWedgesQueue", testRedteamCascadeEntryWrongTypeWedgesQueue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
