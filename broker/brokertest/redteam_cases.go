@@ -2,7 +2,9 @@ package brokertest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -111,4 +113,33 @@ func testRedteamCascadeEntryWrongTypeWedgesQueue(t *testing.T, nb NewBackend) {
 	if _, err := s.b.Claim(s.ctx, s.q, 1, long); err != nil {
 		t.Errorf("a second Claim: %v (the entry is never moved aside, so the queue stays wedged)", err)
 	}
+}
+
+// A depends_on field that is a JSON list of something other than ids (a
+// null, a number list edited by hand) makes retry.lua raise a Lua error
+// instead of answering 'refused': Retry answers a raw script error, and
+// since RetryDead takes the oldest dead jobs first and runs them in one
+// script, one such job makes every RetryDead of the queue fail, retrying
+// none of the sound jobs behind it.
+func testRedteamCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	// bad dies first (it is the oldest in dead), then good.
+	for _, id := range []string{"bad", "good"} {
+		s.enqueue(t, broker.Job{ID: id, MaxAttempts: 1})
+		_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+		noErr(t, "Fail", err)
+		s.Advance(2 * time.Millisecond)
+	}
+	noErr(t, "corrupt depends_on", s.Client.HSet(s.ctx, s.jobKey("bad"), "depends_on", `[["x"]]`, "blocked_on", "1").Err())
+
+	_, err := s.b.Retry(s.ctx, s.q, "bad")
+	if err == nil || !strings.Contains(err.Error(), "depends_on") {
+		t.Errorf("Retry of a job whose depends_on is [[\"x\"]]: %v; want a refusal that names depends_on", err)
+	}
+	n, err := s.b.RetryDead(s.ctx, s.q, 10)
+	if err != nil || n != 1 {
+		t.Errorf("RetryDead with one corrupt job among two: sent %d back, error %v; want 1 (the sound one), no error", n, err)
+	}
+	want(t, "the sound dead job after RetryDead", s.job(t, "good").State, broker.StatePending)
+	s.consistent(t)
 }

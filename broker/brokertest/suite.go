@@ -50,6 +50,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RedteamHugeGenPoisonsCounter", testRedteamHugeGenPoisonsCounter},
 		{"RedteamCorruptBlockedOnAbortsCascade", testRedteamCorruptBlockedOnAbortsCascade},
 		{"RedteamCascadeEntryWrongTypeWedgesQueue", testRedteamCascadeEntryWrongTypeWedgesQueue},
+		{"RedteamCorruptDependsOnAbortsRetry", testRedteamCorruptDependsOnAbortsRetry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
