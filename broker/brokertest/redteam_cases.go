@@ -143,3 +143,41 @@ func testRedteamCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
 	want(t, "the sound dead job after RetryDead", s.job(t, "good").State, broker.StatePending)
 	s.consistent(t)
 }
+
+// Invariant 9 says a re-sent release, fail or snooze answers what the
+// first call did. When the first call made the job pending (release; fail
+// or snooze with no backoff), another worker may claim it before the
+// re-send arrives — for a release at shutdown within about a millisecond.
+// The re-send then answers Stale, and the worker logs "stale settlement
+// rejected: the job was taken over while its handler ran", although its
+// own settlement was stored.
+func testRedteamResendAfterReclaim(t *testing.T, nb NewBackend) {
+	cases := []struct {
+		name string
+		op   func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
+	}{
+		{"Release", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Release(s.ctx, l) }},
+		{"FailNoBackoff", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+		}},
+		{"SnoozeZero", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setup(t, nb)
+			s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, err := tc.op(s, first) // its reply is lost
+			noErr(t, tc.name, err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+			s.claimOne(t, long)          // another worker takes the job at once
+			o, st, err = tc.op(s, first) // the identical request, sent again
+			noErr(t, tc.name+" sent again", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("%s sent again after another worker claimed the job answered %v %q; the first answered ok %q",
+					tc.name, o, st, broker.StatePending)
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RedteamCorruptBlockedOnAbortsCascade", testRedteamCorruptBlockedOnAbortsCascade},
 		{"RedteamCascadeEntryWrongTypeWedgesQueue", testRedteamCascadeEntryWrongTypeWedgesQueue},
 		{"RedteamCorruptDependsOnAbortsRetry", testRedteamCorruptDependsOnAbortsRetry},
+		{"RedteamResendAfterReclaim", testRedteamResendAfterReclaim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
