@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -179,5 +180,51 @@ func testRedteamResendAfterReclaim(t *testing.T, nb NewBackend) {
 					tc.name, o, st, broker.StatePending)
 			}
 		})
+	}
+}
+
+// finish() leaves one wake-up for the callers of Wait and each caller it
+// wakes passes it on. A caller whose context is cancelled (not a deadline:
+// go-redis does not interrupt a blocking read for a cancel) while it is
+// blocked in BLPOP still takes the wake-up when the job finishes, then
+// returns ctx's error without passing it on: every other caller of Wait
+// for that job sleeps until its 30 s recheck.
+func testRedteamWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{})
+	l := s.claimOne(t, long)
+
+	// The first caller blocks first, so Redis serves it first.
+	ctx1, cancel1 := context.WithCancel(s.ctx)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.b.Wait(ctx1, s.q, id)
+		first <- err
+	}()
+	s.waitedOn(t, id)
+	time.Sleep(50 * time.Millisecond) // into its BLPOP
+	second := make(chan error, 1)
+	go func() {
+		_, err := s.b.Wait(s.ctx, s.q, id)
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // into its BLPOP, behind the first
+
+	cancel1() // the first caller gives up while blocked
+	_, err := s.b.Ack(s.ctx, l, nil)
+	noErr(t, "Ack", err)
+	select {
+	case err := <-first:
+		if err == nil {
+			t.Log("the cancelled caller returned the job")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled caller did not return")
+	}
+	select {
+	case err := <-second:
+		noErr(t, "the other caller of Wait", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job is done, but the other caller of Wait is still blocked 5s later: the wake-up went to the caller that gave up and was not passed on")
 	}
 }

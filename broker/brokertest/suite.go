@@ -52,6 +52,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RedteamCascadeEntryWrongTypeWedgesQueue", testRedteamCascadeEntryWrongTypeWedgesQueue},
 		{"RedteamCorruptDependsOnAbortsRetry", testRedteamCorruptDependsOnAbortsRetry},
 		{"RedteamResendAfterReclaim", testRedteamResendAfterReclaim},
+		{"RedteamWaitWakeupLostToCancelledCaller", testRedteamWaitWakeupLostToCancelledCaller},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
