@@ -228,3 +228,25 @@ func testRedteamWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
 		t.Fatal("the job is done, but the other caller of Wait is still blocked 5s later: the wake-up went to the caller that gave up and was not passed on")
 	}
 }
+
+// SetLimits replaces every limit, and its doc says: "To change one limit
+// and keep the others, read them with Limits first" (workerd limit does
+// exactly that). Two operators who change different limits at the same
+// time, each by that procedure, lose one of the changes, and both are told
+// it was applied: the broker offers no way to change one limit atomically.
+func testRedteamLimitsLostUpdate(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	a, err := s.b.Limits(s.ctx, s.q) // operator A: --max-running 5
+	noErr(t, "Limits", err)
+	b, err := s.b.Limits(s.ctx, s.q) // operator B: --rate 10 --per 1s
+	noErr(t, "Limits", err)
+	a.MaxRunning = 5
+	noErr(t, "SetLimits by A", s.b.SetLimits(s.ctx, s.q, a))
+	b.Rate, b.Per = 10, time.Second
+	noErr(t, "SetLimits by B", s.b.SetLimits(s.ctx, s.q, b))
+	got, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "Limits", err)
+	if w := (broker.Limits{MaxRunning: 5, Rate: 10, Per: time.Second}); got != w {
+		t.Fatalf("two operators changed one limit each; the queue has %+v, want %+v", got, w)
+	}
+}

@@ -53,6 +53,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RedteamCorruptDependsOnAbortsRetry", testRedteamCorruptDependsOnAbortsRetry},
 		{"RedteamResendAfterReclaim", testRedteamResendAfterReclaim},
 		{"RedteamWaitWakeupLostToCancelledCaller", testRedteamWaitWakeupLostToCancelledCaller},
+		{"RedteamLimitsLostUpdate", testRedteamLimitsLostUpdate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
