@@ -47,6 +47,13 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WakeToken", testWake},
 		{"LostReplies", testLostReplies},
 		{"Model", testModel},
+		{"RedteamHugeGenPoisonsCounter", testRedteamHugeGenPoisonsCounter},
+		{"RedteamCorruptBlockedOnAbortsCascade", testRedteamCorruptBlockedOnAbortsCascade},
+		{"RedteamCascadeEntryWrongTypeWedgesQueue", testRedteamCascadeEntryWrongTypeWedgesQueue},
+		{"RedteamCorruptDependsOnAbortsRetry", testRedteamCorruptDependsOnAbortsRetry},
+		{"RedteamResendAfterReclaim", testRedteamResendAfterReclaim},
+		{"RedteamWaitWakeupLostToCancelledCaller", testRedteamWaitWakeupLostToCancelledCaller},
+		{"RedteamLimitsLostUpdate", testRedteamLimitsLostUpdate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

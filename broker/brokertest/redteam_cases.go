@@ -1,0 +1,255 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// Red-team regressions: each test here failed against the tree it was
+// written for. They are kept in the conformance suite so they run on
+// miniredis and on a real Redis.
+
+// jobKey is the hash key of job id in the bundle's queue.
+func (s *bundle) jobKey(id string) string { return s.b.Prefix() + ":{" + s.q + "}:job:" + id }
+
+// queueKey is one of the bundle's queue keys ("gen", "cascade", ...).
+func (s *bundle) queueKey(name string) string { return s.b.Prefix() + ":{" + s.q + "}:" + name }
+
+// One job whose gen field holds a huge (hand-edited, or restored from an
+// old backup) value must not poison the queue's generation counter: the
+// counter is lifted past it to a value INCR cannot increment, and every
+// later script that draws a generation (claim, release, reap, retry)
+// aborts half-way — claim after ZPOPMIN, so the jobs it popped are in no
+// index any more (invariant 6) and never run.
+func testRedteamHugeGenPoisonsCounter(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{ID: "a"})
+	s.enqueue(t, broker.Job{ID: "b"})
+	s.enqueue(t, broker.Job{ID: "c"})
+	// The largest integer Redis itself stores in a hash field.
+	noErr(t, "corrupt gen", s.Client.HSet(s.ctx, s.jobKey("a"), "gen", "9223372036854775807").Err())
+
+	res, err := s.b.Claim(s.ctx, s.q, 3, long)
+	bad, cerr := s.b.Check(s.ctx, s.q)
+	noErr(t, "Check", cerr)
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("one job with a huge gen: Claim answered %v (leases %d); invariant 6 after it: %v", err, len(res.Leases), bad)
+	}
+	// The queue goes on working for jobs enqueued afterwards.
+	s.enqueue(t, broker.Job{ID: "d"})
+	res, err = s.b.Claim(s.ctx, s.q, 10, long)
+	noErr(t, "a later Claim", err)
+	for _, l := range res.Leases {
+		if l.Generation <= 0 {
+			t.Errorf("lease %s has generation %d", l.ID, l.Generation)
+		}
+	}
+	s.consistent(t)
+}
+
+// A dependent whose blocked_on field is not an integer makes the cascade's
+// HINCRBY raise an error in the middle of a step: the step has already
+// SPOPped its batch of dependents, so every dependent popped after the bad
+// one is dropped from the cascade and stays blocked forever, and the ack
+// that finished the parent answers an error although it was stored.
+func testRedteamCorruptBlockedOnAbortsCascade(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	p := s.enqueue(t, broker.Job{ID: "p"})
+	const n = 20
+	for i := range n {
+		s.enqueue(t, broker.Job{ID: fmt.Sprintf("c%02d", i), DependsOn: []string{p}})
+	}
+	noErr(t, "corrupt blocked_on", s.Client.HSet(s.ctx, s.jobKey("c07"), "blocked_on", "x").Err())
+
+	l := s.claimOne(t, long)
+	o, err := s.b.Ack(s.ctx, l, nil)
+	if err != nil {
+		t.Errorf("Ack of the parent: %v (the job is stored as done: %s)", err, s.job(t, p).State)
+	} else {
+		want(t, "Ack of the parent", o, broker.OK)
+	}
+	s.settleCascade(t)
+	var stuck []string
+	for i := range n {
+		id := fmt.Sprintf("c%02d", i)
+		if id == "c07" {
+			continue
+		}
+		if st := s.job(t, id).State; st != broker.StatePending {
+			stuck = append(stuck, id+" "+string(st))
+		}
+	}
+	if len(stuck) > 0 {
+		t.Errorf("dependents with a sound hash left behind by one corrupt sibling: %v", stuck)
+	}
+	if st := s.job(t, "c07").State; st == broker.StateBlocked {
+		t.Errorf("the corrupt dependent is still blocked, with nothing left to release it; want it marked dead with the reason (as claim does)")
+	}
+	s.consistent(t)
+}
+
+// A cascade entry whose set of dependents is not a set (a hand-edited
+// key) raises WRONGTYPE from SPOP at the head of the cascade, which every
+// claim and every reap steps first: the whole queue stops, forever.
+func testRedteamCascadeEntryWrongTypeWedgesQueue(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	noErr(t, "corrupt cascade entry", s.Client.RPush(s.ctx, s.queueKey("cascade"), "424242:done:gone").Err())
+	noErr(t, "corrupt cascade set", s.Client.Set(s.ctx, s.queueKey("cascade:424242"), "not a set", 0).Err())
+	id := s.enqueue(t, broker.Job{})
+
+	res, err := s.b.Claim(s.ctx, s.q, 1, long)
+	if err != nil {
+		t.Errorf("Claim with a corrupt cascade entry ahead: %v", err)
+	} else if len(res.Leases) != 1 || res.Leases[0].ID != id {
+		t.Errorf("Claim took %+v, want job %s", res.Leases, id)
+	}
+	if _, err := s.b.Reap(s.ctx, s.q, 10); err != nil {
+		t.Errorf("Reap with a corrupt cascade entry ahead: %v", err)
+	}
+	if _, err := s.b.Claim(s.ctx, s.q, 1, long); err != nil {
+		t.Errorf("a second Claim: %v (the entry is never moved aside, so the queue stays wedged)", err)
+	}
+}
+
+// A depends_on field that is a JSON list of something other than ids (a
+// null, a number list edited by hand) makes retry.lua raise a Lua error
+// instead of answering 'refused': Retry answers a raw script error, and
+// since RetryDead takes the oldest dead jobs first and runs them in one
+// script, one such job makes every RetryDead of the queue fail, retrying
+// none of the sound jobs behind it.
+func testRedteamCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	// bad dies first (it is the oldest in dead), then good.
+	for _, id := range []string{"bad", "good"} {
+		s.enqueue(t, broker.Job{ID: id, MaxAttempts: 1})
+		_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+		noErr(t, "Fail", err)
+		s.Advance(2 * time.Millisecond)
+	}
+	noErr(t, "corrupt depends_on", s.Client.HSet(s.ctx, s.jobKey("bad"), "depends_on", `[["x"]]`, "blocked_on", "1").Err())
+
+	_, err := s.b.Retry(s.ctx, s.q, "bad")
+	if err == nil || !strings.Contains(err.Error(), "depends_on") {
+		t.Errorf("Retry of a job whose depends_on is [[\"x\"]]: %v; want a refusal that names depends_on", err)
+	}
+	n, err := s.b.RetryDead(s.ctx, s.q, 10)
+	if err != nil || n != 1 {
+		t.Errorf("RetryDead with one corrupt job among two: sent %d back, error %v; want 1 (the sound one), no error", n, err)
+	}
+	want(t, "the sound dead job after RetryDead", s.job(t, "good").State, broker.StatePending)
+	s.consistent(t)
+}
+
+// Invariant 9 says a re-sent release, fail or snooze answers what the
+// first call did. When the first call made the job pending (release; fail
+// or snooze with no backoff), another worker may claim it before the
+// re-send arrives — for a release at shutdown within about a millisecond.
+// The re-send then answers Stale, and the worker logs "stale settlement
+// rejected: the job was taken over while its handler ran", although its
+// own settlement was stored.
+func testRedteamResendAfterReclaim(t *testing.T, nb NewBackend) {
+	cases := []struct {
+		name string
+		op   func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
+	}{
+		{"Release", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Release(s.ctx, l) }},
+		{"FailNoBackoff", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+		}},
+		{"SnoozeZero", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setup(t, nb)
+			s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, err := tc.op(s, first) // its reply is lost
+			noErr(t, tc.name, err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+			s.claimOne(t, long)          // another worker takes the job at once
+			o, st, err = tc.op(s, first) // the identical request, sent again
+			noErr(t, tc.name+" sent again", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("%s sent again after another worker claimed the job answered %v %q; the first answered ok %q",
+					tc.name, o, st, broker.StatePending)
+			}
+		})
+	}
+}
+
+// finish() leaves one wake-up for the callers of Wait and each caller it
+// wakes passes it on. A caller whose context is cancelled (not a deadline:
+// go-redis does not interrupt a blocking read for a cancel) while it is
+// blocked in BLPOP still takes the wake-up when the job finishes, then
+// returns ctx's error without passing it on: every other caller of Wait
+// for that job sleeps until its 30 s recheck.
+// Deterministic on a real Redis, which serves blocked clients first come
+// first served; miniredis picks a blocked client at random, so there it
+// fails about half the time.
+func testRedteamWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{})
+	l := s.claimOne(t, long)
+
+	// The first caller blocks first, so Redis serves it first.
+	ctx1, cancel1 := context.WithCancel(s.ctx)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.b.Wait(ctx1, s.q, id)
+		first <- err
+	}()
+	s.waitedOn(t, id)
+	time.Sleep(50 * time.Millisecond) // into its BLPOP
+	second := make(chan error, 1)
+	go func() {
+		_, err := s.b.Wait(s.ctx, s.q, id)
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // into its BLPOP, behind the first
+
+	cancel1() // the first caller gives up while blocked
+	_, err := s.b.Ack(s.ctx, l, nil)
+	noErr(t, "Ack", err)
+	select {
+	case err := <-first:
+		if err == nil {
+			t.Log("the cancelled caller returned the job")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled caller did not return")
+	}
+	select {
+	case err := <-second:
+		noErr(t, "the other caller of Wait", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job is done, but the other caller of Wait is still blocked 5s later: the wake-up went to the caller that gave up and was not passed on")
+	}
+}
+
+// SetLimits replaces every limit, and its doc says: "To change one limit
+// and keep the others, read them with Limits first" (workerd limit does
+// exactly that). Two operators who change different limits at the same
+// time, each by that procedure, lose one of the changes, and both are told
+// it was applied: the broker offers no way to change one limit atomically.
+func testRedteamLimitsLostUpdate(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	a, err := s.b.Limits(s.ctx, s.q) // operator A: --max-running 5
+	noErr(t, "Limits", err)
+	b, err := s.b.Limits(s.ctx, s.q) // operator B: --rate 10 --per 1s
+	noErr(t, "Limits", err)
+	a.MaxRunning = 5
+	noErr(t, "SetLimits by A", s.b.SetLimits(s.ctx, s.q, a))
+	b.Rate, b.Per = 10, time.Second
+	noErr(t, "SetLimits by B", s.b.SetLimits(s.ctx, s.q, b))
+	got, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "Limits", err)
+	if w := (broker.Limits{MaxRunning: 5, Rate: 10, Per: time.Second}); got != w {
+		t.Fatalf("two operators changed one limit each; the queue has %+v, want %+v", got, w)
+	}
+}
