@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ type mjob struct {
 	cancel   bool
 	token    string // the last claim's token, kept after it settled; "" once reaped, force-released or retried
 	settled  string // "<op> <outcome>" of that claim's settlement
+	prev     string // "<token> <op> <outcome>": the settlement before the last claim
 	deadline int64  // lease_until in Redis milliseconds while running
 	delayed  bool   // its run_at is an hour ahead
 
@@ -339,6 +341,10 @@ func (m *model) claim(t *rapid.T) {
 		if l.Attempt != j.attempt+1 {
 			t.Fatalf("claim of %s: attempt %d, want %d", l.ID, l.Attempt, j.attempt+1)
 		}
+		j.prev = ""
+		if j.token != "" && j.settled != "" {
+			j.prev = j.token + " " + j.settled
+		}
 		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, "", l.Deadline.UnixMilli()
 		m.claims = append(m.claims, l)
 	}
@@ -373,13 +379,21 @@ func (m *model) pickClaim(t *rapid.T) (l broker.Lease, j *mjob, valid bool) {
 }
 
 // again answers what a settlement by op under claim l recorded, when the
-// request is a re-send of it.
+// request is a re-send of it: the job still carries the claim's token, or
+// the claim after it kept the record.
 func again(j *mjob, l broker.Lease, op string) (broker.State, bool) {
-	if j == nil || j.state == broker.StateRunning || j.token == "" || j.token != l.Token {
+	if j == nil || l.Token == "" {
 		return "", false
 	}
+	record := ""
+	switch {
+	case j.state != broker.StateRunning && j.token == l.Token:
+		record = j.settled
+	case strings.HasPrefix(j.prev, l.Token+" "):
+		record = strings.TrimPrefix(j.prev, l.Token+" ")
+	}
 	var done, outcome string
-	if _, err := fmt.Sscanf(j.settled, "%s %s", &done, &outcome); err != nil || done != op {
+	if _, err := fmt.Sscanf(record, "%s %s", &done, &outcome); err != nil || done != op {
 		return "", false
 	}
 	return broker.State(outcome), true
@@ -480,18 +494,19 @@ func (m *model) snooze(t *rapid.T) {
 // settle checks a fail or snooze answer and moves the model on.
 func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, valid bool, w broker.State,
 	o broker.Outcome, st broker.State, err error) {
+	resent := false
 	if !valid {
-		w, valid = again(j, l, mode)
+		w, resent = again(j, l, mode)
 	}
-	m.wantOutcome(t, what, o, err, valid)
-	if !valid {
+	m.wantOutcome(t, what, o, err, valid || resent)
+	if !valid && !resent {
 		return
 	}
 	if st != w {
 		t.Fatalf("%s answered state %s, want %s", what, st, w)
 	}
-	if j.state != broker.StateRunning {
-		return // a re-send: nothing changed
+	if resent {
+		return // nothing changed
 	}
 	j.settled = mode + " " + string(w)
 	if w.Final() {
@@ -653,11 +668,18 @@ func (m *model) retryDead(t *rapid.T) {
 	}
 	n, err := m.s.b.RetryDead(m.lostReply(t), m.s.q, limit)
 	noErr(t, "RetryDead", err)
-	moved := 0
+	// One script retried them in turn: take them in the order of the
+	// generations it gave them.
+	var back []broker.JobInfo
 	for _, id := range dead {
-		if m.s.job(t, id).State == broker.StateDead {
-			continue
+		if j := m.s.job(t, id); j.State != broker.StateDead {
+			back = append(back, j)
 		}
+	}
+	slices.SortFunc(back, func(a, b broker.JobInfo) int { return int(a.Generation - b.Generation) })
+	moved := 0
+	for _, j := range back {
+		id := j.ID
 		open, refused := m.retryVerdict(id)
 		if refused != "" {
 			t.Fatalf("RetryDead sent %s back; the model refuses it: %s", id, refused)

@@ -18,7 +18,7 @@ for i = 2, #ARGV, 4 do
     redis.call('HSET', key, 'result', ARGV[i + 3], 'settled', 'ack done')
     finish(id, key, 'done', now)
     table.insert(out, 'done')
-  elseif resettled(f, token, 'ack') then
+  elseif resettled(key, f, token, 'ack') then
     table.insert(out, 'done')
   else
     event('stale_rejected', id, ARGV[i + 1], 'ack')

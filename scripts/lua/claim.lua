@@ -94,7 +94,7 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
   for i = 1, #popped, 2 do
     local id = popped[i]
     local key = JOB .. id
-    local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen')
+    local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled')
     if not f or f[1] ~= 'pending' then
       misfiled(id, key, 'ready', problems, now)
     else
@@ -110,8 +110,13 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
         claimed = claimed + 1
         local token = base .. '.' .. claimed
         local attempt, gen = tonumber(f[4]) + 1, next_gen(f[6])
+        -- The last claim's settlement record moves aside, for its re-send.
+        local prev = ''
+        if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
+          prev = f[7] .. ' ' .. f[8]
+        end
         redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token, 'settled', '',
-          'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
+          'prev_settled', prev, 'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
         redis.call('ZADD', K.leases, int(until_ms), id)
         if rate and period then
           redis.call('ZADD', K.starts, now, token)

@@ -13,7 +13,7 @@ local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
 local key = JOB .. id
 local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'attempt', 'max_attempts', 'priority')
 if not holds(f, ARGV[3], ARGV[4]) then
-  local again = resettled(f, ARGV[4], mode)
+  local again = resettled(key, f, ARGV[4], mode)
   if again then
     return again
   end

@@ -67,9 +67,13 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
+-- MAX_INT is the largest integer a double (Lua's number) holds exactly;
+-- a counter or generation above it is garbage, not a number to go on from.
+local MAX_INT = 9007199254740991
+
 local function is_int(v)
   local n = tonumber(v)
-  return n ~= nil and n == math.floor(n)
+  return n ~= nil and n == math.floor(n) and math.abs(n) <= MAX_INT
 end
 
 -- Priorities run from -100 to 100, higher first. Each gets a band of 2^45
@@ -84,6 +88,9 @@ local PRIORITY_BAND = 35184372088832
 local function next_gen(current)
   local g = redis.call('INCR', K.gen)
   local c = tonumber(current) or 0
+  if c > MAX_INT then
+    c = 0 -- a corrupt gen must not poison the queue's counter
+  end
   if g <= c then
     g = c + 1
     redis.call('SET', K.gen, int(g))
@@ -147,6 +154,19 @@ local function release_blocked(id, key, now)
   event('unblocked', id, 0)
 end
 
+-- wake_waiters leaves one wake-up for the Broker.Wait callers of job id.
+-- A key of another type there (a hand edit) costs the callers their
+-- wake-up, never the script its remaining writes: they look again within
+-- 30 s anyway.
+local function wake_waiters(id, state)
+  local finished = derived('finished', id)
+  local n = redis.pcall('RPUSH', finished, state)
+  if type(n) == 'number' then
+    redis.call('LTRIM', finished, -1, -1)
+    redis.call('PEXPIRE', finished, 60000)
+  end
+end
+
 -- finish moves a job into a final state. The caller has already taken it out
 -- of its previous index. What the job owes others is O(1) here: its unique
 -- key is freed, one wake-up is left for Broker.Wait callers, and its
@@ -174,10 +194,7 @@ local function finish(id, key, state, now)
   -- One wake-up for the callers of Broker.Wait; each caller it wakes
   -- passes it on (wait.lua), so this costs the same for any number.
   if f[3] then
-    local finished = derived('finished', id)
-    redis.call('RPUSH', finished, state)
-    redis.call('LTRIM', finished, -1, -1)
-    redis.call('PEXPIRE', finished, 60000)
+    wake_waiters(id, state)
   end
   if f[4] then
     local children = derived('children', id)
@@ -220,17 +237,30 @@ local function holds(f, gen, token)
 end
 
 -- resettled answers the outcome that this claim's own settlement by op
--- recorded, when the job still carries the claim's token but no longer runs
--- under it: the request is a re-send whose first reply was lost (invariant
--- 9), not a stale claim. Tokens are unique, so no other claim can match;
--- another operation under the same claim (a fail after an ack) stays stale.
--- The record is "<op> <outcome>" in the field 'settled', which claim, reap
--- and release_unowned clear.
-local function resettled(f, token, op)
-  if f == nil or f[1] == 'running' or token == '' or f[3] ~= token or not f[4] then
+-- recorded, when the request is a re-send whose first reply was lost
+-- (invariant 9), not a stale claim: the job still carries the claim's token
+-- and no longer runs under it, or the claim that took the job next kept
+-- the record ('prev_settled', "<token> <op> <outcome>"), since a job
+-- settled back to pending may be claimed again before the re-send comes.
+-- Tokens are unique, so no other claim can match; another operation under
+-- the same claim (a fail after an ack) stays stale. The record is
+-- "<op> <outcome>" in the field 'settled', which claim, reap and
+-- release_unowned clear. key is the job's; f holds state, gen, token,
+-- settled.
+local function resettled(key, f, token, op)
+  if f == nil or token == '' then
     return nil
   end
-  local done_op, outcome = string.match(f[4], '^(%S+) (%S+)$')
+  local record
+  if f[1] ~= 'running' and f[3] == token then
+    record = f[4]
+  else
+    local prev = redis.call('HGET', key, 'prev_settled')
+    if prev and string.sub(prev, 1, #token + 1) == token .. ' ' then
+      record = string.sub(prev, #token + 2)
+    end
+  end
+  local done_op, outcome = string.match(record or '', '^(%S+) (%S+)$')
   if done_op == op then
     return outcome
   end
@@ -316,20 +346,29 @@ local function cascade_step(budget, now)
     local n, pstate, parent = string.match(head, '^(%d+):(%a+):(.*)$')
     local members = {}
     if n then
-      members = redis.call('SPOP', derived('cascade', n), budget - spent)
+      members = redis.pcall('SPOP', derived('cascade', n), budget - spent)
+    end
+    if not n or members.err then
+      -- Not an entry this library wrote, or its set is not a set: drop it
+      -- rather than stop the queue. Check reports a dependent left waiting.
+      members = {}
+      redis.call('LPOP', K.cascade)
+    elseif redis.call('EXISTS', derived('cascade', n)) == 0 then
+      redis.call('LPOP', K.cascade) -- that job's dependents are all taken
     end
     if #members == 0 then
       spent = spent + 1 -- an entry with nothing left still costs a step
-    end
-    if not n or redis.call('EXISTS', derived('cascade', n)) == 0 then
-      redis.call('LPOP', K.cascade) -- that job's dependents are all taken
     end
     for _, m in ipairs(members) do
       spent = spent + 1
       local inc, child = string.match(m, '^(%d+):(.*)$')
       local ckey = JOB .. (child or '')
-      local c = child and read(ckey, 'state', 'inc', 'on_parent_failure')
-      if c and c[1] == 'blocked' and c[2] == inc then
+      local c = child and read(ckey, 'state', 'inc', 'on_parent_failure', 'blocked_on')
+      if c and c[1] == 'blocked' and c[2] == inc and not is_int(c[4]) then
+        redis.call('ZREM', K.blocked, child)
+        redis.call('HSET', ckey, 'last_error', 'corrupt job hash: field blocked_on is "' .. tostring(c[4]) .. '", not an integer')
+        finish(child, ckey, 'dead', now)
+      elseif c and c[1] == 'blocked' and c[2] == inc then
         if pstate == 'done' or c[3] == 'run' then
           if redis.call('HINCRBY', ckey, 'blocked_on', -1) <= 0 then
             release_blocked(child, ckey, now)

@@ -10,7 +10,7 @@ local id = ARGV[2]
 local key = JOB .. id
 local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'priority')
 if not holds(f, ARGV[3], ARGV[4]) then
-  local again = resettled(f, ARGV[4], 'release')
+  local again = resettled(key, f, ARGV[4], 'release')
   if again then
     return again
   end

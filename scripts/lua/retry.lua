@@ -38,8 +38,13 @@ for i = 3, #ARGV do
     local refused, open = nil, {}
     if (tonumber(f[7]) or 0) > 0 and f[5] then
       local ok, deps = pcall(cjson.decode, f[5])
+      if ok and type(deps) == 'table' then
+        for _, d in ipairs(deps) do
+          ok = ok and type(d) == 'string'
+        end
+      end
       if not ok or type(deps) ~= 'table' then
-        refused = 'its depends_on field is not a JSON list'
+        refused = 'its depends_on field is not a JSON list of job ids'
       else
         local o, failed, missing = dependencies(deps, f[6])
         if missing then

@@ -19,10 +19,7 @@ if not f then
 end
 if FINAL[f[1]] then
   if ARGV[3] == '1' then
-    local finished = derived('finished', id)
-    redis.call('RPUSH', finished, f[1])
-    redis.call('LTRIM', finished, -1, -1)
-    redis.call('PEXPIRE', finished, 60000)
+    wake_waiters(id, f[1])
   end
   return {'final', f[1]}
 end
