@@ -20,6 +20,9 @@ const (
 	MaxAttemptsDefault = 25
 	// PriorityMin and PriorityMax bound Job.Priority; higher is claimed first.
 	PriorityMin, PriorityMax = -100, 100
+	// MaxDependsOn bounds Job.DependsOn: enqueue and retry read each
+	// dependency in one script, which must stay short (invariant 8).
+	MaxDependsOn = 1000
 
 	// promoteLimit bounds how many due scheduled jobs one Claim moves to ready.
 	promoteLimit = 1000

@@ -86,6 +86,10 @@ func (b *Broker) validate(j *Job) error {
 	if j.UniqueFor < 0 || j.UniqueFor > 0 && j.UniqueKey == "" {
 		return &ValidationError{Field: "unique for", Value: j.UniqueFor.String(), Reason: "must not be negative, and needs a UniqueKey"}
 	}
+	if len(j.DependsOn) > MaxDependsOn {
+		return &ValidationError{Field: "depends on", Value: fmt.Sprintf("%d jobs", len(j.DependsOn)),
+			Reason: fmt.Sprintf("at most %d are allowed (a script reads each one). To wait for more, make a few jobs that depend on up to %d each, and depend on those", MaxDependsOn, MaxDependsOn)}
+	}
 	for _, d := range j.DependsOn {
 		if err := validID(j.Queue, d); err != nil {
 			err.(*ValidationError).Field = "depends on"

@@ -95,6 +95,26 @@ type Limits struct {
 // read them with Limits first. The queue's other settings (its events)
 // are left alone. The limits hold from the next claim on, for every pool.
 func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
+	return b.setLimits(ctx, queue, l, true, true)
+}
+
+// SetMaxRunning sets one of queue's limits, at most n of its jobs running
+// at once (0 removes it), and keeps the others: two operators changing
+// different limits at the same time both get theirs.
+func (b *Broker) SetMaxRunning(ctx context.Context, queue string, n int) error {
+	return b.setLimits(ctx, queue, Limits{MaxRunning: n}, true, false)
+}
+
+// SetRate sets one of queue's limits, at most rate jobs starting in any
+// window of per (rate 0 removes it), and keeps the others.
+func (b *Broker) SetRate(ctx context.Context, queue string, rate int, per time.Duration) error {
+	return b.setLimits(ctx, queue, Limits{Rate: rate, Per: per}, false, true)
+}
+
+// setLimits writes the running limit, the rate limit or both, field by
+// field in one transaction: the hash also holds settings that are not
+// limits, and a limit not named is not touched.
+func (b *Broker) setLimits(ctx context.Context, queue string, l Limits, running, rate bool) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
@@ -102,17 +122,20 @@ func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
 		return &ValidationError{Field: "limits", Value: fmt.Sprintf("%+v", l), Reason: "counts must not be negative, and Rate and Per (at least 1ms) go together"}
 	}
 	k := b.queueKeys(queue)
-	// Field by field: the hash also holds settings that are not limits.
 	key := k.key("limits")
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		if l.MaxRunning > 0 {
+		switch {
+		case !running:
+		case l.MaxRunning > 0:
 			p.HSet(ctx, key, "max_running", l.MaxRunning)
-		} else {
+		default:
 			p.HDel(ctx, key, "max_running")
 		}
-		if l.Rate > 0 {
+		switch {
+		case !rate:
+		case l.Rate > 0:
 			p.HSet(ctx, key, "rate", l.Rate, "period_ms", l.Per.Milliseconds())
-		} else {
+		default:
 			p.HDel(ctx, key, "rate", "period_ms")
 		}
 		p.RPush(ctx, k.key("wake"), "1") // pools blocked by the old limits look again

@@ -28,7 +28,19 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	finished := k.base() + "finished:" + id
 	woken := "0"
 	for {
-		v, err := b.run(ctx, b.scripts.wait, k, id, woken).StringSlice()
+		// A caller that took a wake-up passes it on (wait.lua) even when
+		// its own context has ended meanwhile: the other callers must not
+		// sleep until their recheck because this one gave up.
+		runCtx := ctx
+		if woken == "1" && ctx.Err() != nil {
+			var cancel context.CancelFunc
+			runCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+		}
+		v, err := b.run(runCtx, b.scripts.wait, k, id, woken).StringSlice()
+		if err == nil && ctx.Err() != nil {
+			return JobInfo{}, ctx.Err()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return JobInfo{}, ctx.Err()

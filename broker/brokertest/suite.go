@@ -47,13 +47,13 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WakeToken", testWake},
 		{"LostReplies", testLostReplies},
 		{"Model", testModel},
-		{"RedteamHugeGenPoisonsCounter", testRedteamHugeGenPoisonsCounter},
-		{"RedteamCorruptBlockedOnAbortsCascade", testRedteamCorruptBlockedOnAbortsCascade},
-		{"RedteamCascadeEntryWrongTypeWedgesQueue", testRedteamCascadeEntryWrongTypeWedgesQueue},
-		{"RedteamCorruptDependsOnAbortsRetry", testRedteamCorruptDependsOnAbortsRetry},
-		{"RedteamResendAfterReclaim", testRedteamResendAfterReclaim},
-		{"RedteamWaitWakeupLostToCancelledCaller", testRedteamWaitWakeupLostToCancelledCaller},
-		{"RedteamLimitsLostUpdate", testRedteamLimitsLostUpdate},
+		{"HugeGenPoisonsCounter", testHugeGenPoisonsCounter},
+		{"CorruptBlockedOnAbortsCascade", testCorruptBlockedOnAbortsCascade},
+		{"CascadeEntryWrongTypeWedgesQueue", testCascadeEntryWrongTypeWedgesQueue},
+		{"CorruptDependsOnAbortsRetry", testCorruptDependsOnAbortsRetry},
+		{"ResendAfterReclaim", testResendAfterReclaim},
+		{"WaitWakeupLostToCancelledCaller", testWaitWakeupLostToCancelledCaller},
+		{"LimitsLostUpdate", testLimitsLostUpdate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

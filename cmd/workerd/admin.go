@@ -221,20 +221,30 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 		return notFoundIsFailure(e, err)
 	}
 	if *clear || change {
-		// Only what was given changes: --rate alone keeps --max-running.
-		if *clear {
-			l = broker.Limits{}
+		// Only what was given changes, each limit on its own in Redis, so
+		// --rate alone keeps --max-running, even one set at the same time.
+		var err error
+		switch {
+		case *clear:
+			err = b.SetLimits(ctx, q, broker.Limits{})
+		case given["max-running"] && !given["rate"] && !given["per"]:
+			err = b.SetMaxRunning(ctx, q, *maxRunning)
+		default:
+			if given["max-running"] {
+				err = b.SetMaxRunning(ctx, q, *maxRunning)
+			}
+			r, p := l.Rate, l.Per
+			if given["rate"] {
+				r = *rate
+			}
+			if given["per"] {
+				p = *per
+			}
+			if err == nil {
+				err = b.SetRate(ctx, q, r, p)
+			}
 		}
-		if given["max-running"] {
-			l.MaxRunning = *maxRunning
-		}
-		if given["rate"] {
-			l.Rate = *rate
-		}
-		if given["per"] {
-			l.Per = *per
-		}
-		if err := b.SetLimits(ctx, q, l); err != nil {
+		if err != nil {
 			return notFoundIsFailure(e, err)
 		}
 		if l, err = b.Limits(ctx, q); err != nil {

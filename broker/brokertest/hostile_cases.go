@@ -10,9 +10,10 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-// Red-team regressions: each test here failed against the tree it was
-// written for. They are kept in the conformance suite so they run on
-// miniredis and on a real Redis.
+// Hostile data and interleavings, found by attacking the scripts on
+// purpose: hand-edited fields, a reply lost after the job moved on, a Wait
+// caller that gives up at the worst moment, two operators at once. Each
+// failed before its fix.
 
 // jobKey is the hash key of job id in the bundle's queue.
 func (s *bundle) jobKey(id string) string { return s.b.Prefix() + ":{" + s.q + "}:job:" + id }
@@ -26,7 +27,7 @@ func (s *bundle) queueKey(name string) string { return s.b.Prefix() + ":{" + s.q
 // later script that draws a generation (claim, release, reap, retry)
 // aborts half-way — claim after ZPOPMIN, so the jobs it popped are in no
 // index any more (invariant 6) and never run.
-func testRedteamHugeGenPoisonsCounter(t *testing.T, nb NewBackend) {
+func testHugeGenPoisonsCounter(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{ID: "a"})
 	s.enqueue(t, broker.Job{ID: "b"})
@@ -57,7 +58,7 @@ func testRedteamHugeGenPoisonsCounter(t *testing.T, nb NewBackend) {
 // SPOPped its batch of dependents, so every dependent popped after the bad
 // one is dropped from the cascade and stays blocked forever, and the ack
 // that finished the parent answers an error although it was stored.
-func testRedteamCorruptBlockedOnAbortsCascade(t *testing.T, nb NewBackend) {
+func testCorruptBlockedOnAbortsCascade(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	p := s.enqueue(t, broker.Job{ID: "p"})
 	const n = 20
@@ -96,7 +97,7 @@ func testRedteamCorruptBlockedOnAbortsCascade(t *testing.T, nb NewBackend) {
 // A cascade entry whose set of dependents is not a set (a hand-edited
 // key) raises WRONGTYPE from SPOP at the head of the cascade, which every
 // claim and every reap steps first: the whole queue stops, forever.
-func testRedteamCascadeEntryWrongTypeWedgesQueue(t *testing.T, nb NewBackend) {
+func testCascadeEntryWrongTypeWedgesQueue(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	noErr(t, "corrupt cascade entry", s.Client.RPush(s.ctx, s.queueKey("cascade"), "424242:done:gone").Err())
 	noErr(t, "corrupt cascade set", s.Client.Set(s.ctx, s.queueKey("cascade:424242"), "not a set", 0).Err())
@@ -122,7 +123,7 @@ func testRedteamCascadeEntryWrongTypeWedgesQueue(t *testing.T, nb NewBackend) {
 // since RetryDead takes the oldest dead jobs first and runs them in one
 // script, one such job makes every RetryDead of the queue fail, retrying
 // none of the sound jobs behind it.
-func testRedteamCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
+func testCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	// bad dies first (it is the oldest in dead), then good.
 	for _, id := range []string{"bad", "good"} {
@@ -152,7 +153,7 @@ func testRedteamCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
 // The re-send then answers Stale, and the worker logs "stale settlement
 // rejected: the job was taken over while its handler ran", although its
 // own settlement was stored.
-func testRedteamResendAfterReclaim(t *testing.T, nb NewBackend) {
+func testResendAfterReclaim(t *testing.T, nb NewBackend) {
 	cases := []struct {
 		name string
 		op   func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
@@ -192,7 +193,7 @@ func testRedteamResendAfterReclaim(t *testing.T, nb NewBackend) {
 // Deterministic on a real Redis, which serves blocked clients first come
 // first served; miniredis picks a blocked client at random, so there it
 // fails about half the time.
-func testRedteamWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
+func testWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{})
 	l := s.claimOne(t, long)
@@ -232,21 +233,13 @@ func testRedteamWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
 	}
 }
 
-// SetLimits replaces every limit, and its doc says: "To change one limit
-// and keep the others, read them with Limits first" (workerd limit does
-// exactly that). Two operators who change different limits at the same
-// time, each by that procedure, lose one of the changes, and both are told
-// it was applied: the broker offers no way to change one limit atomically.
-func testRedteamLimitsLostUpdate(t *testing.T, nb NewBackend) {
+// Two operators who change different limits at the same time, each with
+// the call for its own limit, both get theirs (a read-modify-write of
+// SetLimits lost one of them).
+func testLimitsLostUpdate(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	a, err := s.b.Limits(s.ctx, s.q) // operator A: --max-running 5
-	noErr(t, "Limits", err)
-	b, err := s.b.Limits(s.ctx, s.q) // operator B: --rate 10 --per 1s
-	noErr(t, "Limits", err)
-	a.MaxRunning = 5
-	noErr(t, "SetLimits by A", s.b.SetLimits(s.ctx, s.q, a))
-	b.Rate, b.Per = 10, time.Second
-	noErr(t, "SetLimits by B", s.b.SetLimits(s.ctx, s.q, b))
+	noErr(t, "SetMaxRunning by A", s.b.SetMaxRunning(s.ctx, s.q, 5))
+	noErr(t, "SetRate by B", s.b.SetRate(s.ctx, s.q, 10, time.Second))
 	got, err := s.b.Limits(s.ctx, s.q)
 	noErr(t, "Limits", err)
 	if w := (broker.Limits{MaxRunning: 5, Rate: 10, Per: time.Second}); got != w {
