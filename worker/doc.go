@@ -21,10 +21,19 @@
 //     Redis cannot be reached it keeps retrying until the lease's deadline,
 //     measured on the local monotonic clock from when the claim or last
 //     renew was sent, then cancels with handlers.ErrLeaseExpired.
+//     One lease's trouble (a settlement retried past its deadline, a queue
+//     whose node is down) never stops the renewal of the others.
 //   - A Redis outage stalls the pool; it never crashes it or drops a job.
 //     Claims and settlements retry transient errors with backoff; a job
 //     whose settlement never got through keeps its lease until it expires
 //     and the reaper of some pool recovers it.
+//   - A lost reply costs nothing (invariant 9). A claim whose answer did
+//     not arrive is sent again under the same request id, for up to half a
+//     lease, and answers the leases it took; a settlement sent again
+//     answers what the first did, so it is never logged as stale.
+//   - Dependents of finished jobs are settled by claims and by the
+//     reaper's upkeep in bounded steps (invariant 8); the upkeep runs
+//     again at once while any are left.
 //
 // Delivery is at least once: a handler can run again after a crash or a
 // lost lease, so handlers must be idempotent.
