@@ -246,3 +246,40 @@ func testLimitsLostUpdate(t *testing.T, nb NewBackend) {
 		t.Fatalf("two operators changed one limit each; the queue has %+v, want %+v", got, w)
 	}
 }
+
+// Invariant 7 rests on Lease.LocalDeadline: "the local time before which
+// the lease is certainly still held". ClaimRequest computes it as the time
+// the request was sent plus the lease duration — right for a first claim,
+// wrong for a re-send. A re-send (the pool re-sends for up to half a
+// lease) answers the leases the first call took, whose lease_until was
+// fixed by the first call; the re-send's own send time plus a full lease
+// overstates it by however long the re-send came after. A pool whose
+// renewals then fail keeps the handler running past the real expiry, while
+// a reaper elsewhere hands the job to another worker.
+func testResentClaimOverstatesLocalDeadline(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{})
+	const lease = time.Second
+	req := broker.NewRequestID()
+	first, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, lease) // its reply is lost
+	noErr(t, "ClaimRequest", err)
+	want(t, "leases of the first claim", len(first.Leases), 1)
+
+	s.Advance(600 * time.Millisecond) // the pool re-sends within half a lease
+	again, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, lease)
+	noErr(t, "ClaimRequest sent again", err)
+	want(t, "leases of the re-send", len(again.Leases), 1)
+	l := again.Leases[0]
+	want(t, "token of the re-sent lease", l.Token, first.Leases[0].Token)
+	want(t, "Redis deadline of the re-sent lease", l.Deadline.Equal(first.Leases[0].Deadline), true)
+
+	redisNow, err := s.Client.Time(s.ctx).Result()
+	noErr(t, "TIME", err)
+	heldFor := l.Deadline.Sub(redisNow)     // what Redis still grants the lease
+	believed := time.Until(l.LocalDeadline) // what the worker will assume
+	if believed > heldFor+200*time.Millisecond {
+		t.Fatalf("re-sent ClaimRequest: LocalDeadline is %v away, but the lease expires on Redis in %v; "+
+			"a worker trusting LocalDeadline runs the handler up to %v past its lease", believed.Round(time.Millisecond),
+			heldFor.Round(time.Millisecond), (believed - heldFor).Round(time.Millisecond))
+	}
+}

@@ -54,6 +54,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterReclaim", testResendAfterReclaim},
 		{"WaitWakeupLostToCancelledCaller", testWaitWakeupLostToCancelledCaller},
 		{"LimitsLostUpdate", testLimitsLostUpdate},
+		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
