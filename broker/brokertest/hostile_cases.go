@@ -283,3 +283,42 @@ func testResentClaimOverstatesLocalDeadline(t *testing.T, nb NewBackend) {
 			heldFor.Round(time.Millisecond), (believed - heldFor).Round(time.Millisecond))
 	}
 }
+
+// The re-send record of a settlement survives one later claim
+// (prev_settled), but claim copies it from the previous claim only: when
+// the claim in between never settled (its worker died and the reaper took
+// the job, or an operator force-released it), the next claim overwrites
+// the record with nothing. A release or fail re-sent after that answers
+// Stale although it was stored (invariant 9).
+func testResendAfterUnsettledReclaim(t *testing.T, nb NewBackend) {
+	for _, via := range []string{"Reap", "ReleaseUnowned"} {
+		t.Run(via, func(t *testing.T) {
+			s := setup(t, nb)
+			id := s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, err := s.b.Release(s.ctx, first) // its reply is lost
+			noErr(t, "Release", err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+
+			// A second worker claims the job and dies (or an operator takes it back).
+			if via == "Reap" {
+				s.claimOne(t, short)
+				s.Advance(past)
+				want(t, "reaped", len(s.reap(t, 10).Reaped), 1)
+			} else {
+				s.claimOne(t, long)
+				_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+				noErr(t, "ReleaseUnowned", err)
+			}
+			s.claimOne(t, long) // a third worker runs it
+
+			o, st, err = s.b.Release(s.ctx, first) // the identical request, sent again
+			noErr(t, "Release sent again", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("Release sent again after an unsettled claim (%s) and another claim answered %v %q; the first answered ok %q",
+					via, o, st, broker.StatePending)
+			}
+		})
+	}
+}

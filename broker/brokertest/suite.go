@@ -55,6 +55,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitWakeupLostToCancelledCaller", testWaitWakeupLostToCancelledCaller},
 		{"LimitsLostUpdate", testLimitsLostUpdate},
 		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
+		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
