@@ -322,3 +322,28 @@ func testResendAfterUnsettledReclaim(t *testing.T, nb NewBackend) {
 		})
 	}
 }
+
+// An operator's Retry clears the job's token and settlement record without
+// moving them aside: a worker's fail whose reply was lost, re-sent after
+// an operator retried the dead job, answers Stale although the failure
+// was stored (invariant 9: a lost reply never makes a settlement look
+// stale).
+func testResendAfterOperatorRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 3})
+	l := s.claimOne(t, long)
+	f := broker.Failure{Error: "permanent", Dead: true}
+	o, st, err := s.b.Fail(s.ctx, l, f) // its reply is lost
+	noErr(t, "Fail", err)
+	want(t, "first answer", o, broker.OK)
+	want(t, "first state", st, broker.StateDead)
+
+	_, err = s.b.Retry(s.ctx, s.q, id) // an operator sends it back at once
+	noErr(t, "Retry", err)
+
+	o, st, err = s.b.Fail(s.ctx, l, f) // the identical request, sent again
+	noErr(t, "Fail sent again", err)
+	if o != broker.OK || st != broker.StateDead {
+		t.Fatalf("Fail sent again after an operator retried the job answered %v %q; the first answered ok %q", o, st, broker.StateDead)
+	}
+}

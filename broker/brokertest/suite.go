@@ -56,6 +56,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"LimitsLostUpdate", testLimitsLostUpdate},
 		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
 		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
+		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
