@@ -246,3 +246,104 @@ func testLimitsLostUpdate(t *testing.T, nb NewBackend) {
 		t.Fatalf("two operators changed one limit each; the queue has %+v, want %+v", got, w)
 	}
 }
+
+// Invariant 7 rests on Lease.LocalDeadline: "the local time before which
+// the lease is certainly still held". ClaimRequest computes it as the time
+// the request was sent plus the lease duration — right for a first claim,
+// wrong for a re-send. A re-send (the pool re-sends for up to half a
+// lease) answers the leases the first call took, whose lease_until was
+// fixed by the first call; the re-send's own send time plus a full lease
+// overstates it by however long the re-send came after. A pool whose
+// renewals then fail keeps the handler running past the real expiry, while
+// a reaper elsewhere hands the job to another worker.
+func testResentClaimOverstatesLocalDeadline(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{})
+	const lease = time.Second
+	req := broker.NewRequestID()
+	first, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, lease) // its reply is lost
+	noErr(t, "ClaimRequest", err)
+	want(t, "leases of the first claim", len(first.Leases), 1)
+
+	s.Advance(600 * time.Millisecond) // the pool re-sends within half a lease
+	again, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, lease)
+	noErr(t, "ClaimRequest sent again", err)
+	want(t, "leases of the re-send", len(again.Leases), 1)
+	l := again.Leases[0]
+	want(t, "token of the re-sent lease", l.Token, first.Leases[0].Token)
+	want(t, "Redis deadline of the re-sent lease", l.Deadline.Equal(first.Leases[0].Deadline), true)
+
+	redisNow, err := s.Client.Time(s.ctx).Result()
+	noErr(t, "TIME", err)
+	heldFor := l.Deadline.Sub(redisNow)     // what Redis still grants the lease
+	believed := time.Until(l.LocalDeadline) // what the worker will assume
+	if believed > heldFor+200*time.Millisecond {
+		t.Fatalf("re-sent ClaimRequest: LocalDeadline is %v away, but the lease expires on Redis in %v; "+
+			"a worker trusting LocalDeadline runs the handler up to %v past its lease", believed.Round(time.Millisecond),
+			heldFor.Round(time.Millisecond), (believed - heldFor).Round(time.Millisecond))
+	}
+}
+
+// The re-send record of a settlement survives one later claim
+// (prev_settled), but claim copies it from the previous claim only: when
+// the claim in between never settled (its worker died and the reaper took
+// the job, or an operator force-released it), the next claim overwrites
+// the record with nothing. A release or fail re-sent after that answers
+// Stale although it was stored (invariant 9).
+func testResendAfterUnsettledReclaim(t *testing.T, nb NewBackend) {
+	for _, via := range []string{"Reap", "ReleaseUnowned"} {
+		t.Run(via, func(t *testing.T) {
+			s := setup(t, nb)
+			id := s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, err := s.b.Release(s.ctx, first) // its reply is lost
+			noErr(t, "Release", err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+
+			// A second worker claims the job and dies (or an operator takes it back).
+			if via == "Reap" {
+				s.claimOne(t, short)
+				s.Advance(past)
+				want(t, "reaped", len(s.reap(t, 10).Reaped), 1)
+			} else {
+				s.claimOne(t, long)
+				_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+				noErr(t, "ReleaseUnowned", err)
+			}
+			s.claimOne(t, long) // a third worker runs it
+
+			o, st, err = s.b.Release(s.ctx, first) // the identical request, sent again
+			noErr(t, "Release sent again", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("Release sent again after an unsettled claim (%s) and another claim answered %v %q; the first answered ok %q",
+					via, o, st, broker.StatePending)
+			}
+		})
+	}
+}
+
+// An operator's Retry clears the job's token and settlement record without
+// moving them aside: a worker's fail whose reply was lost, re-sent after
+// an operator retried the dead job, answers Stale although the failure
+// was stored (invariant 9: a lost reply never makes a settlement look
+// stale).
+func testResendAfterOperatorRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 3})
+	l := s.claimOne(t, long)
+	f := broker.Failure{Error: "permanent", Dead: true}
+	o, st, err := s.b.Fail(s.ctx, l, f) // its reply is lost
+	noErr(t, "Fail", err)
+	want(t, "first answer", o, broker.OK)
+	want(t, "first state", st, broker.StateDead)
+
+	_, err = s.b.Retry(s.ctx, s.q, id) // an operator sends it back at once
+	noErr(t, "Retry", err)
+
+	o, st, err = s.b.Fail(s.ctx, l, f) // the identical request, sent again
+	noErr(t, "Fail sent again", err)
+	if o != broker.OK || st != broker.StateDead {
+		t.Fatalf("Fail sent again after an operator retried the job answered %v %q; the first answered ok %q", o, st, broker.StateDead)
+	}
+}

@@ -54,6 +54,9 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterReclaim", testResendAfterReclaim},
 		{"WaitWakeupLostToCancelledCaller", testWaitWakeupLostToCancelledCaller},
 		{"LimitsLostUpdate", testLimitsLostUpdate},
+		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
+		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
+		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
