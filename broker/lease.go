@@ -76,7 +76,7 @@ func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n in
 	sent := time.Now()
 	v, err := b.run(ctx, b.scripts.claim, k, lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget).Result()
 	r := newReply("claim "+queue, v, err)
-	r.int() // Redis time; unused here
+	now := r.int() // Redis time
 	res := ClaimResult{NextDue: -1}
 	if due := r.int(); due >= 0 {
 		res.NextDue = time.Duration(due) * time.Millisecond
@@ -86,11 +86,17 @@ func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n in
 		res.Leases = make([]Lease, 0, count)
 	}
 	for i := 0; i < count && r.err == nil; i++ {
-		res.Leases = append(res.Leases, Lease{
+		l := Lease{
 			Queue: queue, ID: r.str(), Kind: r.str(), Payload: []byte(r.str()),
-			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(),
-			Token: r.str(), Deadline: r.time(), LocalDeadline: sent.Add(lease),
-		})
+			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(), Token: r.str(),
+		}
+		until := r.int()
+		l.Deadline = msTime(until)
+		// What is left of the lease on Redis's clock, which is less than a
+		// whole lease when this answers a re-sent request: the local
+		// deadline must never promise more than Redis will keep.
+		l.LocalDeadline = sent.Add(min(lease, time.Duration(until-now)*time.Millisecond))
+		res.Leases = append(res.Leases, l)
 	}
 	res.Problems = r.problems(queue)
 	if r.err != nil {

@@ -341,10 +341,7 @@ func (m *model) claim(t *rapid.T) {
 		if l.Attempt != j.attempt+1 {
 			t.Fatalf("claim of %s: attempt %d, want %d", l.ID, l.Attempt, j.attempt+1)
 		}
-		j.prev = ""
-		if j.token != "" && j.settled != "" {
-			j.prev = j.token + " " + j.settled
-		}
+		j.keepSettled()
 		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, "", l.Deadline.UnixMilli()
 		m.claims = append(m.claims, l)
 	}
@@ -719,6 +716,7 @@ func (m *model) retryVerdict(id string) (open map[string]bool, refused string) {
 func (m *model) retried(t *rapid.T, id string, open map[string]bool) {
 	j := m.jobs[id]
 	m.readGen(t, "retry", id)
+	j.keepSettled()
 	j.attempt, j.cancel, j.token, j.settled = 0, false, "", ""
 	if j.unique != "" && !j.uniqueTTL {
 		m.uniq[j.unique] = holder{id: id}
@@ -834,6 +832,14 @@ func (m *model) check(t *rapid.T) {
 	noErr(t, "Paused", err)
 	want(t, "paused", paused, m.paused)
 	m.s.consistent(t) // invariant 6
+}
+
+// keepSettled moves the last settlement's record aside, as a claim or a
+// retry does before it clears it; with none, the one before stays.
+func (j *mjob) keepSettled() {
+	if j.token != "" && j.settled != "" {
+		j.prev = j.token + " " + j.settled
+	}
 }
 
 func (j *mjob) wantState(t *rapid.T, op string, got broker.State) {

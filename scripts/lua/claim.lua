@@ -94,7 +94,7 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
   for i = 1, #popped, 2 do
     local id = popped[i]
     local key = JOB .. id
-    local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled')
+    local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'prev_settled')
     if not f or f[1] ~= 'pending' then
       misfiled(id, key, 'ready', problems, now)
     else
@@ -110,8 +110,10 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
         claimed = claimed + 1
         local token = base .. '.' .. claimed
         local attempt, gen = tonumber(f[4]) + 1, next_gen(f[6])
-        -- The last claim's settlement record moves aside, for its re-send.
-        local prev = ''
+        -- The last settlement's record moves aside, for its re-send; a
+        -- claim that never settled (reaped, force-released) left none,
+        -- and the one before it stays.
+        local prev = f[9] or ''
         if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
           prev = f[7] .. ' ' .. f[8]
         end

@@ -24,7 +24,7 @@ for i = 3, #ARGV do
   local id = ARGV[i]
   local key = JOB .. id
   local f, bad = read(key, 'state', 'priority', 'retried', 'gen', 'depends_on', 'on_parent_failure',
-    'blocked_on', 'unique_until_done')
+    'blocked_on', 'unique_until_done', 'token', 'settled')
   local before = f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2)
   if bad then
     answer('corrupt', bad)
@@ -66,6 +66,10 @@ for i = 3, #ARGV do
       answer(f[1], 'refused: ' .. refused)
     else
       redis.call('ZREM', INDEX[f[1]], id)
+      if f[9] and f[9] ~= '' and f[10] and f[10] ~= '' then
+        -- The last settlement's record moves aside, for its re-send.
+        redis.call('HSET', key, 'prev_settled', f[9] .. ' ' .. f[10])
+      end
       redis.call('HSET', key, 'gen', int(next_gen(f[4])), 'attempt', 0, 'token', '', 'settled', '')
       redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until')
       if f[8] then
