@@ -769,7 +769,7 @@ func (m *model) trim(t *rapid.T) {
 func (m *model) wait(t *rapid.T) {
 	id, j := m.pickID(t)
 	d := 5 * time.Millisecond
-	if j != nil && j.state.Final() {
+	if j == nil || j.state.Final() {
 		d = 10 * time.Second // it answers at once, but give a loaded machine time
 	}
 	ctx, cancel := context.WithTimeout(m.s.ctx, d)
