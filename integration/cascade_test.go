@@ -53,20 +53,7 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 			}
 		}
 	}
-	slowest := func() time.Duration {
-		entries, err := admin.SlowLogGet(ctx, 100).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var worst redis.SlowLog
-		for _, e := range entries {
-			if e.Duration > worst.Duration && len(e.Args) > 0 && strings.HasPrefix(strings.ToLower(e.Args[0]), "eval") {
-				worst = e
-			}
-		}
-		admin.SlowLogReset(ctx)
-		return worst.Duration
-	}
+	slowest := func() time.Duration { return slowestScript(t, admin) }
 
 	const fanOut, chain = 100_000, 20_000
 	if _, err := b.Enqueue(ctx, broker.Job{Queue: "fan", Kind: "k", ID: "parent"}); err != nil {
@@ -129,4 +116,23 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 		t.Fatalf("Check: %v %v", bad, err)
 	}
 	t.Logf("chain of %d: cancel's script %v, then %d reap steps, the longest script %v", chain, cancelScript, calls, stepScript)
+}
+
+// slowestScript answers the longest script run in the server's SLOWLOG (set
+// slowlog-log-slower-than to 0 first), and empties the log.
+func slowestScript(t *testing.T, admin *redis.Client) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	entries, err := admin.SlowLogGet(ctx, 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst time.Duration
+	for _, e := range entries {
+		if len(e.Args) > 0 && strings.HasPrefix(strings.ToLower(e.Args[0]), "eval") && e.Duration > worst {
+			worst = e.Duration
+		}
+	}
+	admin.SlowLogReset(ctx)
+	return worst
 }

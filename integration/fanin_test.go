@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -62,15 +61,6 @@ func TestDependsOnIsBounded(t *testing.T) {
 	if j, err := b.Job(ctx, "q", "child"); err != nil || j.State != broker.StateBlocked {
 		t.Fatalf("the retried child: %+v %v; want blocked on its %d dependencies", j, err, n)
 	}
-	entries, err := admin.SlowLogGet(ctx, 100).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var worst time.Duration
-	for _, e := range entries {
-		if len(e.Args) > 0 && strings.HasPrefix(strings.ToLower(e.Args[0]), "eval") && e.Duration > worst {
-			worst = e.Duration
-		}
-	}
+	worst := slowestScript(t, admin)
 	t.Logf("Retry of a job with %d dependencies: its script ran %v", n, worst)
 }
