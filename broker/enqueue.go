@@ -308,7 +308,10 @@ type Enqueued struct {
 
 // EnqueueMany stores many jobs in one pipeline: one round trip on a single
 // Redis, however many queues they go to. Each job is atomic on its own; the
-// answers are in the order of jobs.
+// answers are in the order of jobs. Sent again after a lost reply, a job
+// the first send created answers as created; one it refused (nothing was
+// written) is judged again, so a job whose dependency a later job of the
+// same batch created is enqueued the second time.
 func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 	out := make([]Enqueued, len(jobs))
 	type call struct {

@@ -143,7 +143,24 @@ func (m *model) enqueue(t *rapid.T) {
 	} else {
 		res = m.s.b.EnqueueMany(ctx, jobs)
 	}
+	// A lost reply means Redis ran the whole batch once before the answer
+	// that came back: a job created then answers as created (it is
+	// recognised), one refused then is judged again, after the batch's
+	// later jobs, as Redis judged it.
+	created := make([]bool, len(jobs))
+	if ctx != m.s.ctx {
+		for i, j := range jobs {
+			if m.verdict(j) == "" {
+				m.create(j, res[i].ID)
+				created[i] = true
+			}
+		}
+	}
 	for i, j := range jobs {
+		if created[i] {
+			noErr(t, "Enqueue sent again", res[i].Err)
+			continue
+		}
 		m.enqueued(t, j, res[i].ID, res[i].Err)
 	}
 }
@@ -182,31 +199,47 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 
 // enqueued checks the answer to enqueuing j and moves the model on.
 func (m *model) enqueued(t *rapid.T, j broker.Job, id string, err error) {
-
-	if j.ID != "" && m.jobs[j.ID] != nil {
+	switch why := m.verdict(j); {
+	case why == "exists":
 		wantErr(t, "enqueue of a live id", err, broker.ErrJobExists)
-		return
+	case strings.HasPrefix(why, "missing "):
+		wantErr(t, "enqueue of "+j.ID+" depending on a "+why, err, broker.ErrInvalid)
+	case strings.HasPrefix(why, "held by "):
+		wantErr(t, "enqueue of a held unique key", err, broker.ErrUniqueHeld)
+		want(t, "id answered for a held key", id, strings.TrimPrefix(why, "held by "))
+	default:
+		noErr(t, "Enqueue", err)
+		if j.ID != "" {
+			want(t, "id", id, j.ID)
+		}
+		m.create(j, id)
 	}
+}
+
+// verdict says why enqueuing j now creates nothing ("exists", "missing
+// <dependency>", "held by <holder>"), or "" when it creates the job.
+func (m *model) verdict(j broker.Job) string {
+	if j.ID != "" && m.jobs[j.ID] != nil {
+		return "exists"
+	}
+	for _, d := range j.DependsOn {
+		if m.jobs[d] == nil {
+			return "missing " + d
+		}
+	}
+	if h, held := m.held(j.UniqueKey); held {
+		return "held by " + h
+	}
+	return ""
+}
+
+// create is enqueue's effect on the model: job j under id.
+func (m *model) create(j broker.Job, id string) {
 	var deps []string
 	for _, d := range j.DependsOn {
 		if !slices.Contains(deps, d) {
 			deps = append(deps, d)
 		}
-	}
-	for _, d := range deps {
-		if m.jobs[d] == nil {
-			wantErr(t, "enqueue of "+j.ID+" depending on missing job "+d, err, broker.ErrInvalid)
-			return
-		}
-	}
-	if h, held := m.held(j.UniqueKey); held {
-		wantErr(t, "enqueue of a held unique key", err, broker.ErrUniqueHeld)
-		want(t, "id answered for a held key", id, h)
-		return
-	}
-	noErr(t, "Enqueue", err)
-	if j.ID != "" {
-		want(t, "id", id, j.ID)
 	}
 	mj := &mjob{max: j.MaxAttempts, delayed: j.Delay > 0, deps: deps, runAnyway: j.RunIfDependencyFails,
 		unique: j.UniqueKey, uniqueTTL: j.UniqueFor > 0}
