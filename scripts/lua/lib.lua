@@ -98,9 +98,6 @@ local function next_gen(current)
   return g
 end
 
--- wake leaves a token for a worker blocked in BLPOP on the wake list. One
--- token is enough: the worker it wakes claims a batch, and a claim that
--- leaves work behind wakes the next worker.
 -- setting reads one of the queue's settings (flow control and events, set
 -- by broker.SetLimits and SetEvents), all read once per script call.
 local settings
@@ -122,6 +119,9 @@ local function event(what, id, gen, detail)
   end
 end
 
+-- wake leaves a token for a worker blocked in BLPOP on the wake list. One
+-- token is enough: the worker it wakes claims a batch, and a claim that
+-- leaves work behind wakes the next worker.
 local function wake()
   if redis.call('LLEN', K.wake) == 0 then
     redis.call('RPUSH', K.wake, '1')
