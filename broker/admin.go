@@ -85,7 +85,9 @@ func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
 }
 
 // RetryDead sends up to limit dead jobs of queue (oldest deaths first) back
-// to pending, as Retry does, and answers how many it sent.
+// to pending, as Retry does, and answers how many it sent. A dead job that
+// cannot go back (Retry would say why) is passed over, so it never holds
+// back the ones behind it.
 func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
@@ -93,18 +95,30 @@ func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, e
 	if limit < 1 {
 		return 0, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
 	}
-	ids, err := b.rdb.ZRange(ctx, b.queueKeys(queue).index(StateDead), 0, int64(limit-1)).Result()
-	if err != nil || len(ids) == 0 {
-		return 0, err
-	}
-	res, err := b.retry(ctx, queue, ids)
-	n := 0
-	for _, r := range res {
-		if r.prev == StateDead && (r.outcome == string(StatePending) || r.outcome == string(StateBlocked)) {
-			n++
+	sent, skip := 0, int64(0) // skip: refused jobs at the head of the index
+	for sent < limit {
+		want := int64(limit - sent)
+		ids, err := b.rdb.ZRange(ctx, b.queueKeys(queue).index(StateDead), skip, skip+want-1).Result()
+		if err != nil || len(ids) == 0 {
+			return sent, err
+		}
+		res, err := b.retry(ctx, queue, ids)
+		if err != nil {
+			return sent, err
+		}
+		for _, r := range res {
+			switch {
+			case r.prev == StateDead && (r.outcome == string(StatePending) || r.outcome == string(StateBlocked)):
+				sent++
+			case r.prev == StateDead:
+				skip++ // still dead: it stays where it was
+			}
+		}
+		if int64(len(ids)) < want {
+			return sent, nil
 		}
 	}
-	return n, err
+	return sent, nil
 }
 
 // retried is retry.lua's answer for one job.

@@ -574,8 +574,27 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 		t.Fatalf("Retry of %s succeeded while %s holds its unique key: two live jobs hold one key", a, b)
 	}
 	want(t, "state of the refused retry", s.job(t, a).State, broker.StateDead)
-	_, err = s.b.Cancel(s.ctx, s.q, b)
-	noErr(t, "Cancel", err)
+	// RetryDead passes over a dead job it cannot send back, so the ones
+	// behind it go.
+	other := s.enqueue(t, broker.Job{MaxAttempts: 1})
+	var bLease broker.Lease
+	for _, l := range s.claim(t, 10, long) { // b runs on, holding the key
+		switch l.ID {
+		case other:
+			_, _, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+			noErr(t, "Fail", err)
+		case b:
+			bLease = l
+		}
+	}
+	n, err := s.b.RetryDead(s.ctx, s.q, 1)
+	noErr(t, "RetryDead", err)
+	want(t, "jobs RetryDead sent back past a refused one", n, 1)
+	want(t, "the refused job", s.job(t, a).State, broker.StateDead)
+	want(t, "the job behind it", s.job(t, other).State, broker.StatePending)
+
+	_, err = s.b.Ack(s.ctx, bLease, nil)
+	noErr(t, "Ack", err)
 	_, err = s.b.Retry(s.ctx, s.q, a)
 	noErr(t, "Retry once the key is free", err)
 	s.wantHeld(t, "invoice-7", a)
