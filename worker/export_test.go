@@ -13,3 +13,6 @@ func SetAbandonAfter(t testing.TB, d time.Duration) {
 	abandonAfter = d
 	t.Cleanup(func() { abandonAfter = old })
 }
+
+// Halted is closed when Shutdown gives up retrying Redis (test only).
+func Halted(p *Pool) <-chan struct{} { return p.halt }
