@@ -91,19 +91,26 @@ func (p *Pool) claim(free int) (claimed int, nextDue time.Duration, err error) {
 // claimQueue claims up to n jobs of queue. When the answer does not come
 // back (a timeout, a dropped connection), Redis may have run the claim: it
 // asks again under the same request id, which answers the leases the
-// first took, for up to half a lease. A lost reply so costs no job an
-// attempt, and no job waits for the reaper (invariant 9).
+// first took, for as long as Redis keeps them (a lease) — also while the
+// pool shuts down, which then releases what comes back. A lost reply so
+// costs no job an attempt (invariant 9). Only Shutdown's own deadline
+// (claimAbort) ends the asking sooner; the reaper then recovers the jobs.
 func (p *Pool) claimQueue(queue string, n int) (broker.ClaimResult, error) {
 	req := broker.NewRequestID()
 	first := time.Now()
 	delay := 10 * time.Millisecond
 	for {
 		res, err := p.b.ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
-		if err == nil || !transient(err) || time.Since(first)+delay > p.cfg.LeaseDuration/2 {
+		left := p.cfg.LeaseDuration - time.Since(first)
+		if err == nil || !transient(err) || left < 10*time.Millisecond {
 			return res, err
 		}
-		if !p.sleep(delay, nil) {
-			return res, err // halted
+		t := time.NewTimer(min(delay, left/2)) // the last tries fall inside the lease
+		select {
+		case <-t.C:
+		case <-p.claimAbort:
+			t.Stop()
+			return res, err
 		}
 		delay = min(delay*2, time.Second)
 	}

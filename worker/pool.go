@@ -45,6 +45,7 @@ type Pool struct {
 	haltOnce     sync.Once
 	handlers     sync.WaitGroup // one per running handler goroutine
 	dispatchDone chan struct{}  // closed when the dispatcher has returned
+	claimAbort   chan struct{}  // closed when Shutdown's ctx ends: stop asking for a lost claim
 	hbStop       chan struct{}
 	hbDone       chan struct{}
 	acks         chan *ackReq  // successes for the acker to batch
@@ -110,6 +111,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		ackerDone: make(chan struct{}),
 
 		dispatchDone: make(chan struct{}),
+		claimAbort:   make(chan struct{}),
 
 		renewErrors: newThrottle(10 * time.Second),
 	}
@@ -235,7 +237,17 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	close(p.hbStop)
 	<-p.hbDone
 	<-p.ackerDone
-	<-p.dispatchDone // at most one claim or one short blocking call away
+	// The dispatcher is one claim or one short blocking call away, unless
+	// it is asking Redis again for a claim whose answer was lost: that
+	// lasts while Redis is unreachable, up to a lease, or until ctx ends.
+	select {
+	case <-p.dispatchDone:
+	case <-ctx.Done():
+		close(p.claimAbort)
+		<-p.dispatchDone
+		p.log.Warn("fenceq pool stopped before a lost claim's answer came back; the reaper recovers its jobs when their lease expires")
+		err = ctx.Err()
+	}
 	<-p.schedDone
 	<-p.relayDone
 	p.log.Info("fenceq pool stopped", slog.Int64("succeeded", p.stats.succeeded.Load()), slog.Int64("claimed", p.stats.claimed.Load()))

@@ -230,15 +230,20 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 		case given["max-running"] && !given["rate"] && !given["per"]:
 			err = b.SetMaxRunning(ctx, q, *maxRunning)
 		default:
-			if given["max-running"] {
-				err = b.SetMaxRunning(ctx, q, *maxRunning)
-			}
 			r, p := l.Rate, l.Per
 			if given["rate"] {
 				r = *rate
 			}
 			if given["per"] {
 				p = *per
+			}
+			// Checked before anything is written: a refused command
+			// changes nothing.
+			if r == 0 || p == 0 {
+				return usagef("--rate and --per go together, and the queue has no rate yet: give both, e.g. --rate 100 --per 1m")
+			}
+			if given["max-running"] {
+				err = b.SetMaxRunning(ctx, q, *maxRunning)
 			}
 			if err == nil {
 				err = b.SetRate(ctx, q, r, p)

@@ -6,11 +6,10 @@ import (
 )
 
 // `workerd limit q --max-running 3 --rate 5` on a queue without a rate
-// window: the command fails with a usage error (exit 2, Rate and Per go
-// together), yet it has already set the running limit. A refused command
-// must change nothing: the operator reads "usage error", fixes the flags,
-// and never learns that the first half went through.
-func TestRedteam3LimitRefusedChangesNothing(t *testing.T) {
+// window is a usage error (exit 2, Rate and Per go together), and a refused
+// command changes nothing: it once set the running limit before refusing
+// the rate, so the operator never learned the first half went through.
+func TestLimitRefusedChangesNothing(t *testing.T) {
 	c := newCLI(t)
 	c.ok("", "limit", "q", "--clear")
 	code, _, errOut := c.run("", "limit", "q", "--max-running", "3", "--rate", "5")

@@ -48,12 +48,10 @@ func work(t *testing.T, env *workertest.Env, h handlers.Handler) string {
 
 // Work runs "until nothing is left to do now": jobs that cannot run until
 // the Env's clock moves (a rate limit's window, like a delayed job) or
-// until the test resumes the queue should stay, as scheduled jobs do.
-// Instead Work counts them as ready and fails the test after 30s: the
-// Env's Redis clock never moves by itself, so a rate-limited queue with
-// more jobs than its rate, or a paused queue with a job, can never be
-// worked with Work. Deterministic (each subtest takes Work's 30s).
-func TestRedteam3WorkWithHeldBackJobs(t *testing.T) {
+// until the test resumes the queue stay, as scheduled jobs do. (Work once
+// counted them as ready and failed the test after 30s: the Env's Redis
+// clock never moves by itself.)
+func TestWorkWithHeldBackJobs(t *testing.T) {
 	ok := handlers.HandlerFunc(func(context.Context, *handlers.Job) error { return nil })
 	for _, tc := range []struct {
 		name  string
