@@ -209,6 +209,9 @@ type Overview struct {
 	// Cascading is how many finished jobs still have dependents to release
 	// or cancel: the next claims and reaps settle them, in bounded steps.
 	Cascading int64
+	// Claimable is how many pending jobs a claim could take now: none
+	// while the queue is paused, and no more than its limits let start.
+	Claimable int64
 }
 
 // Overview reads a queue's counts, the age of its next job and its recent
@@ -230,6 +233,7 @@ func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
 	o.Blocked = r.int()
 	o.Due = r.int()
 	o.Cascading = r.int()
+	o.Claimable = r.int()
 	return o, r.err
 }
 

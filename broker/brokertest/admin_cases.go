@@ -963,3 +963,30 @@ func (s *bundle) settleCascade(t failer) int {
 		}
 	}
 }
+
+// Overview.Claimable counts what a claim could take now: nothing while
+// paused, no more than the limits let start.
+func testOverviewClaimable(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	claimable := func(w int64) {
+		t.Helper()
+		o, err := s.b.Overview(s.ctx, s.q)
+		noErr(t, "Overview", err)
+		want(t, "claimable", o.Claimable, w)
+	}
+	for range 3 {
+		s.enqueue(t, broker.Job{})
+	}
+	claimable(3)
+	noErr(t, "Pause", s.b.Pause(s.ctx, s.q))
+	claimable(0)
+	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
+	noErr(t, "SetMaxRunning", s.b.SetMaxRunning(s.ctx, s.q, 2))
+	claimable(2)
+	noErr(t, "SetRate", s.b.SetRate(s.ctx, s.q, 1, time.Hour))
+	claimable(1)
+	s.claimOne(t, long)
+	claimable(0) // the hour's one start is spent
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{}))
+	claimable(2)
+}

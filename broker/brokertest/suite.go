@@ -26,6 +26,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"UniqueJobs", testUnique},
 		{"UniqueHolderTerms", testUniqueHolderTerms},
 		{"Limits", testLimits},
+		{"OverviewClaimable", testOverviewClaimable},
 		{"LimitsKeepOtherSettings", testLimitsKeepOtherSettings},
 		{"Events", testEvents},
 		{"Dependencies", testDependencies},

@@ -4,16 +4,30 @@
 --         run_at of the job at the head of ready (0 when none),
 --         jobs finished done within the window, 1 when paused else 0,
 --         blocked, scheduled jobs due now, finished jobs whose dependents
---         are still to be settled}
+--         are still to be settled, pending jobs a claim could take now
+--         (none while paused; no more than the limits let start)}
 local now = now_ms()
 local head = 0
 local first = redis.call('ZRANGE', K.ready, 0, 0)
 if first[1] then
   head = tonumber(redis.call('HGET', JOB .. first[1], 'run_at')) or 0
 end
+local pending = redis.call('ZCARD', K.ready)
+local claimable = pending
+if redis.call('EXISTS', K.paused) == 1 then
+  claimable = 0
+end
+local max_running, rate, period = setting('max_running'), setting('rate'), setting('period_ms')
+if max_running then
+  claimable = math.min(claimable, math.max(0, max_running - redis.call('ZCARD', K.leases)))
+end
+if rate and period then
+  local started = redis.call('ZCOUNT', K.starts, '(' .. int(now - period), '+inf')
+  claimable = math.min(claimable, math.max(0, rate - started))
+end
 return {now,
   redis.call('ZCARD', K.scheduled), redis.call('ZCARD', K.ready), redis.call('ZCARD', K.leases),
   redis.call('ZCARD', K.done), redis.call('ZCARD', K.dead), redis.call('ZCARD', K.cancelled),
   head, redis.call('ZCOUNT', K.done, '(' .. int(now - tonumber(ARGV[2])), now),
   redis.call('EXISTS', K.paused), redis.call('ZCARD', K.blocked),
-  redis.call('ZCOUNT', K.scheduled, '-inf', now), redis.call('LLEN', K.cascade)}
+  redis.call('ZCOUNT', K.scheduled, '-inf', now), redis.call('LLEN', K.cascade), claimable}

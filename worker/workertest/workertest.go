@@ -141,37 +141,27 @@ func (e *Env) Work(t testing.TB, h handlers.Handler, queues ...string) worker.St
 			t.Errorf("workertest: shutdown: %v", err)
 		}
 	}()
-	claimed, progress := p.Stats().Claimed, time.Now()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		// Each queue is read in one script, atomic with the claim script, so
-		// a job is seen as due, pending or running, whichever it is, even
+		// a job is seen as due, claimable or running, whichever it is, even
 		// while a claim's reply is still on its way to the pool; dependents
-		// still to be released count as work too. A handler whose
+		// still to be released count as work too. Pending jobs a claim
+		// cannot take (a paused queue, a limit whose window never moves on
+		// the Env's clock) stay, as delayed ones do. A handler whose
 		// settlement Redis already has may still be finishing: waiting for
 		// Running to reach 0 puts it in the counters Work returns.
-		busy, waiting := false, false
+		busy := false
 		for _, q := range queues {
 			o, err := e.Broker.Overview(ctx, q)
 			if err != nil {
 				t.Fatalf("workertest: %v", err)
 			}
-			switch {
-			case o.Due+o.Running+o.Cascading > 0:
+			if o.Due+o.Claimable+o.Running+o.Cascading > 0 {
 				busy = true
-			case o.Pending > 0 && !o.Paused:
-				waiting = true
 			}
 		}
-		s := p.Stats()
-		if s.Claimed != claimed {
-			claimed, progress = s.Claimed, time.Now()
-		}
-		// Pending jobs the pool leaves alone for 100ms, 20 of its polls,
-		// are held back (a rate limit whose window never moves on the
-		// Env's clock, a concurrency limit): left, as delayed jobs are.
-		heldBack := waiting && time.Since(progress) > 100*time.Millisecond
-		if !busy && s.Running == 0 && (!waiting || heldBack) {
-			return s
+		if !busy && p.Stats().Running == 0 {
+			return p.Stats()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("workertest: jobs still ready or running after 30s")
