@@ -347,3 +347,22 @@ func testResendAfterOperatorRetry(t *testing.T, nb NewBackend) {
 		t.Fatalf("Fail sent again after an operator retried the job answered %v %q; the first answered ok %q", o, st, broker.StateDead)
 	}
 }
+
+// A job whose gen is above the queue's counter (written before the counter
+// existed, or restored from a backup) gets a generation above its own, and
+// the jobs claimed after it in the same batch get ones above that: a
+// generation is never issued twice (invariants 3 and 10).
+func testGenAboveCounter(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	a := s.enqueue(t, broker.Job{})
+	b := s.enqueue(t, broker.Job{})
+	noErr(t, "HSET gen", s.Client.HSet(s.ctx, s.jobKey(a), "gen", 1000).Err())
+	ls := s.claim(t, 2, long)
+	want(t, "claimed", len(ls), 2)
+	want(t, "first claimed", ls[0].ID, a)
+	want(t, "second claimed", ls[1].ID, b)
+	if ls[0].Generation <= 1000 || ls[1].Generation <= ls[0].Generation {
+		t.Fatalf("generations %d (job at 1000) and %d: want above 1000, then above that", ls[0].Generation, ls[1].Generation)
+	}
+	s.consistent(t)
+}

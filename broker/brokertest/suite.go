@@ -49,6 +49,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"LostReplies", testLostReplies},
 		{"Model", testModel},
 		{"HugeGenPoisonsCounter", testHugeGenPoisonsCounter},
+		{"GenAboveCounter", testGenAboveCounter},
 		{"CorruptBlockedOnAbortsCascade", testCorruptBlockedOnAbortsCascade},
 		{"CascadeEntryWrongTypeWedgesQueue", testCascadeEntryWrongTypeWedgesQueue},
 		{"CorruptDependsOnAbortsRetry", testCorruptDependsOnAbortsRetry},

@@ -91,10 +91,27 @@ local claimed = 0
 local ids = {}
 if n > 0 and redis.call('EXISTS', K.paused) == 0 then
   local popped = redis.call('ZPOPMIN', K.ready, n)
+  -- One INCRBY reserves the batch's generations; a job whose own gen is
+  -- above the reserve (written before the counter existed) takes the
+  -- slow path, next_gen, and so does every job after it in the batch.
+  local reserved = 0
+  if #popped > 0 then
+    reserved = redis.call('INCRBY', K.gen, #popped / 2)
+  end
+  local next_reserved = reserved - #popped / 2 + 1
+  local function claim_gen(current)
+    local c = tonumber(current) or 0
+    if next_reserved <= reserved and c < next_reserved then
+      next_reserved = next_reserved + 1
+      return next_reserved - 1
+    end
+    next_reserved = reserved + 1
+    return next_gen(current)
+  end
   for i = 1, #popped, 2 do
     local id = popped[i]
     local key = JOB .. id
-    local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'prev_settled')
+    local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled')
     if not f or f[1] ~= 'pending' then
       misfiled(id, key, 'ready', problems, now)
     else
@@ -109,16 +126,15 @@ if n > 0 and redis.call('EXISTS', K.paused) == 0 then
       else
         claimed = claimed + 1
         local token = base .. '.' .. claimed
-        local attempt, gen = tonumber(f[4]) + 1, next_gen(f[6])
-        -- The last settlement's record moves aside, for its re-send; a
-        -- claim that never settled (reaped, force-released) left none,
-        -- and the one before it stays.
-        local prev = f[9] or ''
+        local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
+        redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token,
+          'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
         if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
-          prev = f[7] .. ' ' .. f[8]
+          -- The last settlement's record moves aside, for its re-send; a
+          -- claim that never settled (reaped, force-released) left none,
+          -- and the one before it stays. A first claim writes neither.
+          redis.call('HSET', key, 'settled', '', 'prev_settled', f[7] .. ' ' .. f[8])
         end
-        redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token, 'settled', '',
-          'prev_settled', prev, 'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
         redis.call('ZADD', K.leases, int(until_ms), id)
         if rate and period then
           redis.call('ZADD', K.starts, now, token)
