@@ -53,30 +53,10 @@ func (s *stallClaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // under a lease nobody held, to be charged and, with one attempt, made
 // dead by the reaper without its handler ever running.
 func TestShutdownDuringClaimResend(t *testing.T) {
-	mr := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
 	s := &stallClaim{ran: make(chan struct{}), release: make(chan struct{})}
-	c.AddHook(s)
-	b, err := broker.New(c, broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ran atomic.Int32
 	lease := 3 * time.Second
-	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { ran.Add(1); return nil }),
-		worker.Config{LeaseDuration: lease, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r := startOneAttempt(t, s, &redis.Options{}, lease)
+	mr, b, id, p, ran, ctx := r.mr, r.b, r.id, r.p, &r.ran, context.Background()
 	<-s.ran // Redis has run the claim; its reply is on its way
 	done := make(chan error, 1)
 	go func() { done <- p.Shutdown(ctx) }()
@@ -159,30 +139,10 @@ func (o *outageAfterClaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 // lease: the job stayed running under a lease nobody held and, with one
 // attempt, the reaper made it dead without its handler ever running.)
 func TestClaimResentThroughAnOutage(t *testing.T) {
-	mr := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { _ = c.Close() })
 	lease := 600 * time.Millisecond
 	o := &outageAfterClaim{gaveUp: make(chan struct{}), outage: 2 * lease / 3}
-	c.AddHook(o)
-	b, err := broker.New(c, broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ran atomic.Int32
-	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { ran.Add(1); return nil }),
-		worker.Config{LeaseDuration: lease, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r := startOneAttempt(t, o, &redis.Options{MaxRetries: -1}, lease)
+	mr, b, id, p, ran, ctx := r.mr, r.b, r.id, r.p, &r.ran, context.Background()
 	<-o.gaveUp
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -200,4 +160,40 @@ func TestClaimResentThroughAnOutage(t *testing.T) {
 		t.Fatalf("after %d failed re-sends the pool gave the claim up: the job is %s on attempt %d, no pool holds it; reaped it is %s, handler runs %d; want it run or pending uncharged",
 			o.resends, j.State, j.Attempt, after.State, ran.Load())
 	}
+}
+
+// oneAttempt is a job of one attempt and a started pool whose client
+// carries hook, counting the runs of its handler.
+type oneAttempt struct {
+	mr  *miniredis.Miniredis
+	b   *broker.Broker
+	id  string
+	p   *worker.Pool
+	ran atomic.Int32
+}
+
+func startOneAttempt(t *testing.T, hook redis.Hook, opts *redis.Options, lease time.Duration) *oneAttempt {
+	t.Helper()
+	r := &oneAttempt{mr: miniredis.RunT(t)}
+	opts.Addr = r.mr.Addr()
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	c.AddHook(hook)
+	var err error
+	if r.b, err = broker.New(c, broker.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if r.id, err = r.b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.p, err = worker.New(r.b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { r.ran.Add(1); return nil }),
+		worker.Config{LeaseDuration: lease, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
