@@ -170,9 +170,10 @@ type ReapResult struct {
 // without being renewed or settled: each becomes pending again, dead when
 // its attempts are spent, or cancelled when that was requested; its
 // generation is bumped and its token cleared, so the lost worker's late
-// settlement is stale. It also settles up to limit dependents of finished
-// jobs (the cascade; see ReapResult.CascadeLeft). One round trip, bounded
-// by limit.
+// settlement is stale. It also settles dependents of finished jobs (the
+// cascade; see ReapResult.CascadeLeft): up to limit of them, and never
+// fewer than the 50 every script that finishes a job settles inline. One
+// round trip, bounded by limit (and that floor).
 func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult, error) {
 	if err := validName("queue", queue); err != nil {
 		return ReapResult{}, err

@@ -920,6 +920,26 @@ func testBoundedCascades(t *testing.T, nb NewBackend) {
 		}
 		s.consistent(t)
 	})
+	// A reaper that recovers a handful of leases still settles a dead
+	// job's dependents inline, as every script that finishes a job does:
+	// its limit bounds the leases it takes, not the settling of each.
+	t.Run("ReapedParent", func(t *testing.T) {
+		s := setup(t, nb)
+		p := s.enqueue(t, broker.Job{MaxAttempts: 1})
+		var deps []string
+		for range 3 {
+			deps = append(deps, s.enqueue(t, broker.Job{DependsOn: []string{p}}))
+		}
+		s.claimOne(t, short)
+		s.Advance(past)
+		r := s.reap(t, 1)
+		want(t, "reaped", len(r.Reaped), 1)
+		want(t, "cascade left after reaping one lease", r.CascadeLeft, false)
+		for _, d := range deps {
+			want(t, "a dependent of the dead job", s.job(t, d).State, broker.StateCancelled)
+		}
+		s.consistent(t)
+	})
 	t.Run("Chain", func(t *testing.T) {
 		s := setup(t, nb)
 		root := s.enqueue(t, broker.Job{ID: "link-0"})

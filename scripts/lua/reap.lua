@@ -5,7 +5,9 @@
 -- loses its token, so its old owner is fenced off (invariants 2 and 3); it
 -- becomes pending again, dead when its attempts are spent (the crash charged
 -- one), or cancelled when its cancel was requested (invariant 5).
--- ARGV[2] limit (of reaped jobs, and of cascade steps)
+-- ARGV[2] limit (of reaped jobs, and of cascade steps beyond the inline
+-- budget every finishing script settles: a small limit never leaves a
+-- reaped job's dependents behind)
 -- Reply: {now, nreaped, (id, new state, new gen) * nreaped, 1 when cascade
 --         work is left else 0, (id, problem) * ...}
 local limit = tonumber(ARGV[2])
@@ -49,7 +51,7 @@ for _, id in ipairs(ids) do
   end
 end
 out[2] = reaped
-local left = cascade_step(limit, now)
+local left = cascade_step(math.max(limit, CASCADE_INLINE), now)
 if left then
   wake()
 end
