@@ -59,23 +59,17 @@ func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Dura
 // still held) and claims nothing more, so a lost reply costs no job an
 // attempt (invariant 9). Each id must serve one request.
 func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n int, lease time.Duration) (ClaimResult, error) {
-	if err := validName("queue", queue); err != nil {
+	if err := validClaim(requestID, queue, n, lease); err != nil {
 		return ClaimResult{}, err
 	}
-	if err := validLease(lease); err != nil {
-		return ClaimResult{}, err
-	}
-	if n < 0 {
-		return ClaimResult{}, &ValidationError{Field: "n", Value: fmt.Sprint(n), Reason: "must not be negative"}
-	}
-	if err := validID(queue, requestID); err != nil {
-		err.(*ValidationError).Field = "request id"
-		return ClaimResult{}, err
-	}
-	k := b.queueKeys(queue)
 	sent := time.Now()
-	v, err := b.run(ctx, b.scripts.claim, k, lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget).Result()
-	r := newReply("claim "+queue, v, err)
+	v, err := b.run(ctx, b.scripts.claim, b.queueKeys(queue), lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget).Result()
+	return readClaim(newReply("claim "+queue, v, err), queue, lease, sent)
+}
+
+// readClaim reads take.lua's reply for a claim of the given lease duration
+// sent at sent.
+func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (ClaimResult, error) {
 	now := r.int() // Redis time
 	res := ClaimResult{NextDue: -1}
 	if due := r.int(); due >= 0 {
@@ -111,6 +105,23 @@ func NewRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
+}
+
+func validClaim(requestID, queue string, n int, lease time.Duration) error {
+	if err := validName("queue", queue); err != nil {
+		return err
+	}
+	if err := validLease(lease); err != nil {
+		return err
+	}
+	if n < 0 {
+		return &ValidationError{Field: "n", Value: fmt.Sprint(n), Reason: "must not be negative"}
+	}
+	if err := validID(queue, requestID); err != nil {
+		err.(*ValidationError).Field = "request id"
+		return err
+	}
+	return nil
 }
 
 func validLease(d time.Duration) error {

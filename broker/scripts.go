@@ -8,15 +8,29 @@ import (
 	"github.com/fenceq/fenceq/scripts/lua"
 )
 
-// scripts are the atomic operations, each lib.lua followed by its own file.
+// scripts are the atomic operations, each lib.lua followed by the pieces
+// it uses and its own file.
 type scripts struct {
 	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, overview *redis.Script
 }
 
+// pieces are the library files an operation runs besides lib.lua.
+var pieces = map[string][]string{
+	"claim": {"take.lua"},
+	"ack":   {"take.lua"},
+}
+
 func loadScripts() (*scripts, error) {
-	lib, err := lua.FS.ReadFile("lib.lua")
+	read := func(name string) (string, error) {
+		src, err := lua.FS.ReadFile(name)
+		if err != nil {
+			return "", fmt.Errorf("fenceq: read embedded %s: %w", name, err)
+		}
+		return string(src), nil
+	}
+	lib, err := read("lib.lua")
 	if err != nil {
-		return nil, fmt.Errorf("fenceq: read embedded lib.lua: %w", err)
+		return nil, err
 	}
 	var s scripts
 	for name, dst := range map[string]**redis.Script{
@@ -24,11 +38,15 @@ func loadScripts() (*scripts, error) {
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
 		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "overview": &s.overview,
 	} {
-		src, err := lua.FS.ReadFile(name + ".lua")
-		if err != nil {
-			return nil, fmt.Errorf("fenceq: read embedded %s.lua: %w", name, err)
+		src := lib
+		for _, f := range append(pieces[name], name+".lua") {
+			part, err := read(f)
+			if err != nil {
+				return nil, err
+			}
+			src += "\n-- " + f + "\n" + part
 		}
-		*dst = redis.NewScript(string(lib) + "\n-- " + name + ".lua\n" + string(src))
+		*dst = redis.NewScript(src)
 	}
 	return &s, nil
 }

@@ -47,32 +47,93 @@ type Ack struct {
 // each (as Ack does); on an error, none of the answers is known and the
 // caller should try again (an ack is idempotent for its claim).
 func (b *Broker) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
-	out := make([]Outcome, len(acks))
-	if len(acks) == 0 {
-		return out, nil
+	out, _, err := b.ackClaim(ctx, acks, ClaimSpec{})
+	return out, err
+}
+
+// ClaimSpec is a claim that AckClaim makes after its acks.
+type ClaimSpec struct {
+	RequestID string // from NewRequestID; the same when the call is sent again
+	Queue     string
+	N         int // at most this many jobs; 0 claims nothing
+	Lease     time.Duration
+}
+
+// AckClaim settles acks as AckMany does and, in the same round trip, claims
+// up to c.N jobs of c.Queue under c.RequestID as ClaimRequest does: a pool
+// that finishes a job and runs the next pays one round trip for both. The
+// acks come first (a dependent they release can be claimed at once), and
+// the claim in the same script call as the acks of its queue. Every ack
+// keeps its guard and the claim its limits.
+//
+// On an error neither part's outcome is known, and both are safe to send
+// again: the acks with AckMany (or AckClaim), the claim with ClaimRequest
+// (or AckClaim) under the same request id, which answers the leases this
+// call took if it ran, so a lost reply costs no job an attempt.
+func (b *Broker) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
+		return nil, ClaimResult{}, err
 	}
-	calls, err := b.perQueue(ctx, "ack", b.scripts.ack, len(acks),
-		func(i int) string { return acks[i].Lease.Queue }, nil,
+	return b.ackClaim(ctx, acks, c)
+}
+
+// noClaim heads an ack call that claims nothing.
+var noClaim = []any{0, 0, 0, "", 0}
+
+func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+	out := make([]Outcome, len(acks))
+	res := ClaimResult{NextDue: -1}
+	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
 		func(i int) []any {
 			l := acks[i].Lease
 			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, acks[i].Result}
 		})
 	if err != nil {
-		return nil, err
+		return nil, res, err
 	}
-	for _, c := range calls {
-		for _, pos := range c.idx {
-			if c.reply.str() == "done" {
+	var claiming *queueCall // the call that claims, when one does
+	if c.N > 0 {
+		for _, call := range calls {
+			if call.k.name == c.Queue {
+				claiming = call
+			}
+		}
+		if claiming == nil {
+			claiming = &queueCall{k: b.queueKeys(c.Queue)}
+			calls = append(calls, claiming)
+		}
+	}
+	if len(calls) == 0 {
+		return out, res, nil
+	}
+	sent := time.Now()
+	b.pipeline(ctx, "ack", b.scripts.ack, calls, func(call *queueCall) []any {
+		if call == claiming {
+			return []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
+		}
+		return noClaim
+	})
+	for _, call := range calls {
+		r := call.reply
+		for _, pos := range call.idx {
+			if r.str() == "done" {
 				out[pos] = OK
 			} else {
 				out[pos] = Stale
 			}
 		}
-		if c.reply.err != nil {
-			return nil, c.reply.err
+		if call == claiming {
+			if v := r.next(); r.err == nil {
+				if res, err = readClaim(newReply("claim "+c.Queue, v, nil), c.Queue, c.Lease, sent); err != nil {
+					return nil, ClaimResult{}, err
+				}
+			}
+		}
+		if r.err != nil {
+			return nil, ClaimResult{}, r.err
 		}
 	}
-	return out, nil
+	return out, res, nil
 }
 
 // Progress stores a progress report for a running job (any bytes; a JSON

@@ -3,6 +3,7 @@ package brokertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -630,4 +631,94 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 	noErr(t, "Cancel sent twice", err)
 	want(t, "Cancel sent twice", st, broker.StateCancelled)
 	s.consistent(t)
+}
+
+// AckClaim settles and claims in one call: the acks first, so a dependent
+// an ack releases is taken at once; each ack keeps its guard; the call is
+// safe to send again, whole or its claim alone.
+func testAckClaim(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	p := s.enqueue(t, broker.Job{})
+	x := s.enqueue(t, broker.Job{})
+	d := s.enqueue(t, broker.Job{DependsOn: []string{p}})
+	lp := s.claimOne(t, long)
+	want(t, "first claim", lp.ID, p)
+
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 3, Lease: long}
+	os, res, err := s.b.AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	noErr(t, "AckClaim", err)
+	want(t, "ack outcome", os[0], broker.OK)
+	want(t, "acked job", s.job(t, p).State, broker.StateDone)
+	if len(res.Leases) != 2 || res.Leases[0].ID != x || res.Leases[1].ID != d {
+		t.Fatalf("AckClaim took %+v; want %s, then %s (released by the ack)", res.Leases, x, d)
+	}
+	for _, l := range res.Leases {
+		want(t, "claimed job", s.job(t, l.ID).State, broker.StateRunning)
+		if l.Token == "" || l.Attempt != 1 || time.Until(l.LocalDeadline) < 59*time.Minute {
+			t.Fatalf("lease %+v", l)
+		}
+	}
+
+	// Sent again (its reply was lost): the same answers, nothing more taken.
+	s.enqueue(t, broker.Job{})
+	os2, res2, err := s.b.AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	noErr(t, "AckClaim sent again", err)
+	want(t, "re-sent ack outcome", os2[0], broker.OK)
+	sameLeases(t, "AckClaim sent again", res2.Leases, res.Leases)
+	// Its claim alone, sent again as a ClaimRequest, answers the same.
+	res3, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, spec.N, long)
+	noErr(t, "ClaimRequest under the AckClaim's id", err)
+	sameLeases(t, "ClaimRequest under the AckClaim's id", res3.Leases, res.Leases)
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "pending after the re-sends", c.Pending, int64(1))
+
+	// A stale ack is refused, and the claim still runs; the claim may be of
+	// another queue than the acks.
+	s.enqueue(t, broker.Job{Queue: "other"})
+	os, res, err = s.b.AckClaim(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
+		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "other", N: 5, Lease: long})
+	noErr(t, "AckClaim across queues", err)
+	want(t, "the first ack again, under a spent claim", os[0], broker.OK)
+	want(t, "ack of x", os[1], broker.OK)
+	want(t, "claimed from the other queue", len(res.Leases), 1)
+	want(t, "its queue", res.Leases[0].Queue, "other")
+	stale := res3.Leases[1]
+	stale.Token = "not-the-token"
+	os, res, err = s.b.AckClaim(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
+	noErr(t, "AckClaim with a stale ack", err)
+	want(t, "stale ack", os[0], broker.Stale)
+	want(t, "claimed beside a stale ack", len(res.Leases), 1)
+	want(t, "the dependent, still running", s.job(t, d).State, broker.StateRunning)
+
+	// No claim: N = 0 answers no leases and takes nothing.
+	_, res, err = s.b.AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
+	noErr(t, "AckClaim of nothing", err)
+	want(t, "leases of a claim of 0", len(res.Leases), 0)
+
+	for _, bad := range []broker.ClaimSpec{
+		{RequestID: "", Queue: s.q, N: 1, Lease: long},
+		{RequestID: "r", Queue: s.q, N: -1, Lease: long},
+		{RequestID: "r", Queue: s.q, N: 1, Lease: 0},
+		{RequestID: "r", Queue: "", N: 1, Lease: long},
+	} {
+		_, _, err := s.b.AckClaim(s.ctx, nil, bad)
+		var ve *broker.ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("AckClaim(%+v): %v, want a ValidationError", bad, err)
+		}
+	}
+	s.consistent(t)
+}
+
+func sameLeases(t failer, what string, got, want []broker.Lease) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d leases, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.ID != w.ID || g.Generation != w.Generation || g.Token != w.Token || g.Attempt != w.Attempt || !g.Deadline.Equal(w.Deadline) {
+			t.Fatalf("%s: lease %+v, want %+v", what, g, w)
+		}
+	}
 }

@@ -74,6 +74,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"renew":          m.renew,
 			"progress":       m.progress,
 			"ack":            m.ack,
+			"ackClaim":       m.ackClaim,
 			"fail":           m.fail,
 			"snooze":         m.snooze,
 			"release":        m.release,
@@ -326,22 +327,7 @@ func (m *model) finish(id string, st broker.State) {
 func (m *model) claim(t *rapid.T) {
 	n := rapid.IntRange(1, 3).Draw(t, "n")
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
-	pending, running := 0, 0
-	for _, j := range m.jobs {
-		switch j.state {
-		case broker.StatePending:
-			pending++
-		case broker.StateRunning:
-			running++
-		}
-	}
-	w := min(n, pending)
-	if m.paused {
-		w = 0
-	}
-	if m.maxRunning > 0 {
-		w = min(w, max(0, m.maxRunning-running))
-	}
+	w := m.claimable(n)
 	req := broker.NewRequestID()
 	res, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
 	noErr(t, "ClaimRequest", err)
@@ -359,20 +345,73 @@ func (m *model) claim(t *rapid.T) {
 		}
 		res = again
 	}
+	m.took(t, "claim", res, w)
+}
+
+// ackClaim acks a claim (or none) and claims in the same call, the way a
+// pool that finished a job takes its next one.
+func (m *model) ackClaim(t *rapid.T) {
+	var acks []broker.Ack
+	var l broker.Lease
+	var j *mjob
+	var valid bool
+	if len(m.claims) > 0 && rapid.Bool().Draw(t, "with an ack") {
+		l, j, valid = m.pickClaim(t)
+		acks = append(acks, broker.Ack{Lease: l})
+	}
+	n := rapid.IntRange(1, 3).Draw(t, "n")
+	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
+	os, res, err := m.s.b.AckClaim(m.lostReply(t), acks, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease})
+	noErr(t, "AckClaim", err)
+	if len(acks) > 0 {
+		_, resent := again(j, l, "ack")
+		m.wantOutcome(t, "AckClaim's ack", os[0], nil, valid || resent)
+		if valid {
+			j.settled = "ack done"
+			m.finish(l.ID, broker.StateDone)
+		}
+	}
+	m.took(t, "AckClaim", res, m.claimable(n)) // the acks come first
+}
+
+// claimable is how many jobs a claim of n takes now: the pending ones,
+// none while paused, no more than max running lets start.
+func (m *model) claimable(n int) int {
+	pending, running := 0, 0
+	for _, j := range m.jobs {
+		switch j.state {
+		case broker.StatePending:
+			pending++
+		case broker.StateRunning:
+			running++
+		}
+	}
+	w := min(n, pending)
+	if m.paused {
+		w = 0
+	}
+	if m.maxRunning > 0 {
+		w = min(w, max(0, m.maxRunning-running))
+	}
+	return w
+}
+
+// took checks that a claim took w pending jobs, and makes them running.
+func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, w int) {
 	if len(res.Problems) > 0 {
-		t.Fatalf("Claim reported problems: %v", res.Problems)
+		t.Fatalf("%s reported problems: %v", op, res.Problems)
 	}
 	if len(res.Leases) != w {
-		t.Fatalf("claimed %d jobs with %d pending, %d running, max running %d; want %d", len(res.Leases), pending, running, m.maxRunning, w)
+		t.Fatalf("%s took %d jobs; want %d", op, len(res.Leases), w)
 	}
 	for _, l := range res.Leases {
 		j := m.jobs[l.ID]
 		if j == nil || j.state != broker.StatePending {
-			t.Fatalf("claimed job %s, which the model has as %+v", l.ID, j)
+			t.Fatalf("%s took job %s, which the model has as %+v", op, l.ID, j)
 		}
-		m.newGen(t, "claim", l.Generation)
+		m.newGen(t, op, l.Generation)
 		if l.Attempt != j.attempt+1 {
-			t.Fatalf("claim of %s: attempt %d, want %d", l.ID, l.Attempt, j.attempt+1)
+			t.Fatalf("%s of %s: attempt %d, want %d", op, l.ID, l.Attempt, j.attempt+1)
 		}
 		j.keepSettled()
 		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, "", l.Deadline.UnixMilli()

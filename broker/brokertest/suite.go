@@ -42,6 +42,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ScriptFlush", testScriptFlush},
 		{"RenewMany", testRenewMany},
 		{"AckMany", testAckMany},
+		{"AckClaim", testAckClaim},
 		{"Wait", testWait},
 		{"WaitAfterRetry", testWaitAfterRetry},
 		{"Inspection", testInspection},

@@ -1,15 +1,20 @@
 -- ack: handlers succeeded; their jobs are done. One call settles many jobs
--- of a queue, so a busy pool spends a fraction of a round trip per job.
+-- of a queue, so a busy pool spends a fraction of a round trip per job, and
+-- it may take the pool's next jobs in the same call (take.lua), so a pool
+-- that settles a job and runs the next spends one round trip on both.
 -- Guard, per job: state=running ∧ gen ∧ token (invariant 2): a stale
 -- worker's late success never overwrites the attempt that replaced it.
 -- A re-send of an ack whose reply was lost answers 'done' again and writes
 -- nothing (invariant 9): the job still carries the claim's token, settled
--- as done.
--- ARGV[2..] (id, gen, token, result) for each job
--- Reply: per job, 'done' or 'stale'
+-- as done; the claim, re-sent under its request id, answers its leases.
+-- ARGV[2] n to claim after the acks (0: claim nothing)  [3] lease_ms
+--     [4] promote_limit  [5] claim request id  [6] cascade budget
+--     [7..] (id, gen, token, result) for each job
+-- Reply: per job, 'done' or 'stale'; then, when n > 0, take's reply as
+--        one nested array
 local now = now_ms()
 local out = {}
-for i = 2, #ARGV, 4 do
+for i = 7, #ARGV, 4 do
   local id, token = ARGV[i], ARGV[i + 2]
   local key = JOB .. id
   local f = read(key, 'state', 'gen', 'token', 'settled')
@@ -26,4 +31,8 @@ for i = 2, #ARGV, 4 do
   end
 end
 settle_cascade(now)
+local n = tonumber(ARGV[2])
+if n > 0 then
+  table.insert(out, take(tonumber(ARGV[3]), n, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])))
+end
 return out

@@ -1,0 +1,170 @@
+-- take.lua: the claim, as a function a script can run after its own work
+-- (claim.lua runs only it; ack.lua runs it after its settlements, so a pool
+-- settles and takes its next jobs in one round trip). Loaded after lib.lua.
+--
+-- take settles a bounded step of the dependents cascade, promotes due
+-- scheduled jobs (bounded), then takes up to n ready jobs, unless the queue
+-- is paused, within the queue's limits.
+-- Guard: none from the caller; a popped job is claimed only if its hash says
+-- pending. Each claim draws a new gen from the queue's counter and installs
+-- a fresh token, which makes it the one valid claim (invariants 1, 3 and
+-- 10); the job moves from ready to leases (invariant 6).
+-- Safe to re-send (invariant 9): the ids a request took are kept under its
+-- token base for the lease's length, and a request that finds them answers
+-- the same leases (those its tokens still hold) and changes nothing.
+-- base is the token base, unique per request (token of the i-th claimed
+-- job = base .. '.' .. i); budget is the cascade step's.
+-- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
+--   the rate limit frees a start, when that is sooner and jobs wait), njobs,
+--   (id, kind, payload, attempt, max_attempts, gen, token, lease_until) * njobs,
+--   (id, problem) * ...}
+local function take(lease_ms, n, promote_limit, base, budget)
+  local now = now_ms()
+  local problems = {}
+  local out = {now, -1, 0}
+  local record = derived('claim', base)
+
+  -- next_due fills in when the caller should look again.
+  local function next_due(limited_for)
+    local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
+    if first[2] then
+      out[2] = math.max(0, tonumber(first[2]) - now)
+    end
+    if limited_for >= 0 and redis.call('ZCARD', K.ready) > 0 and (out[2] < 0 or limited_for < out[2]) then
+      out[2] = limited_for -- come back when the rate limit lets a job start
+    end
+  end
+
+  local taken = redis.call('GET', record)
+  if taken then
+    local i, claimed = 0, 0
+    for id in string.gmatch(taken, '[^\n]+') do
+      i = i + 1
+      local token = base .. '.' .. i
+      local f = read(JOB .. id, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'lease_until')
+      if f and f[1] == 'running' and f[7] == token then
+        claimed = claimed + 1
+        for _, v in ipairs({id, f[2], f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), token, tonumber(f[8])}) do
+          table.insert(out, v)
+        end
+      end
+    end
+    out[3] = claimed
+    next_due(-1)
+    return out
+  end
+
+  if cascade_step(budget, now) then
+    wake() -- more to settle: the next claim takes the next step
+  end
+
+  local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', 0, promote_limit)
+  for _, id in ipairs(due) do
+    local key = JOB .. id
+    redis.call('ZREM', K.scheduled, id)
+    local f = read(key, 'state', 'priority')
+    if f and f[1] == 'scheduled' then
+      to_ready(id, key, f[2])
+    else
+      misfiled(id, key, 'scheduled', problems, now)
+    end
+  end
+
+  -- Flow control (broker.SetLimits), the same for every pool: at most
+  -- max_running jobs running at once, at most rate starts per period_ms.
+  -- limited_for is how long until the rate limit lets a job start, when it
+  -- is what stops this claim.
+  local limited_for = -1
+  local max_running, rate, period = setting('max_running'), setting('rate'), setting('period_ms')
+  if max_running then
+    n = math.min(n, math.max(0, max_running - redis.call('ZCARD', K.leases)))
+  end
+  if rate and period and n > 0 then
+    redis.call('ZREMRANGEBYSCORE', K.starts, '-inf', now - period)
+    local left = rate - redis.call('ZCARD', K.starts)
+    if left < 1 then
+      local oldest = redis.call('ZRANGE', K.starts, 0, 0, 'WITHSCORES')
+      limited_for = math.max(1, tonumber(oldest[2]) + period - now)
+    end
+    n = math.max(0, math.min(n, left))
+  end
+
+  local until_ms = now + lease_ms
+  local claimed = 0
+  local ids = {}
+  if n > 0 and redis.call('EXISTS', K.paused) == 0 then
+    local popped = redis.call('ZPOPMIN', K.ready, n)
+    -- One INCRBY reserves the batch's generations; a job whose own gen is
+    -- above the reserve (written before the counter existed) takes the
+    -- slow path, next_gen, and so does every job after it in the batch.
+    local reserved = 0
+    if #popped > 0 then
+      reserved = redis.call('INCRBY', K.gen, #popped / 2)
+    end
+    local next_reserved = reserved - #popped / 2 + 1
+    local function claim_gen(current)
+      local c = tonumber(current) or 0
+      if next_reserved <= reserved and c < next_reserved then
+        next_reserved = next_reserved + 1
+        return next_reserved - 1
+      end
+      next_reserved = reserved + 1
+      return next_gen(current)
+    end
+    for i = 1, #popped, 2 do
+      local id = popped[i]
+      local key = JOB .. id
+      local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled')
+      if not f or f[1] ~= 'pending' then
+        misfiled(id, key, 'ready', problems, now)
+      else
+        local bad = bad_int(f, 4, {'attempt', 'max_attempts', 'gen'})
+        if not bad and (not f[2] or f[2] == '') then
+          bad = 'field kind is missing'
+        elseif not bad and not f[3] then
+          bad = 'field payload is missing'
+        end
+        if bad then
+          corrupt(id, key, bad, problems, now)
+        else
+          claimed = claimed + 1
+          local token = base .. '.' .. claimed
+          local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
+          redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token,
+            'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
+          if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
+            -- The last settlement's record moves aside, for its re-send; a
+            -- claim that never settled (reaped, force-released) left none,
+            -- and the one before it stays. A first claim writes neither.
+            redis.call('HSET', key, 'settled', '', 'prev_settled', f[7] .. ' ' .. f[8])
+          end
+          redis.call('ZADD', K.leases, int(until_ms), id)
+          if rate and period then
+            redis.call('ZADD', K.starts, now, token)
+            redis.call('PEXPIRE', K.starts, period)
+          end
+          event('started', id, gen, 'attempt ' .. attempt)
+          table.insert(ids, id)
+          for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms}) do
+            table.insert(out, v)
+          end
+        end
+      end
+    end
+  end
+  out[3] = claimed
+  if claimed > 0 then
+    redis.call('SET', record, table.concat(ids, '\n'), 'PX', lease_ms)
+  end
+
+  -- Chain the wake-up: work left behind wakes the next blocked worker.
+  if claimed > 0 and redis.call('ZCARD', K.ready) > 0 then
+    wake()
+  end
+  next_due(limited_for)
+
+  for _, v in ipairs(problems) do
+    table.insert(out, v)
+  end
+  return out
+end
