@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -12,8 +14,11 @@ const maxAckBatch = 256
 
 // ackReq is one handler's success, waiting for its ack.
 type ackReq struct {
-	a   *active
-	out chan ackResult // buffered: the acker never blocks on it
+	a *active
+	// slot: a's slot is still its own, so the acker may give it to a job
+	// it claims with the ack.
+	slot bool
+	out  chan ackResult // buffered: the acker never blocks on it
 }
 
 type ackResult struct {
@@ -24,10 +29,11 @@ type ackResult struct {
 var errHalted = errors.New("pool stopped")
 
 // ack settles a's job as done through the acker, and waits for the answer.
-// A handler that Shutdown abandoned may get here after the acker has
-// exited: it gets errHalted, not a wait that never ends.
+// The acker may have passed a's slot to a job it claimed meanwhile
+// (a.passed). A handler that Shutdown abandoned may get here after the
+// acker has exited: it gets errHalted, not a wait that never ends.
 func (p *Pool) ack(a *active) (broker.Outcome, error) {
-	r := &ackReq{a: a, out: make(chan ackResult, 1)}
+	r := &ackReq{a: a, slot: !a.passed.Load(), out: make(chan ackResult, 1)}
 	select {
 	case p.acks <- r:
 	case <-p.halt:
@@ -51,7 +57,11 @@ func (p *Pool) ack(a *active) (broker.Outcome, error) {
 // acker sends acks in batches: it takes whatever successes are waiting
 // when it is free, so an idle pool's ack goes out at once and a busy pool's
 // acks share round trips (a batch forms while the previous one is in
-// flight). Retrying a failed batch is each handler's own settle loop.
+// flight). In the same call it claims a job for each slot the batch frees
+// (fusedClaim), so a pool working through a backlog spends one round trip
+// per batch, not two. Retrying a failed ack is each handler's own settle
+// loop; a failed claim the acker asks for again itself (claimRequest), so
+// a lost reply costs no job an attempt.
 func (p *Pool) acker() {
 	defer close(p.ackerDone)
 	batch := make([]*ackReq, 0, maxAckBatch)
@@ -76,13 +86,71 @@ func (p *Pool) acker() {
 		for _, r := range batch {
 			acks = append(acks, broker.Ack{Lease: r.a.lease, Result: r.a.job.Result()})
 		}
-		outcomes, err := p.b.AckMany(context.Background(), acks)
+		spec := p.fusedClaim(batch)
+		var outcomes []broker.Outcome
+		var claimed broker.ClaimResult
+		var err error
+		if spec.N == 0 {
+			outcomes, err = p.b.AckMany(context.Background(), acks)
+		} else {
+			sent := time.Now()
+			outcomes, claimed, err = p.b.AckClaim(context.Background(), acks, spec)
+			if err != nil {
+				// The claim may have run: ask for its leases under its id.
+				var cerr error
+				claimed, cerr = p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
+				if cerr != nil {
+					p.log.Warn("fenceq could not learn what a claim sent with acks took; the reaper recovers its jobs when their lease expires",
+						slog.String("queue", spec.Queue), slog.Any("error", cerr))
+				}
+			}
+			p.logProblems(spec.Queue, "claim", claimed.Problems)
+			p.claimedFrom(spec.Queue, spec.N, claimed)
+			p.pass(batch, claimed.Leases)
+		}
 		for i, r := range batch {
 			if err != nil {
 				r.out <- ackResult{err: err}
 			} else {
 				r.out <- ackResult{outcome: outcomes[i]}
 			}
+		}
+	}
+}
+
+// fusedClaim is the claim to send with a batch of acks: one job for each
+// slot the batch can pass on, from the first queue (in this round's order)
+// not found drained. It claims nothing while the pool stops.
+func (p *Pool) fusedClaim(batch []*ackReq) broker.ClaimSpec {
+	n := 0
+	for _, r := range batch {
+		if r.slot {
+			n++
+		}
+	}
+	if n == 0 || p.stopping() {
+		return broker.ClaimSpec{}
+	}
+	for _, q := range p.order() {
+		if !p.drained[q].Load() {
+			return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: p.cfg.LeaseDuration}
+		}
+	}
+	return broker.ClaimSpec{}
+}
+
+// pass starts each claimed job in the slot of one acked job, which keeps
+// it (a.passed) instead of freeing it.
+func (p *Pool) pass(batch []*ackReq, leases []broker.Lease) {
+	i := 0
+	for _, r := range batch {
+		if i == len(leases) {
+			return
+		}
+		if r.slot {
+			r.a.passed.Store(true)
+			p.run(leases[i])
+			i++
 		}
 	}
 }

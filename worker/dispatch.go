@@ -88,16 +88,22 @@ func (p *Pool) claim(free int) (claimed int, nextDue time.Duration, err error) {
 	return claimed, nextDue, nil
 }
 
-// claimQueue claims up to n jobs of queue. When the answer does not come
-// back (a timeout, a dropped connection), Redis may have run the claim: it
-// asks again under the same request id, which answers the leases the
-// first took, for as long as Redis keeps them (a lease) — also while the
-// pool shuts down, which then releases what comes back. A lost reply so
-// costs no job an attempt (invariant 9). Only Shutdown's own deadline
-// (claimAbort) ends the asking sooner; the reaper then recovers the jobs.
+// claimQueue claims up to n jobs of queue, under a request id of its own.
 func (p *Pool) claimQueue(queue string, n int) (broker.ClaimResult, error) {
-	req := broker.NewRequestID()
-	first := time.Now()
+	res, err := p.claimRequest(broker.NewRequestID(), queue, n, time.Now())
+	p.claimedFrom(queue, n, res)
+	return res, err
+}
+
+// claimRequest sends claim request req (first sent at first, perhaps with
+// acks) for up to n jobs of queue. When the answer does not come back (a
+// timeout, a dropped connection), Redis may have run the claim: it asks
+// again under the same request id, which answers the leases the first took,
+// for as long as Redis keeps them (a lease) — also while the pool shuts
+// down, which then releases what comes back. A lost reply so costs no job
+// an attempt (invariant 9). Only Shutdown's own deadline (claimAbort) ends
+// the asking sooner; the reaper then recovers the jobs.
+func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.ClaimResult, error) {
 	delay := 10 * time.Millisecond
 	for {
 		res, err := p.b.ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
@@ -113,6 +119,16 @@ func (p *Pool) claimQueue(queue string, n int) (broker.ClaimResult, error) {
 			return res, err
 		}
 		delay = min(delay*2, time.Second)
+	}
+}
+
+// claimedFrom notes whether a claim of n from queue found it drained (it
+// took fewer: nothing ready, paused, or held back by its limits). The
+// acker sends no claim with its acks to a drained queue; a claim that
+// takes a job, or a wake-up, makes it worth asking again.
+func (p *Pool) claimedFrom(queue string, n int, res broker.ClaimResult) {
+	if d := p.drained[queue]; d != nil {
+		d.Store(len(res.Leases) < n)
 	}
 }
 
@@ -158,6 +174,9 @@ func (p *Pool) waitWork(d time.Duration) {
 		woken, err := p.block(min(left, p.maxBlock))
 		switch {
 		case woken:
+			for _, d := range p.drained {
+				d.Store(false) // new work somewhere
+			}
 			return
 		case err == nil:
 		case redis.HasErrorPrefix(err, "CROSSSLOT") && len(p.wakeKeys) > 1:

@@ -28,8 +28,9 @@
 //     whose settlement never got through keeps its lease until it expires
 //     and the reaper of some pool recovers it.
 //   - A lost reply costs nothing (invariant 9). A claim whose answer did
-//     not arrive is sent again under the same request id, for up to half a
-//     lease, and answers the leases it took; a settlement sent again
+//     not arrive — on its own, or sent with a batch of acks to fill the
+//     slots they free — is sent again under the same request id, for up
+//     to a lease, and answers the leases it took; a settlement sent again
 //     answers what the first did, so it is never logged as stale.
 //   - Dependents of finished jobs are settled by claims and by the
 //     reaper's upkeep in bounded steps (invariant 8); the upkeep runs

@@ -15,9 +15,16 @@ import (
 // errNotRenewed is logged when the watchdog finds a lease past its deadline.
 var errNotRenewed = errors.New("no renewal reached Redis before the lease's deadline")
 
-// start runs a claimed job in a slot of its own. A claim that lands after
-// Shutdown began is given straight back.
+// start runs a claimed job in a slot of its own.
 func (p *Pool) start(l broker.Lease) {
+	p.slots <- struct{}{}
+	p.run(l)
+}
+
+// run runs a claimed job in a slot its caller holds for it: one start took,
+// or one a finished job passed on (the acker's fused claim). A claim that
+// lands after Shutdown began is given straight back.
+func (p *Pool) run(l broker.Lease) {
 	p.stats.claimed.Add(1)
 	ctx, cancel := context.WithCancelCause(p.jobsCtx)
 	a := &active{lease: l, ctx: ctx, cancel: cancel, localDeadline: l.LocalDeadline}
@@ -27,7 +34,6 @@ func (p *Pool) start(l broker.Lease) {
 	a.mu.Lock()
 	a.expiry = time.AfterFunc(time.Until(l.LocalDeadline), func() { p.expire(a, errNotRenewed) })
 	a.mu.Unlock()
-	p.slots <- struct{}{}
 	p.mu.Lock()
 	closed := p.closed
 	if !closed {
@@ -53,7 +59,8 @@ func (p *Pool) start(l broker.Lease) {
 	})
 }
 
-// finishWith runs fn, then frees a's slot.
+// finishWith runs fn, then frees a's slot, unless a passed it on to the
+// next job.
 func (p *Pool) finishWith(a *active, fn func()) {
 	defer func() {
 		a.expiry.Stop()
@@ -61,10 +68,12 @@ func (p *Pool) finishWith(a *active, fn func()) {
 		p.mu.Lock()
 		delete(p.active, a)
 		p.mu.Unlock()
-		<-p.slots
-		select {
-		case p.slotFreed <- struct{}{}:
-		default:
+		if !a.passed.Load() {
+			<-p.slots
+			select {
+			case p.slotFreed <- struct{}{}:
+			default:
+			}
 		}
 		p.handlers.Done()
 	}()

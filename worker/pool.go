@@ -48,11 +48,12 @@ type Pool struct {
 	claimAbort   chan struct{}  // closed when Shutdown's ctx ends: stop asking for a lost claim
 	hbStop       chan struct{}
 	hbDone       chan struct{}
-	acks         chan *ackReq  // successes for the acker to batch
-	scheds       []*schedule   // parsed Config.Periodic
-	schedDone    chan struct{} // closed when the scheduler has returned
-	relayDone    chan struct{} // closed when the outbox relay has returned
-	ackerDone    chan struct{} // closed when the acker has returned
+	acks         chan *ackReq            // successes for the acker to batch
+	drained      map[string]*atomic.Bool // per queue: its last claim found too little ready
+	scheds       []*schedule             // parsed Config.Periodic
+	schedDone    chan struct{}           // closed when the scheduler has returned
+	relayDone    chan struct{}           // closed when the outbox relay has returned
+	ackerDone    chan struct{}           // closed when the acker has returned
 
 	stats       stats
 	renewErrors *throttle
@@ -68,6 +69,9 @@ type active struct {
 	// the lease gone after that has most likely met our own settlement,
 	// which reports for itself if it was stale.
 	settling atomic.Bool
+	// passed is set when the acker gave this job's slot to a job it claimed
+	// with the ack: the slot is not freed when this job ends.
+	passed atomic.Bool
 
 	mu            sync.Mutex
 	localDeadline time.Time   // when the lease certainly stops being ours
@@ -109,6 +113,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		hbDone:    make(chan struct{}),
 		acks:      make(chan *ackReq, cfg.Concurrency),
 		ackerDone: make(chan struct{}),
+		drained:   map[string]*atomic.Bool{},
 
 		dispatchDone: make(chan struct{}),
 		claimAbort:   make(chan struct{}),
@@ -121,6 +126,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 			return nil, fmt.Errorf("fenceq: worker config: %w", err)
 		}
 		p.wakeKeys = append(p.wakeKeys, k)
+		p.drained[q.Name] = &atomic.Bool{}
 	}
 	for _, pc := range cfg.Periodic {
 		s, err := parseSchedule(pc)
@@ -199,6 +205,10 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 		return errors.New("fenceq: pool already shut down")
 	}
 	close(p.stop)
+	// Shutdown's deadline ends the asking for a lost claim's answer, in
+	// the dispatcher and in the acker alike.
+	stopAbort := context.AfterFunc(ctx, func() { close(p.claimAbort) })
+	defer stopAbort()
 	p.log.Info("fenceq pool shutting down", slog.Int("running", p.running()))
 	grace := time.NewTimer(p.cfg.ShutdownTimeout)
 	defer grace.Stop()
@@ -243,7 +253,6 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	select {
 	case <-p.dispatchDone:
 	case <-ctx.Done():
-		close(p.claimAbort)
 		<-p.dispatchDone
 		p.log.Warn("fenceq pool stopped before a lost claim's answer came back; the reaper recovers its jobs when their lease expires")
 		err = ctx.Err()

@@ -1,0 +1,171 @@
+package worker_test
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/roundtrips"
+	"github.com/fenceq/fenceq/worker"
+)
+
+// fusedRig is a pool on miniredis whose client carries hooks, with n jobs
+// waiting before it starts, and a broker of its own client to watch it.
+func fusedRig(t *testing.T, n int, cfg worker.Config, h handlers.HandlerFunc, hooks ...redis.Hook) (*broker.Broker, *worker.Pool, []string) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	client := func(hooks ...redis.Hook) *broker.Broker {
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
+		b, err := broker.New(c, broker.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b, pb := client(), client(hooks...)
+	ctx := context.Background()
+	var ids []string
+	for range n {
+		id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	p, err := worker.New(pb, h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, p, ids
+}
+
+func waitDone(t *testing.T, b *broker.Broker, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := b.Counts(context.Background(), worker.QueueDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Done == int64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %+v, want %d done", c, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A pool working through a backlog one job at a time acks each job and
+// claims the next in one round trip (broker.AckClaim), and the slot an
+// acked job passes on never lets more handlers run than Concurrency.
+func TestFusedClaim(t *testing.T) {
+	for _, conc := range []int{1, 4} {
+		const n = 200
+		var running, most, runs atomic.Int32
+		cnt := &roundtrips.Counter{}
+		b, p, _ := fusedRig(t, n, worker.Config{Concurrency: conc}, func(context.Context, *handlers.Job) error {
+			now := running.Add(1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			runs.Add(1)
+			time.Sleep(100 * time.Microsecond)
+			running.Add(-1)
+			return nil
+		}, cnt)
+		cnt.Reset()
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, b, n)
+		trips := cnt.Trips.Load()
+		if err := p.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if runs.Load() != n || most.Load() > int32(conc) {
+			t.Fatalf("concurrency %d: %d handler runs of %d jobs, at most %d at once", conc, runs.Load(), n, most.Load())
+		}
+		// Separate acks and claims would be 2 per job at concurrency 1;
+		// the slack is the start-up checks, upkeep and the waits for done.
+		t.Logf("concurrency %d: %d round trips for %d jobs", conc, trips, n)
+		if conc == 1 && trips > n+n/5+40 {
+			t.Fatalf("concurrency 1: %d round trips for %d jobs; want about one per job", trips, n)
+		}
+	}
+}
+
+// loseFusedClaim lets Redis run the first ack that also claimed a job, and
+// loses its reply (a dropped connection).
+type loseFusedClaim struct{ lost atomic.Bool }
+
+func (l *loseFusedClaim) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l *loseFusedClaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (l *loseFusedClaim) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			took := scriptReply(cmd, func(v []any) bool {
+				c, ok := v[len(v)-1].([]any) // the claim's reply, nested after the acks
+				return ok && len(c) > 3 && c[2] == int64(1)
+			})
+			if err == nil && took && l.lost.CompareAndSwap(false, true) {
+				for _, c := range cmds {
+					c.SetErr(io.ErrUnexpectedEOF)
+				}
+				return io.ErrUnexpectedEOF
+			}
+		}
+		return err
+	}
+}
+
+// The reply of an ack that claimed the next job is lost: the acker asks
+// for the claim again under its request id and runs the job it took, on
+// its first attempt, and the ack, sent again, is done (invariant 9).
+// Without the re-sent claim the job would sit running under nobody until
+// its lease expired, and the reaper would make it dead (one attempt)
+// without its handler ever running.
+func TestFusedClaimReplyLost(t *testing.T) {
+	lose := &loseFusedClaim{}
+	var mu sync.Mutex
+	ran := map[string]int{}
+	b, p, ids := fusedRig(t, 2, worker.Config{Concurrency: 1, LeaseDuration: time.Minute}, func(_ context.Context, j *handlers.Job) error {
+		mu.Lock()
+		ran[j.ID]++
+		mu.Unlock()
+		return nil
+	}, lose)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, b, 2)
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !lose.lost.Load() {
+		t.Fatal("no ack claimed a job: the test lost nothing")
+	}
+	for _, id := range ids {
+		j, err := b.Job(context.Background(), worker.QueueDefault, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ran[id] != 1 || j.State != broker.StateDone || j.Attempt != 1 {
+			t.Fatalf("job %s: %d runs, %s on attempt %d; want one run, done on attempt 1", id, ran[id], j.State, j.Attempt)
+		}
+	}
+}
