@@ -17,11 +17,11 @@ local out = {}
 for i = 7, #ARGV, 4 do
   local id, token = ARGV[i], ARGV[i + 2]
   local key = JOB .. id
-  local f = read(key, 'state', 'gen', 'token', 'settled')
+  -- The guard's fields, then finish()'s OWED ones, in one read.
+  local f = read(key, 'state', 'gen', 'token', 'settled', 'unique_until_done', 'waited', 'has_children')
   if holds(f, ARGV[i + 1], token) then
     redis.call('ZREM', K.leases, id)
-    redis.call('HSET', key, 'result', ARGV[i + 3], 'settled', 'ack done')
-    finish(id, key, 'done', now)
+    finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7]})
     table.insert(out, 'done')
   elseif resettled(key, f, token, 'ack') then
     table.insert(out, 'done')

@@ -174,14 +174,26 @@ end
 -- bounded steps (cascade_step). The claim token stays, with the outcome in
 -- 'settled' when a settlement wrote it, so a re-sent settlement can be told
 -- from a stale one (resettled).
+-- set: more (field, value) pairs to write with the state, or nil. owed:
+-- the job's OWED fields when the caller read them already (ack does, with
+-- its guard's), else nil.
+local OWED = {'gen', 'unique_until_done', 'waited', 'has_children'}
 local cascading = false -- this script call handed dependents to the cascade
-local function finish(id, key, state, now)
+local function finish(id, key, state, now, set, owed)
   -- One read for everything a finished job may owe others; the flags are
   -- set only on jobs that have a unique key, Wait callers or dependents.
-  local f = redis.call('HMGET', key, 'gen', 'unique_until_done', 'waited', 'has_children')
+  local f = owed or redis.call('HMGET', key, unpack(OWED))
   event(state, id, f[1])
-  redis.call('HSET', key, 'state', state, 'finished_at', now)
-  redis.call('HDEL', key, 'lease_until', 'waited', 'has_children')
+  local fields = {'state', state, 'finished_at', now}
+  for _, v in ipairs(set or {}) do
+    table.insert(fields, v)
+  end
+  redis.call('HSET', key, unpack(fields))
+  if f[3] or f[4] then
+    redis.call('HDEL', key, 'lease_until', 'waited', 'has_children')
+  else
+    redis.call('HDEL', key, 'lease_until')
+  end
   redis.call('ZADD', INDEX[state], now, id)
   -- A unique key held until the job ends is free from now on.
   if f[2] and redis.call('GET', f[2]) == id then
