@@ -119,8 +119,11 @@ func (p *Pool) acker() {
 }
 
 // fusedClaim is the claim to send with a batch of acks: one job for each
-// slot the batch can pass on, from the first queue (in this round's order)
-// not found drained. It claims nothing while the pool stops.
+// slot the batch can pass on, from the queue the dispatcher would try first
+// this round (its order: weights or strict priority), unless that queue was
+// found drained. Then it claims nothing, and the freed slots go to the
+// dispatcher, which tries every queue in order: a later queue's backlog
+// never keeps a first one's new jobs waiting. Nothing while the pool stops.
 func (p *Pool) fusedClaim(batch []*ackReq) broker.ClaimSpec {
 	n := 0
 	for _, r := range batch {
@@ -131,12 +134,11 @@ func (p *Pool) fusedClaim(batch []*ackReq) broker.ClaimSpec {
 	if n == 0 || p.stopping() {
 		return broker.ClaimSpec{}
 	}
-	for _, q := range p.order() {
-		if !p.drained[q].Load() {
-			return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: p.cfg.LeaseDuration}
-		}
+	q := p.first()
+	if p.drained[q].Load() {
+		return broker.ClaimSpec{}
 	}
-	return broker.ClaimSpec{}
+	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: p.cfg.LeaseDuration}
 }
 
 // pass starts each claimed job in the slot of one acked job, which keeps

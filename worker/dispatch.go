@@ -132,6 +132,14 @@ func (p *Pool) claimedFrom(queue string, n int, res broker.ClaimResult) {
 	}
 }
 
+// first is the queue order would put first this round.
+func (p *Pool) first() string {
+	if len(p.cfg.Queues) == 1 || p.cfg.StrictPriority {
+		return p.cfg.Queues[0].Name
+	}
+	return p.order()[0]
+}
+
 // order is the order to try the queues in this round: as configured under
 // strict priority, else a weighted random permutation.
 func (p *Pool) order() []string {

@@ -169,3 +169,59 @@ func TestFusedClaimReplyLost(t *testing.T) {
 		}
 	}
 }
+
+// Under strict priority, a job of the first queue is taken next even while
+// the acker is filling the pool from a later queue's backlog: a claim sent
+// with acks goes only to the queue the dispatcher would try first. (It
+// once went to the first queue not found drained, and the new job waited
+// for the whole backlog of the other.)
+func TestFusedClaimKeepsPriority(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	b, err := broker.New(c, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const backlog = 200
+	jobs := make([]broker.Job, backlog)
+	for i := range jobs {
+		jobs[i] = broker.Job{Queue: "low", Kind: "low"}
+	}
+	for _, e := range b.EnqueueMany(ctx, jobs) {
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+	}
+	var lowDone atomic.Int32
+	highAt := make(chan int32, 1)
+	p, err := worker.New(b, handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {
+		if j.Kind == "high" {
+			highAt <- lowDone.Load()
+			return nil
+		}
+		if lowDone.Add(1) == 10 {
+			if _, err := b.Enqueue(ctx, broker.Job{Queue: "high", Kind: "high"}); err != nil {
+				t.Error(err)
+			}
+		}
+		time.Sleep(time.Millisecond)
+		return nil
+	}), worker.Config{Queues: []worker.Queue{{Name: "high"}, {Name: "low"}}, StrictPriority: true, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(ctx) }()
+	select {
+	case n := <-highAt:
+		if n > 20 {
+			t.Fatalf("the high-priority job ran after %d low ones; it was enqueued after 10", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the high-priority job never ran")
+	}
+}
