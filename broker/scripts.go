@@ -18,6 +18,7 @@ type scripts struct {
 var pieces = map[string][]string{
 	"claim": {"take.lua"},
 	"ack":   {"take.lua"},
+	"fail":  {"take.lua"},
 }
 
 func loadScripts() (*scripts, error) {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -149,8 +150,22 @@ func (b *Broker) Progress(ctx context.Context, l Lease, progress []byte) (Outcom
 // its attempts are spent, or cancelled when its cancellation was requested.
 // It answers the job's new state, or Stale when the claim is no longer valid.
 func (b *Broker) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, error) {
+	o, st, _, err := b.fail(ctx, l, f, ClaimSpec{})
+	return o, st, err
+}
+
+// FailClaim is Fail, then a claim of c in the same script call, as
+// AckClaim is for acks (and safe to send again the same way).
+func (b *Broker) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
+		return Stale, "", ClaimResult{}, err
+	}
+	return b.fail(ctx, l, f, c)
+}
+
+func (b *Broker) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
 	if f.Backoff < 0 {
-		return Stale, "", &ValidationError{Field: "backoff", Value: f.Backoff.String(), Reason: "must not be negative"}
+		return Stale, "", ClaimResult{}, &ValidationError{Field: "backoff", Value: f.Backoff.String(), Reason: "must not be negative"}
 	}
 	msg := f.Error
 	if len(msg) > maxErrorBytes {
@@ -160,7 +175,7 @@ func (b *Broker) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, 
 	if f.Dead {
 		mode = "dead"
 	}
-	return b.settle(ctx, "fail", b.scripts.fail, l, mode, msg, f.Backoff.Milliseconds())
+	return b.failScript(ctx, l, mode, msg, f.Backoff, c)
 }
 
 // Snooze gives a running job back to run again after d, without charging
@@ -168,10 +183,64 @@ func (b *Broker) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, 
 // job's new state (scheduled, pending when d is 0, or cancelled when its
 // cancellation was requested), or Stale when the claim is no longer valid.
 func (b *Broker) Snooze(ctx context.Context, l Lease, d time.Duration) (Outcome, State, error) {
-	if d < 0 {
-		return Stale, "", &ValidationError{Field: "snooze duration", Value: d.String(), Reason: "must not be negative"}
+	o, st, _, err := b.snooze(ctx, l, d, ClaimSpec{})
+	return o, st, err
+}
+
+// SnoozeClaim is Snooze, then a claim of c in the same script call, as
+// AckClaim is for acks (and safe to send again the same way).
+func (b *Broker) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
+		return Stale, "", ClaimResult{}, err
 	}
-	return b.settle(ctx, "fail", b.scripts.fail, l, "snooze", "", d.Milliseconds())
+	return b.snooze(ctx, l, d, c)
+}
+
+func (b *Broker) snooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+	if d < 0 {
+		return Stale, "", ClaimResult{}, &ValidationError{Field: "snooze duration", Value: d.String(), Reason: "must not be negative"}
+	}
+	return b.failScript(ctx, l, "snooze", "", d, c)
+}
+
+// failScript runs fail.lua in mode, with a claim of c after it when c.N > 0.
+func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, after time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+	res := ClaimResult{NextDue: -1}
+	if err := validID(l.Queue, l.ID); err != nil {
+		return Stale, "", res, err
+	}
+	if c.N > 0 && c.Queue != l.Queue {
+		// One script call touches one queue's keys (one Cluster slot).
+		return Stale, "", res, &ValidationError{Field: "claim queue", Value: c.Queue, Reason: "must be the failed job's queue, " + l.Queue}
+	}
+	claim := noClaim
+	if c.N > 0 {
+		claim = []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
+	}
+	sent := time.Now()
+	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, mode, msg, after.Milliseconds()}, claim...)
+	v, err := b.run(ctx, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
+	if err != nil {
+		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
+	}
+	if c.N > 0 {
+		r := newReply(mode+" "+l.Queue, v, nil)
+		v = r.str()
+		if cv := r.next(); r.err == nil {
+			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, sent)
+		}
+		if err = cmp.Or(r.err, err); err != nil {
+			return Stale, "", ClaimResult{}, err
+		}
+	}
+	st, ok := v.(string)
+	if !ok {
+		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: unexpected reply %v", mode, l.ID, l.Queue, v)
+	}
+	if st == "stale" {
+		return Stale, "", res, nil
+	}
+	return OK, State(st), res, nil
 }
 
 // Release gives a lease back, as a worker shutting down does: the job is

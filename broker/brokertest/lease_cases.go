@@ -722,3 +722,43 @@ func sameLeases(t failer, what string, got, want []broker.Lease) {
 		}
 	}
 }
+
+// FailClaim and SnoozeClaim settle first and claim after, in one call, and
+// are safe to send again; the claim must be of the settled job's queue.
+func testFailClaim(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	a := s.enqueue(t, broker.Job{MaxAttempts: 3})
+	b := s.enqueue(t, broker.Job{})
+	la := s.claimOne(t, long)
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 2, Lease: long}
+	o, st, res, err := s.b.FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	noErr(t, "FailClaim", err)
+	want(t, "fail outcome", o, broker.OK)
+	want(t, "failed job's state", st, broker.StatePending)
+	if len(res.Leases) != 2 || res.Leases[0].ID != b || res.Leases[1].ID != a || res.Leases[1].Attempt != 2 {
+		t.Fatalf("FailClaim took %+v; want %s, then %s on its second attempt", res.Leases, b, a)
+	}
+	o, st, again, err := s.b.FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	noErr(t, "FailClaim sent again", err)
+	want(t, "re-sent fail outcome", o, broker.OK)
+	want(t, "re-sent fail state", st, broker.StatePending)
+	sameLeases(t, "FailClaim sent again", again.Leases, res.Leases)
+
+	c := s.enqueue(t, broker.Job{})
+	o, st, res, err = s.b.SnoozeClaim(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
+	noErr(t, "SnoozeClaim", err)
+	want(t, "snooze outcome", o, broker.OK)
+	want(t, "snoozed job's state", st, broker.StatePending)
+	if len(res.Leases) != 1 || res.Leases[0].ID != c {
+		t.Fatalf("SnoozeClaim took %+v; want %s", res.Leases, c)
+	}
+	want(t, "snoozed job's attempt", s.job(t, b).Attempt, 0)
+
+	_, _, _, err = s.b.FailClaim(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
+	var ve *broker.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("FailClaim with a claim of another queue: %v, want a ValidationError", err)
+	}
+	want(t, "job after the refused FailClaim", s.job(t, c).State, broker.StateRunning)
+	s.consistent(t)
+}

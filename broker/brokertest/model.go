@@ -524,7 +524,16 @@ func (m *model) fail(t *rapid.T) {
 	if f.Dead {
 		mode = "dead"
 	}
-	o, st, err := m.s.b.Fail(m.lostReply(t), l, f)
+	claim := m.drawClaim(t)
+	var o broker.Outcome
+	var st broker.State
+	var res broker.ClaimResult
+	var err error
+	if claim.N > 0 {
+		o, st, res, err = m.s.b.FailClaim(m.lostReply(t), l, f, claim)
+	} else {
+		o, st, err = m.s.b.Fail(m.lostReply(t), l, f)
+	}
 	var w broker.State
 	switch {
 	case !valid:
@@ -538,12 +547,33 @@ func (m *model) fail(t *rapid.T) {
 		w = broker.StatePending
 	}
 	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
+	if claim.N > 0 {
+		m.took(t, "FailClaim", res, m.claimable(claim.N)) // the failure comes first
+	}
+}
+
+// drawClaim draws whether a settlement claims after it (N > 0), and how.
+func (m *model) drawClaim(t *rapid.T) broker.ClaimSpec {
+	if !rapid.Bool().Draw(t, "claim after") {
+		return broker.ClaimSpec{}
+	}
+	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: rapid.IntRange(1, 3).Draw(t, "n"),
+		Lease: rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")}
 }
 
 func (m *model) snooze(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
 	d := rapid.SampledFrom([]time.Duration{0, time.Hour}).Draw(t, "snooze")
-	o, st, err := m.s.b.Snooze(m.lostReply(t), l, d)
+	claim := m.drawClaim(t)
+	var o broker.Outcome
+	var st broker.State
+	var res broker.ClaimResult
+	var err error
+	if claim.N > 0 {
+		o, st, res, err = m.s.b.SnoozeClaim(m.lostReply(t), l, d, claim)
+	} else {
+		o, st, err = m.s.b.Snooze(m.lostReply(t), l, d)
+	}
 	var w broker.State
 	switch {
 	case !valid:
@@ -558,6 +588,9 @@ func (m *model) snooze(t *rapid.T) {
 		j.attempt--
 	}
 	m.settle(t, "snooze", "snooze", l, j, valid, w, o, st, err)
+	if claim.N > 0 {
+		m.took(t, "SnoozeClaim", res, m.claimable(claim.N))
+	}
 }
 
 // settle checks a fail or snooze answer and moves the model on.

@@ -43,6 +43,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RenewMany", testRenewMany},
 		{"AckMany", testAckMany},
 		{"AckClaim", testAckClaim},
+		{"FailClaim", testFailClaim},
 		{"Wait", testWait},
 		{"WaitAfterRetry", testWaitAfterRetry},
 		{"Inspection", testInspection},

@@ -6,50 +6,64 @@
 -- cancel was requested becomes cancelled whatever the mode.
 -- A re-send whose first reply was lost answers the state that first call
 -- left and writes nothing (invariant 9).
+-- It may take the caller's next jobs in the same call (take.lua), after the
+-- settlement, so a pool whose handler failed runs the next job for one
+-- round trip.
 -- ARGV[2] id  [3] gen  [4] token  [5] mode  [6] error  [7] backoff_ms
+--     [8] n to claim after (0: claim nothing)  [9] lease_ms  [10] promote_limit
+--     [11] claim request id  [12] cascade budget
 -- Reply: the job's new state ('scheduled', 'pending', 'dead', 'cancelled')
---        or 'stale'
-local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
-local key = JOB .. id
-local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'attempt', 'max_attempts', 'priority')
-if not holds(f, ARGV[3], ARGV[4]) then
-  local again = resettled(key, f, ARGV[4], mode)
-  if again then
-    return again
+--        or 'stale'; {that, take's reply} when n > 0
+local function settle()
+  local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
+  local key = JOB .. id
+  local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'attempt', 'max_attempts', 'priority')
+  if not holds(f, ARGV[3], ARGV[4]) then
+    local again = resettled(key, f, ARGV[4], mode)
+    if again then
+      return again
+    end
+    event('stale_rejected', id, ARGV[3], mode)
+    return 'stale'
   end
-  event('stale_rejected', id, ARGV[3], mode)
-  return 'stale'
+  local now = now_ms()
+  redis.call('ZREM', K.leases, id)
+  if mode ~= 'snooze' then
+    redis.call('HSET', key, 'last_error', ARGV[6])
+  end
+  local state
+  if f[5] == '1' then
+    state = 'cancelled'
+  elseif mode == 'dead' or (mode == 'retry' and (tonumber(f[6]) or 0) >= (tonumber(f[7]) or 0)) then
+    state = 'dead'
+  end
+  if state then
+    settled(key, mode, state)
+    finish(id, key, state, now)
+    settle_cascade(now)
+    return state
+  end
+  if mode == 'snooze' then
+    redis.call('HINCRBY', key, 'attempt', -1)
+  end
+  redis.call('HSET', key, 'run_at', int(now + backoff))
+  redis.call('HDEL', key, 'lease_until')
+  event(mode == 'snooze' and 'snoozed' or 'retried', id, ARGV[3], ARGV[6])
+  if backoff <= 0 then
+    settled(key, mode, 'pending')
+    to_ready(id, key, f[8])
+    return 'pending'
+  end
+  redis.call('HSET', key, 'state', 'scheduled')
+  settled(key, mode, 'scheduled')
+  redis.call('ZADD', K.scheduled, int(now + backoff), id)
+  wake() -- a blocked worker learns when the retry falls due
+  return 'scheduled'
 end
-local now = now_ms()
-redis.call('ZREM', K.leases, id)
-if mode ~= 'snooze' then
-  redis.call('HSET', key, 'last_error', ARGV[6])
+
+local state = settle()
+local n = tonumber(ARGV[8])
+if n > 0 then
+  return {state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]))}
 end
-local state
-if f[5] == '1' then
-  state = 'cancelled'
-elseif mode == 'dead' or (mode == 'retry' and (tonumber(f[6]) or 0) >= (tonumber(f[7]) or 0)) then
-  state = 'dead'
-end
-if state then
-  settled(key, mode, state)
-  finish(id, key, state, now)
-  settle_cascade(now)
-  return state
-end
-if mode == 'snooze' then
-  redis.call('HINCRBY', key, 'attempt', -1)
-end
-redis.call('HSET', key, 'run_at', int(now + backoff))
-redis.call('HDEL', key, 'lease_until')
-event(mode == 'snooze' and 'snoozed' or 'retried', id, ARGV[3], ARGV[6])
-if backoff <= 0 then
-  settled(key, mode, 'pending')
-  to_ready(id, key, f[8])
-  return 'pending'
-end
-redis.call('HSET', key, 'state', 'scheduled')
-settled(key, mode, 'scheduled')
-redis.call('ZADD', K.scheduled, int(now + backoff), id)
-wake() -- a blocked worker learns when the retry falls due
-return 'scheduled'
+return state
