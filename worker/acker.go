@@ -119,11 +119,7 @@ func (p *Pool) acker() {
 }
 
 // fusedClaim is the claim to send with a batch of acks: one job for each
-// slot the batch can pass on, from the queue the dispatcher would try first
-// this round (its order: weights or strict priority), unless that queue was
-// found drained. Then it claims nothing, and the freed slots go to the
-// dispatcher, which tries every queue in order: a later queue's backlog
-// never keeps a first one's new jobs waiting. Nothing while the pool stops.
+// slot the batch can pass on (see claimSpec).
 func (p *Pool) fusedClaim(batch []*ackReq) broker.ClaimSpec {
 	n := 0
 	for _, r := range batch {
@@ -131,6 +127,16 @@ func (p *Pool) fusedClaim(batch []*ackReq) broker.ClaimSpec {
 			n++
 		}
 	}
+	return p.claimSpec(n)
+}
+
+// claimSpec is the claim of n jobs to send with a settlement, for the slots
+// it frees: from the queue the dispatcher would try first this round (its
+// order: weights or strict priority), unless that queue was found drained.
+// Then it claims nothing, and the freed slots go to the dispatcher, which
+// tries every queue in order: a later queue's backlog never keeps a first
+// one's new jobs waiting. Nothing while the pool stops.
+func (p *Pool) claimSpec(n int) broker.ClaimSpec {
 	if n == 0 || p.stopping() {
 		return broker.ClaimSpec{}
 	}
@@ -139,6 +145,38 @@ func (p *Pool) fusedClaim(batch []*ackReq) broker.ClaimSpec {
 		return broker.ClaimSpec{}
 	}
 	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: p.cfg.LeaseDuration}
+}
+
+// settleThen runs a failure's settlement with a claim for a's slot after
+// it (fused), when the slot can be passed on to a job of a's queue, and
+// starts the job it took in that slot; else the settlement alone (plain).
+// When the fused call fails the claim is asked for again under its id,
+// as the acker does.
+func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
+	fused func(broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)) (broker.Outcome, broker.State, error) {
+	spec := broker.ClaimSpec{}
+	if !a.passed.Load() {
+		spec = p.claimSpec(1)
+	}
+	if spec.N == 0 || spec.Queue != a.lease.Queue {
+		return plain()
+	}
+	sent := time.Now()
+	o, st, claimed, err := fused(spec)
+	if err != nil {
+		var cerr error
+		if claimed, cerr = p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent); cerr != nil {
+			p.log.Warn("fenceq could not learn what a claim sent with a settlement took; the reaper recovers its jobs when their lease expires",
+				slog.String("queue", spec.Queue), slog.Any("error", cerr))
+		}
+	}
+	p.logProblems(spec.Queue, "claim", claimed.Problems)
+	p.claimedFrom(spec.Queue, spec.N, claimed)
+	for _, l := range claimed.Leases {
+		a.passed.Store(true)
+		p.run(l)
+	}
+	return o, st, err
 }
 
 // pass starts each claimed job in the slot of one acked job, which keeps

@@ -119,14 +119,22 @@ func (p *Pool) settle(a *active, herr error, op string) {
 		}
 	case errors.As(herr, &snooze):
 		op, call = "snooze", func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			return p.b.Snooze(ctx, a.lease, snooze.Delay)
+			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Snooze(ctx, a.lease, snooze.Delay) },
+				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+					return p.b.SnoozeClaim(ctx, a.lease, snooze.Delay, c)
+				})
 		}
 	default:
 		f := broker.Failure{Error: herr.Error(), Dead: errors.As(herr, &permanent)}
 		if !f.Dead {
 			f.Backoff = p.cfg.backoff(a.lease.Kind, a.lease.Attempt)
 		}
-		op, call = "fail", func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Fail(ctx, a.lease, f) }
+		op, call = "fail", func(ctx context.Context) (broker.Outcome, broker.State, error) {
+			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Fail(ctx, a.lease, f) },
+				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+					return p.b.FailClaim(ctx, a.lease, f, c)
+				})
+		}
 	}
 
 	var outcome broker.Outcome

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -51,26 +52,28 @@ func fusedRig(t *testing.T, n int, cfg worker.Config, h handlers.HandlerFunc, ho
 	return b, p, ids
 }
 
-func waitDone(t *testing.T, b *broker.Broker, n int) {
+// waitFinished waits until n jobs of the default queue are done or dead.
+func waitFinished(t *testing.T, b *broker.Broker, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		c, err := b.Counts(context.Background(), worker.QueueDefault)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Done == int64(n) {
+		if c.Done+c.Dead == int64(n) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %+v, want %d done", c, n)
+			t.Fatalf("after 10s: %+v, want %d finished", c, n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// A pool working through a backlog one job at a time acks each job and
-// claims the next in one round trip (broker.AckClaim), and the slot an
-// acked job passes on never lets more handlers run than Concurrency.
+// A pool working through a backlog one job at a time settles each job and
+// claims the next in one round trip (broker.AckClaim, or FailClaim for
+// odd jobs here, which fail for good), and the slot a settled job passes
+// on never lets more handlers run than Concurrency.
 func TestFusedClaim(t *testing.T) {
 	for _, conc := range []int{1, 4} {
 		const n = 200
@@ -80,16 +83,19 @@ func TestFusedClaim(t *testing.T) {
 			now := running.Add(1)
 			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 			}
-			runs.Add(1)
+			r := runs.Add(1)
 			time.Sleep(100 * time.Microsecond)
 			running.Add(-1)
+			if r%2 == 1 {
+				return handlers.Permanent(errors.New("odd"))
+			}
 			return nil
 		}, cnt)
 		cnt.Reset()
 		if err := p.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, b, n)
+		waitFinished(t, b, n)
 		trips := cnt.Trips.Load()
 		if err := p.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
@@ -106,23 +112,36 @@ func TestFusedClaim(t *testing.T) {
 	}
 }
 
-// loseFusedClaim lets Redis run the first ack that also claimed a job, and
-// loses its reply (a dropped connection).
+// loseFusedClaim lets Redis run the first settlement that also claimed a
+// job (an ack batch, in a pipeline, or a failure, on its own), and loses
+// its reply (a dropped connection).
 type loseFusedClaim struct{ lost atomic.Bool }
+
+// tookOne reports whether cmd is a settlement whose claim took one job:
+// its reply ends with the claim's, nested.
+func tookOne(cmd redis.Cmder) bool {
+	return scriptReply(cmd, func(v []any) bool {
+		c, ok := v[len(v)-1].([]any)
+		return ok && len(c) > 3 && c[2] == int64(1)
+	})
+}
 
 func (l *loseFusedClaim) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (l *loseFusedClaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && tookOne(cmd) && l.lost.CompareAndSwap(false, true) {
+			cmd.SetErr(io.ErrUnexpectedEOF)
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
 }
 func (l *loseFusedClaim) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			took := scriptReply(cmd, func(v []any) bool {
-				c, ok := v[len(v)-1].([]any) // the claim's reply, nested after the acks
-				return ok && len(c) > 3 && c[2] == int64(1)
-			})
-			if err == nil && took && l.lost.CompareAndSwap(false, true) {
+			if err == nil && tookOne(cmd) && l.lost.CompareAndSwap(false, true) {
 				for _, c := range cmds {
 					c.SetErr(io.ErrUnexpectedEOF)
 				}
@@ -133,40 +152,51 @@ func (l *loseFusedClaim) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 	}
 }
 
-// The reply of an ack that claimed the next job is lost: the acker asks
-// for the claim again under its request id and runs the job it took, on
-// its first attempt, and the ack, sent again, is done (invariant 9).
-// Without the re-sent claim the job would sit running under nobody until
-// its lease expired, and the reaper would make it dead (one attempt)
-// without its handler ever running.
+// The reply of a settlement that claimed the next job is lost — an ack's,
+// or a failure's: the pool asks for the claim again under its request id
+// and runs the job it took, on its first attempt, and the settlement, sent
+// again, answers what it did (invariant 9). Without the re-sent claim the
+// job would sit running under nobody until its lease expired, and the
+// reaper would make it dead (one attempt) without its handler ever running.
 func TestFusedClaimReplyLost(t *testing.T) {
-	lose := &loseFusedClaim{}
-	var mu sync.Mutex
-	ran := map[string]int{}
-	b, p, ids := fusedRig(t, 2, worker.Config{Concurrency: 1, LeaseDuration: time.Minute}, func(_ context.Context, j *handlers.Job) error {
-		mu.Lock()
-		ran[j.ID]++
-		mu.Unlock()
-		return nil
-	}, lose)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	waitDone(t, b, 2)
-	if err := p.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if !lose.lost.Load() {
-		t.Fatal("no ack claimed a job: the test lost nothing")
-	}
-	for _, id := range ids {
-		j, err := b.Job(context.Background(), worker.QueueDefault, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ran[id] != 1 || j.State != broker.StateDone || j.Attempt != 1 {
-			t.Fatalf("job %s: %d runs, %s on attempt %d; want one run, done on attempt 1", id, ran[id], j.State, j.Attempt)
-		}
+	for _, first := range []broker.State{broker.StateDone, broker.StateDead} {
+		t.Run(string(first), func(t *testing.T) {
+			lose := &loseFusedClaim{}
+			var mu sync.Mutex
+			ran := map[string]int{}
+			b, p, ids := fusedRig(t, 2, worker.Config{Concurrency: 1, LeaseDuration: time.Minute}, func(_ context.Context, j *handlers.Job) error {
+				mu.Lock()
+				defer mu.Unlock()
+				ran[j.ID]++
+				if len(ran) == 1 && first == broker.StateDead {
+					return handlers.Permanent(errors.New("the first job fails"))
+				}
+				return nil
+			}, lose)
+			if err := p.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			waitFinished(t, b, 2)
+			if err := p.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if !lose.lost.Load() {
+				t.Fatal("no settlement claimed a job: the test lost nothing")
+			}
+			for i, id := range ids {
+				j, err := b.Job(context.Background(), worker.QueueDefault, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := broker.StateDone
+				if i == 0 {
+					w = first
+				}
+				if ran[id] != 1 || j.State != w || j.Attempt != 1 {
+					t.Fatalf("job %d: %d runs, %s on attempt %d; want one run, %s on attempt 1", i, ran[id], j.State, j.Attempt, w)
+				}
+			}
+		})
 	}
 }
 
