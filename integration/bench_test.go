@@ -178,7 +178,9 @@ func BenchmarkIdlePickup(b *testing.B) {
 }
 
 // BenchmarkBrokerScripts times each hot script on the real Redis: one
-// enqueue, a claim of 50 with their batched ack, and a renew of 50 leases.
+// enqueue, a claim of 50 with their batched ack, an ack that claims the
+// next job (the fused path of a pool of one slot), and a renew of 50
+// leases.
 func BenchmarkBrokerScripts(b *testing.B) {
 	r := newBenchRig(b, 1, func(context.Context, *handlers.Job) error { return nil })
 	ctx := context.Background()
@@ -219,6 +221,25 @@ func BenchmarkBrokerScripts(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*50), "ns/job")
+	})
+	// A pool of one slot working through a backlog: each call acks the job
+	// it holds and claims the next (the fused path, one round trip a job).
+	b.Run("AckClaim1", func(b *testing.B) {
+		fill(b.N + 1)
+		res, err := r.enq.Claim(ctx, q, 1, time.Minute)
+		if err != nil || len(res.Leases) != 1 {
+			b.Fatalf("claim: %v (%d)", err, len(res.Leases))
+		}
+		l := res.Leases[0]
+		b.ResetTimer()
+		for range b.N {
+			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
+			os, res, err := r.enq.AckClaim(ctx, []broker.Ack{{Lease: l}}, spec)
+			if err != nil || os[0] != broker.OK || len(res.Leases) != 1 {
+				b.Fatalf("AckClaim: %v %v (%d)", err, os, len(res.Leases))
+			}
+			l = res.Leases[0]
+		}
 	})
 	b.Run("Renew50", func(b *testing.B) {
 		fill(50)
