@@ -116,3 +116,65 @@ func TestRedWeightedQueueStarvedByDrainedFlag(t *testing.T) {
 		t.Fatalf("queue a's job (weight 1 of 2) ran after %d jobs of b; enqueued when %d had run (backlog %d)", n, trigger, backlog)
 	}
 }
+
+// RED: a queue with a backlog of its own is starved too, once a flow
+// control limit made one claim of it take fewer than asked. Queue "a" has
+// 40 jobs and MaxRunning 1, queue "b" a backlog of 400; weights 1:1,
+// Concurrency 4. Each freed slot should go to a claim that tries "a" first
+// half the time, so "a" runs one job at a time beside "b" all along.
+func TestRedLimitedQueueStarvedByDrainedFlag(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	b, err := broker.New(c, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.SetMaxRunning(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	const na, nb = 40, 400
+	for range na {
+		if _, err := b.Enqueue(ctx, broker.Job{Queue: "a", Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range nb {
+		if _, err := b.Enqueue(ctx, broker.Job{Queue: "b", Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var aRuns, bRuns atomic.Int64
+	aAtBEnd := make(chan int64, 1)
+	p, err := worker.New(b, handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {
+		time.Sleep(2 * time.Millisecond)
+		if j.Queue == "a" {
+			aRuns.Add(1)
+		} else if bRuns.Add(1) == nb {
+			aAtBEnd <- aRuns.Load()
+		}
+		return nil
+	}), worker.Config{
+		Queues:        []worker.Queue{{Name: "a"}, {Name: "b"}},
+		Concurrency:   4,
+		LeaseDuration: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(ctx) }()
+	select {
+	case n := <-aAtBEnd:
+		// b's backlog is 400 jobs on about 3 slots (~130 job lengths);
+		// "a" with its one slot finishes its 40 well within that.
+		if n < na/2 {
+			t.Fatalf("when b's backlog of %d was done, a (MaxRunning 1, %d ready) had run %d jobs", nb, na, n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("b's backlog not done after 30s: a %d, b %d", aRuns.Load(), bRuns.Load())
+	}
+}
