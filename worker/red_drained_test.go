@@ -104,9 +104,10 @@ func TestRedStrictPriorityStarvedByDrainedFlag(t *testing.T) {
 // RED: the same with weighted queues (1:1). Every claim tries "a" first
 // half the time; starved by the drained flag, a's job waits for the whole
 // backlog of "b" (the chance that weighted order alone keeps it waiting
-// 100 claims is 2^-100).
+// 100 claims is 2^-100). The trigger is late enough that some claim has
+// tried "a" first, and found it empty, before the job comes.
 func TestRedWeightedQueueStarvedByDrainedFlag(t *testing.T) {
-	const backlog, trigger = 400, 10
+	const backlog, trigger = 400, 60
 	n := twoQueues(t, worker.Config{
 		Queues:        []worker.Queue{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}},
 		Concurrency:   2,
