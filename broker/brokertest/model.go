@@ -54,6 +54,7 @@ type model struct {
 	jobs       map[string]*mjob // live jobs; a trimmed job leaves
 	ids        []string         // every id ever used
 	claims     []broker.Lease   // every claim ever made, most of them stale
+	requests   []mrequest       // claims of an hour that took jobs: re-sent later by resendClaim
 	maxGen     int64            // the largest generation Redis has answered
 	uniq       map[string]holder
 	maxRunning int
@@ -75,6 +76,8 @@ func testModel(t *testing.T, nb NewBackend) {
 			"progress":       m.progress,
 			"ack":            m.ack,
 			"ackClaim":       m.ackClaim,
+			"ackClaimMany":   m.ackClaimMany,
+			"resendClaim":    m.resendClaim,
 			"fail":           m.fail,
 			"snooze":         m.snooze,
 			"release":        m.release,
@@ -346,6 +349,7 @@ func (m *model) claim(t *rapid.T) {
 		res = again
 	}
 	m.took(t, "claim", res, w)
+	m.remember(req, n, lease, res)
 }
 
 // ackClaim acks a claim (or none) and claims in the same call, the way a
@@ -361,7 +365,8 @@ func (m *model) ackClaim(t *rapid.T) {
 	}
 	n := rapid.IntRange(1, 3).Draw(t, "n")
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
-	os, res, err := m.s.b.AckClaim(m.lostReply(t), acks, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease})
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	os, res, err := m.s.b.AckClaim(m.lostReply(t), acks, spec)
 	noErr(t, "AckClaim", err)
 	if len(acks) > 0 {
 		_, resent := again(j, l, "ack")
@@ -372,6 +377,115 @@ func (m *model) ackClaim(t *rapid.T) {
 		}
 	}
 	m.took(t, "AckClaim", res, m.claimable(n)) // the acks come first
+	m.remember(spec.RequestID, n, lease, res)
+}
+
+// mrequest is a claim request that took jobs, kept to be sent again.
+type mrequest struct {
+	id     string
+	n      int
+	lease  time.Duration
+	leases []broker.Lease
+}
+
+func (m *model) remember(id string, n int, lease time.Duration, res broker.ClaimResult) {
+	if lease == time.Hour && len(res.Leases) > 0 {
+		m.requests = append(m.requests, mrequest{id: id, n: n, lease: lease, leases: res.Leases})
+	}
+}
+
+// resendClaim sends an earlier claim request again, any time later, as a
+// pool that lost its reply does (claim alone, ClaimRequest, as the acker's
+// re-ask; or a whole AckClaim with other acks): it answers the leases that
+// request took that are still its job's one valid claim, in order, and
+// claims nothing more.
+func (m *model) resendClaim(t *rapid.T) {
+	if len(m.requests) == 0 {
+		t.Skip("no requests to send again")
+	}
+	r := rapid.SampledFrom(m.requests).Draw(t, "request")
+	var res broker.ClaimResult
+	var err error
+	if rapid.Bool().Draw(t, "alone") {
+		res, err = m.s.b.ClaimRequest(m.lostReply(t), r.id, m.s.q, r.n, r.lease)
+		noErr(t, "ClaimRequest sent again", err)
+	} else {
+		var acks []broker.Ack
+		var l broker.Lease
+		var j *mjob
+		var valid bool
+		if len(m.claims) > 0 {
+			l, j, valid = m.pickClaim(t)
+			acks = append(acks, broker.Ack{Lease: l})
+		}
+		var os []broker.Outcome
+		os, res, err = m.s.b.AckClaim(m.lostReply(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
+		noErr(t, "AckClaim sent again with other acks", err)
+		if len(acks) > 0 {
+			_, resent := again(j, l, "ack")
+			m.wantOutcome(t, "re-sent AckClaim's ack", os[0], nil, valid || resent)
+			if valid {
+				j.settled = "ack done"
+				m.finish(l.ID, broker.StateDone)
+			}
+		}
+	}
+	var want []broker.Lease
+	for _, l := range r.leases {
+		if j := m.jobs[l.ID]; j != nil && j.state == broker.StateRunning && j.token == l.Token {
+			want = append(want, l)
+		}
+	}
+	if len(res.Leases) != len(want) {
+		t.Fatalf("request %s sent again answered %d leases %v; want %d %v", r.id, len(res.Leases), res.Leases, len(want), want)
+	}
+	for i, l := range res.Leases {
+		w := want[i]
+		if l.ID != w.ID || l.Token != w.Token || l.Generation != w.Generation || l.Attempt != w.Attempt {
+			t.Fatalf("request sent again answered %+v, want %+v", l, w)
+		}
+		if l.Deadline.UnixMilli() != m.jobs[l.ID].deadline {
+			t.Fatalf("request sent again answered deadline %d, the job's is %d", l.Deadline.UnixMilli(), m.jobs[l.ID].deadline)
+		}
+	}
+}
+
+// ackClaimMany acks several claims at once, the same one twice perhaps,
+// and claims 0 to 3 jobs in the same call.
+func (m *model) ackClaimMany(t *rapid.T) {
+	if len(m.claims) == 0 {
+		t.Skip("no claims yet")
+	}
+	k := rapid.IntRange(1, 4).Draw(t, "acks")
+	var acks []broker.Ack
+	var ls []broker.Lease
+	for range k {
+		l := rapid.SampledFrom(m.claims).Draw(t, "claim")
+		ls = append(ls, l)
+		acks = append(acks, broker.Ack{Lease: l})
+	}
+	// What each ack should answer, judged in order as the script runs them.
+	wantOK := make([]bool, k)
+	for i, l := range ls {
+		j := m.jobs[l.ID]
+		valid := j != nil && j.state == broker.StateRunning && j.token == l.Token
+		_, resent := again(j, l, "ack")
+		wantOK[i] = valid || resent
+		if valid {
+			j.settled = "ack done"
+			m.finish(l.ID, broker.StateDone)
+		}
+	}
+	n := rapid.IntRange(0, 3).Draw(t, "n")
+	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	os, res, err := m.s.b.AckClaim(m.lostReply(t), acks, spec)
+	noErr(t, "AckClaim of several", err)
+	for i := range acks {
+		m.wantOutcome(t, fmt.Sprintf("AckClaim's ack %d of %d", i, k), os[i], nil, wantOK[i])
+	}
+	m.took(t, "AckClaim of several", res, m.claimable(n))
+	m.remember(spec.RequestID, n, lease, res)
 }
 
 // claimable is how many jobs a claim of n takes now: the pending ones,

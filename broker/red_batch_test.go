@@ -1,0 +1,87 @@
+package broker_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// RED probe: the largest batch the acker sends, 256 acks (each twice, in
+// one call) with a claim of 256, on miniredis and (FENCEQ_RED_REDIS, a
+// scratch server) real Redis; then the claim alone again, and the whole
+// call again with no acks.
+func TestRedAckClaim256(t *testing.T) {
+	clients := map[string]redis.UniversalClient{}
+	mr := miniredis.RunT(t)
+	clients["miniredis"] = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	if addr := os.Getenv("FENCEQ_RED_REDIS"); addr != "" {
+		clients["redis"] = redis.NewClient(&redis.Options{Addr: addr})
+	}
+	for name, c := range clients {
+		t.Run(name, func(t *testing.T) {
+			defer c.Close()
+			ctx := context.Background()
+			b, err := broker.New(c, broker.Options{Prefix: "fqred" + broker.NewRequestID()[:8]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 256
+			jobs := make([]broker.Job, 2*n)
+			for i := range jobs {
+				jobs[i] = broker.Job{Queue: "q", Kind: "k", Payload: []byte("p"), MaxAttempts: 1}
+			}
+			for _, e := range b.EnqueueMany(ctx, jobs) {
+				if e.Err != nil {
+					t.Fatal(e.Err)
+				}
+			}
+			first, err := b.Claim(ctx, "q", n, time.Minute)
+			if err != nil || len(first.Leases) != n {
+				t.Fatalf("claim: %d %v", len(first.Leases), err)
+			}
+			var acks []broker.Ack
+			for _, l := range first.Leases {
+				acks = append(acks, broker.Ack{Lease: l, Result: []byte("r")}, broker.Ack{Lease: l, Result: []byte("other")})
+			}
+			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "q", N: n, Lease: time.Minute}
+			os, res, err := b.AckClaim(ctx, acks, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range os {
+				if o != broker.OK {
+					t.Fatalf("ack %d: %v", i, o)
+				}
+			}
+			if len(res.Leases) != n {
+				t.Fatalf("claimed %d", len(res.Leases))
+			}
+			again, err := b.ClaimRequest(ctx, spec.RequestID, "q", n, time.Minute)
+			if err != nil || len(again.Leases) != n || again.Leases[n-1].Token != res.Leases[n-1].Token {
+				t.Fatalf("claim alone again: %d %v", len(again.Leases), err)
+			}
+			_, whole, err := b.AckClaim(ctx, nil, spec)
+			if err != nil || len(whole.Leases) != n {
+				t.Fatalf("whole again: %d %v", len(whole.Leases), err)
+			}
+			cs, _ := b.Counts(ctx, "q")
+			if cs.Done != n || cs.Running != n || cs.Pending != 0 {
+				t.Fatalf("counts %+v", cs)
+			}
+			j, _ := b.Job(ctx, "q", first.Leases[0].ID)
+			if string(j.Result) != "r" {
+				t.Fatalf("result %q: the duplicate ack overwrote it", j.Result)
+			}
+			bad, err := b.Check(ctx, "q")
+			if err != nil || len(bad) > 0 {
+				t.Fatalf("check: %v %v", bad, err)
+			}
+		})
+	}
+}
