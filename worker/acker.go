@@ -60,8 +60,9 @@ func (p *Pool) ack(a *active) (broker.Outcome, error) {
 // flight). In the same call it claims a job for each slot the batch frees
 // (fusedClaim), so a pool working through a backlog spends one round trip
 // per batch, not two. Retrying a failed ack is each handler's own settle
-// loop; a failed claim the acker asks for again itself (claimRequest), so
-// a lost reply costs no job an attempt.
+// loop; a failed claim is asked for again under its id (recoverClaim), so
+// a lost reply costs no job an attempt, and the acks of other batches
+// meanwhile go on.
 func (p *Pool) acker() {
 	defer close(p.ackerDone)
 	batch := make([]*ackReq, 0, maxAckBatch)
@@ -96,17 +97,15 @@ func (p *Pool) acker() {
 			sent := time.Now()
 			outcomes, claimed, err = p.b.AckClaim(context.Background(), acks, spec)
 			if err != nil {
-				// The claim may have run: ask for its leases under its id.
-				var cerr error
-				claimed, cerr = p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
-				if cerr != nil {
-					p.log.Warn("fenceq could not learn what a claim sent with acks took; the reaper recovers its jobs when their lease expires",
-						slog.String("queue", spec.Queue), slog.Any("error", cerr))
-				}
+				// The claim may have run: its leases are asked for under its
+				// id, in the slots it was for, while the acker goes on.
+				p.recovering.Add(1)
+				go p.recoverClaim(spec, sent, p.hold(batch))
+			} else {
+				p.logProblems(spec.Queue, "claim", claimed.Problems)
+				p.claimedFrom(spec.Queue, spec.N, claimed)
+				p.pass(batch, claimed.Leases)
 			}
-			p.logProblems(spec.Queue, "claim", claimed.Problems)
-			p.claimedFrom(spec.Queue, spec.N, claimed)
-			p.pass(batch, claimed.Leases)
 		}
 		for i, r := range batch {
 			if err != nil {
@@ -177,6 +176,44 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 		p.run(l)
 	}
 	return o, st, err
+}
+
+// hold takes the slots of the batch's acked jobs that can pass theirs on,
+// for a claim whose answer is still to come; it answers how many.
+func (p *Pool) hold(batch []*ackReq) int {
+	n := 0
+	for _, r := range batch {
+		if r.slot {
+			r.a.passed.Store(true)
+			n++
+		}
+	}
+	return n
+}
+
+// recoverClaim asks again for a claim sent with acks whose answer was lost
+// (claimRequest) and runs what it took in the slots held for it, freeing
+// the rest. Shutdown waits for it as it waits for the dispatcher.
+func (p *Pool) recoverClaim(spec broker.ClaimSpec, sent time.Time, slots int) {
+	defer p.recovering.Done()
+	claimed, err := p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
+	if err != nil {
+		p.log.Warn("fenceq could not learn what a claim sent with acks took; the reaper recovers its jobs when their lease expires",
+			slog.String("queue", spec.Queue), slog.Any("error", err))
+	}
+	p.logProblems(spec.Queue, "claim", claimed.Problems)
+	p.claimedFrom(spec.Queue, spec.N, claimed)
+	for _, l := range claimed.Leases {
+		p.run(l)
+		slots--
+	}
+	for ; slots > 0; slots-- {
+		<-p.slots
+		select {
+		case p.slotFreed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // pass starts each claimed job in the slot of one acked job, which keeps

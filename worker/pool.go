@@ -54,6 +54,7 @@ type Pool struct {
 	schedDone    chan struct{}           // closed when the scheduler has returned
 	relayDone    chan struct{}           // closed when the outbox relay has returned
 	ackerDone    chan struct{}           // closed when the acker has returned
+	recovering   sync.WaitGroup          // claims sent with acks whose answer is asked for again
 
 	stats       stats
 	renewErrors *throttle
@@ -248,12 +249,20 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	<-p.hbDone
 	<-p.ackerDone
 	// The dispatcher is one claim or one short blocking call away, unless
-	// it is asking Redis again for a claim whose answer was lost: that
-	// lasts while Redis is unreachable, up to a lease, or until ctx ends.
-	select {
-	case <-p.dispatchDone:
-	case <-ctx.Done():
+	// it — or a claim sent with acks (recoverClaim) — is asking Redis again
+	// for a claim whose answer was lost: that lasts while Redis is
+	// unreachable, up to a lease, or until ctx ends (claimAbort), so that
+	// what the claim took is released, not charged an attempt by a reaper.
+	claimsDone := make(chan struct{})
+	go func() {
 		<-p.dispatchDone
+		p.recovering.Wait()
+		close(claimsDone)
+	}()
+	select {
+	case <-claimsDone:
+	case <-ctx.Done():
+		<-claimsDone
 		p.log.Warn("fenceq pool stopped before a lost claim's answer came back; the reaper recovers its jobs when their lease expires")
 		err = ctx.Err()
 	}
