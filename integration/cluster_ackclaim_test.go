@@ -15,12 +15,12 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-// RED probe on a Redis Cluster: one AckClaim whose acks are of queues on
+// one AckClaim whose acks are of queues on
 // two masters and whose claim is of a queue on the third (one pipeline
 // split by node), its re-sends (whole, with other acks, and the claim
 // alone), then a pool of three queues, one per master, working through a
 // backlog with fused claims while the scripts are flushed on every master.
-func TestRedClusterAckClaim(t *testing.T) {
+func TestClusterAckClaim(t *testing.T) {
 	tc := startCluster(t)
 	ctx := context.Background()
 	_, slotMaster := tc.masters(t)

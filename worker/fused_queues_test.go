@@ -73,15 +73,15 @@ func twoQueues(t *testing.T, cfg worker.Config, backlog, trigger int) (bRunsBefo
 	}
 }
 
-// RED: under StrictPriority, a job enqueued into the first queue while the
+// Under StrictPriority, a job enqueued into the first queue while the
 // pool works through a backlog of the second must be the next job the pool
 // starts ("from a later queue only when the earlier ones have nothing
-// ready"). The pool's first claim found "a" empty and marked it drained;
-// from then on every ack's fused claim goes to "b" and passes the slot on,
-// so no slot is ever freed for the dispatcher, which is the only one that
-// looks at "a" again (and the only one that would clear the flag, on a
-// wake-up it never blocks for). "a" waits for the whole backlog of "b".
-func TestRedStrictPriorityStarvedByDrainedFlag(t *testing.T) {
+// ready"). It once was not: the pool's first claim found "a" empty and
+// marked it drained; from then on every ack's fused claim went to "b" and
+// passed the slot on, so no slot was freed for the dispatcher, the only
+// one that looked at "a" again (and the only one that would clear the
+// flag, on a wake-up it never blocked for): "a" waited for all of "b".
+func TestStrictPriorityNotStarvedByDrainedFlag(t *testing.T) {
 	for _, conc := range []int{1, 4} {
 		t.Run(fmt.Sprint("concurrency ", conc), func(t *testing.T) {
 			const backlog, trigger = 400, 10
@@ -101,12 +101,12 @@ func TestRedStrictPriorityStarvedByDrainedFlag(t *testing.T) {
 	}
 }
 
-// RED: the same with weighted queues (1:1). Every claim tries "a" first
-// half the time; starved by the drained flag, a's job waits for the whole
+// The same with weighted queues (1:1). Every claim tries "a" first
+// half the time; starved by the drained flag, a's job waited for the whole
 // backlog of "b" (the chance that weighted order alone keeps it waiting
 // 100 claims is 2^-100). The trigger is late enough that some claim has
 // tried "a" first, and found it empty, before the job comes.
-func TestRedWeightedQueueStarvedByDrainedFlag(t *testing.T) {
+func TestWeightedQueueNotStarvedByDrainedFlag(t *testing.T) {
 	const backlog, trigger = 400, 60
 	n := twoQueues(t, worker.Config{
 		Queues:        []worker.Queue{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}},
@@ -118,12 +118,12 @@ func TestRedWeightedQueueStarvedByDrainedFlag(t *testing.T) {
 	}
 }
 
-// RED: a queue with a backlog of its own is starved too, once a flow
-// control limit made one claim of it take fewer than asked. Queue "a" has
+// A queue with a backlog of its own is not starved either once a flow
+// control limit made one claim of it take fewer than asked (it was). Queue "a" has
 // 40 jobs and MaxRunning 1, queue "b" a backlog of 400; weights 1:1,
 // Concurrency 4. Each freed slot should go to a claim that tries "a" first
 // half the time, so "a" runs one job at a time beside "b" all along.
-func TestRedLimitedQueueStarvedByDrainedFlag(t *testing.T) {
+func TestLimitedQueueNotStarvedByDrainedFlag(t *testing.T) {
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = c.Close() })

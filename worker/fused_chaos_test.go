@@ -107,13 +107,13 @@ func (f *flaky) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	}
 }
 
-// RED probe: a pool works through a backlog while a tenth of its script
+// a pool works through a backlog while a tenth of its script
 // calls never reach Redis and another tenth lose their reply, fused
 // ack-and-claim calls among them. Every job must run exactly once, done on
 // its first attempt (a lost reply never costs an attempt, and a long lease
 // means nothing is reaped), with never more than Concurrency handlers at
 // once, and the pool must not stall.
-func TestRedChaosLostReplies(t *testing.T) {
+func TestFusedChaosLostReplies(t *testing.T) {
 	for _, conc := range []int{1, 3, 8, 300} {
 		t.Run(fmt.Sprint("concurrency ", conc), func(t *testing.T) {
 			n := 300
@@ -200,12 +200,12 @@ func TestRedChaosLostReplies(t *testing.T) {
 	}
 }
 
-// RED probe: as TestRedChaosLostReplies, and Shutdown (no deadline) comes
+// as TestFusedChaosLostReplies, and Shutdown (no deadline) comes
 // while the pool is in the middle of the backlog, calls still being lost.
 // After it no job may be left running under nobody, and none may be
 // charged an attempt it did not run: every job is done after exactly one
 // run, or pending and never run.
-func TestRedChaosShutdown(t *testing.T) {
+func TestFusedChaosShutdown(t *testing.T) {
 	for _, conc := range []int{1, 3, 8} {
 		for round := range 3 {
 			t.Run(fmt.Sprint("concurrency ", conc, " round ", round), func(t *testing.T) {
@@ -285,11 +285,11 @@ func TestRedChaosShutdown(t *testing.T) {
 	}
 }
 
-// RED probe: two queues, so one batch of acks is a pipeline of several
+// two queues, so one batch of acks is a pipeline of several
 // script calls (acks of a, acks of b, the claim in one of them), and a lost
 // reply loses the answers of some calls of the pipeline but not others,
 // as a Cluster node's failure does.
-func TestRedChaosPartialPipeline(t *testing.T) {
+func TestFusedChaosPartialPipeline(t *testing.T) {
 	const per = 200
 	f := &flaky{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), before: 0.1, after: 0.3, partial: true}
 	mr := miniredis.RunT(t)

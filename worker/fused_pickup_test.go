@@ -14,10 +14,10 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-// RED probe: an idle pool of two queues picks up a new job at once (a
+// an idle pool of two queues picks up a new job at once (a
 // wake-up), not after its poll interval (5s here), also right after
 // bursts that left both queues marked drained, and with a slot busy.
-func TestRedIdlePickup(t *testing.T) {
+func TestIdlePickupTwoQueues(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		t.Run(fmt.Sprint("strict ", strict), func(t *testing.T) {
 			mr := miniredis.RunT(t)

@@ -53,11 +53,11 @@ func (s *stallFused) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// RED probe: Shutdown begins while a fused call that claimed the next job
+// Shutdown begins while a fused call that claimed the next job
 // is in flight; its reply lands (or is lost and asked for again) after
 // Shutdown has closed the pool. The job it claimed must be given back
 // uncharged, the acked job done, Shutdown clean, the pool's slots whole.
-func TestRedShutdownDuringFusedCall(t *testing.T) {
+func TestShutdownDuringFusedCall(t *testing.T) {
 	for _, lose := range []bool{false, true} {
 		name := "reply lands"
 		if lose {

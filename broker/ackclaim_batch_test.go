@@ -12,15 +12,15 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-// RED probe: the largest batch the acker sends, 256 acks (each twice, in
-// one call) with a claim of 256, on miniredis and (FENCEQ_RED_REDIS, a
+// the largest batch the acker sends, 256 acks (each twice, in
+// one call) with a claim of 256, on miniredis and (FENCEQ_SCRATCH_REDIS, a
 // scratch server) real Redis; then the claim alone again, and the whole
 // call again with no acks.
-func TestRedAckClaim256(t *testing.T) {
+func TestAckClaim256(t *testing.T) {
 	clients := map[string]redis.UniversalClient{}
 	mr := miniredis.RunT(t)
 	clients["miniredis"] = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	if addr := os.Getenv("FENCEQ_RED_REDIS"); addr != "" {
+	if addr := os.Getenv("FENCEQ_SCRATCH_REDIS"); addr != "" {
 		clients["redis"] = redis.NewClient(&redis.Options{Addr: addr})
 	}
 	for name, c := range clients {
