@@ -406,3 +406,53 @@ func testBatcherLostReply(t *testing.T, nb NewBackend) {
 	want(t, "pending after a round trip sent twice", c.Pending, int64(5))
 	s.consistent(t)
 }
+
+// Close while many goroutines enqueue: each job is either stored and
+// answered so, or refused with ErrBatcherClosed and not stored; none is
+// stored without its caller being told, and none waits forever.
+func testBatcherCloseRace(t *testing.T, nb NewBackend) {
+	s, bt := gated(t, nb, broker.BatcherOptions{MaxJobs: 4})
+	const callers, each = 10, 20
+	var stored, refused sync.Map
+	var wg sync.WaitGroup
+	started := make(chan struct{}, callers*each)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("c%d-%d", c, i)
+				started <- struct{}{}
+				_, err := bt.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: id})
+				switch {
+				case err == nil:
+					stored.Store(id, true)
+				case errors.Is(err, broker.ErrBatcherClosed):
+					refused.Store(id, true)
+				default:
+					t.Errorf("Enqueue %s: %v", id, err)
+				}
+			}
+		}()
+	}
+	for range callers * each / 3 {
+		<-started
+	}
+	noErr(t, "Close", bt.Close())
+	wg.Wait()
+	n := 0
+	stored.Range(func(k, _ any) bool {
+		n++
+		want(t, "state of a job answered stored", s.job(t, k.(string)).State, broker.StatePending)
+		return true
+	})
+	refused.Range(func(k, _ any) bool {
+		_, err := s.b.Job(s.ctx, s.q, k.(string))
+		wantErr(t, "a job refused by a closed Batcher", err, broker.ErrJobNotFound)
+		return true
+	})
+	c, _ := s.b.Counts(s.ctx, s.q)
+	want(t, "pending", c.Pending, int64(n))
+	want(t, "jobs sent", bt.Stats().Jobs, int64(n))
+	s.consistent(t)
+}

@@ -41,6 +41,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"BatcherConcurrent", testBatcherConcurrent},
 		{"BatcherCancel", testBatcherCancel},
 		{"BatcherClose", testBatcherClose},
+		{"BatcherCloseRace", testBatcherCloseRace},
 		{"BatcherBounds", testBatcherBounds},
 		{"BatcherLostReply", testBatcherLostReply},
 		{"InvalidInput", testInvalid},
