@@ -123,27 +123,53 @@ var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
 // Options.WaitReplicas, an error wrapping ErrNotReplicated says the job was
 // stored but not replicated in time.
 func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
-	k, args, err := b.prepare(ctx, &j)
+	c, err := b.prepare(ctx, &j)
 	if err != nil {
 		return "", err
 	}
-	if b.opts.WaitReplicas > 0 {
-		c := &enqueueCall{k: k, args: args}
-		b.enqueueDurably(ctx, []*enqueueCall{c})
-		e := b.replicated(j.Queue, j.ID, j.UniqueKey, c)
-		return e.ID, e.Err
-	}
-	e := b.enqueued(j.Queue, j.ID, j.UniqueKey, b.run(ctx, b.scripts.enqueue, k, args...))
+	b.send(ctx, []*enqueueCall{c})
+	e := b.answer(c)
 	return e.ID, e.Err
 }
 
-// enqueueCall is one job on the durable (WAIT) path.
+// enqueueCall is one prepared job: the enqueue script's arguments, then
+// its answer.
 type enqueueCall struct {
-	i    int // position in EnqueueMany's jobs
-	k    *queueKeys
-	args []any
-	cmd  *redis.Cmd
-	acks *redis.IntCmd // the WAIT that followed cmd on the same connection
+	k      *queueKeys
+	id     string
+	unique string        // Job.UniqueKey, which a *UniqueHeldError names
+	args   []any         // ARGV, the job key prefix first
+	cmd    *redis.Cmd    // the script's answer
+	acks   *redis.IntCmd // on the durable path, the WAIT that followed cmd on the same connection
+}
+
+// send runs the calls' scripts: one call on its own, several in one
+// pipeline (one round trip on a single Redis; go-redis splits it by node on
+// a Cluster), and with Options.WaitReplicas, each followed by WAIT. A call
+// that meets NOSCRIPT is run again on its own, which loads the script.
+func (b *Broker) send(ctx context.Context, calls []*enqueueCall) {
+	s := b.scripts.enqueue
+	switch {
+	case b.opts.WaitReplicas > 0:
+		b.enqueueDurably(ctx, calls)
+		return
+	case len(calls) == 1:
+		calls[0].cmd = s.Run(ctx, b.rdb, calls[0].k.list, calls[0].args...)
+		return
+	}
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range calls {
+			c.cmd = s.EvalSha(ctx, p, c.k.list, c.args...)
+		}
+		return nil
+	})
+	for _, c := range calls {
+		// A node without the script ran nothing (each node of a Cluster
+		// has its own cache).
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			c.cmd = s.Run(ctx, b.rdb, c.k.list, c.args...)
+		}
+	}
 }
 
 // enqueueDurably runs each call's enqueue script and then WAIT on one
@@ -177,7 +203,7 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 			group := groups[node]
 			_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, c := range group {
-					c.cmd = b.scripts.enqueue.EvalSha(ctx, p, c.k.list, withJobPrefix(c.k, c.args)...)
+					c.cmd = b.scripts.enqueue.EvalSha(ctx, p, c.k.list, c.args...)
 				}
 				// Pipeliner lacks Wait: the raw command, timeout in milliseconds.
 				acks := redis.NewIntCmd(ctx, "WAIT", b.opts.WaitReplicas, b.opts.WaitTimeout.Milliseconds())
@@ -214,12 +240,14 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 	}
 }
 
-// replicated reads a durable call's answers: the script's, then WAIT's.
-func (b *Broker) replicated(queue, id, uniqueKey string, c *enqueueCall) Enqueued {
-	e := b.enqueued(queue, id, uniqueKey, c.cmd)
-	if e.Err != nil {
-		return e // nothing was written: nothing to wait for
+// answer reads a sent call's answers: the script's, then, on the durable
+// path, WAIT's.
+func (b *Broker) answer(c *enqueueCall) Enqueued {
+	e := b.enqueued(c)
+	if b.opts.WaitReplicas == 0 || e.Err != nil {
+		return e // nothing written is nothing to wait for
 	}
+	queue, id := c.k.name, c.id
 	n, err := c.acks.Result()
 	if err != nil {
 		e.Err = fmt.Errorf("fenceq: enqueue %q in queue %q: %w: WAIT failed: %w (the job is stored on the primary)", id, queue, ErrNotReplicated, err)
@@ -232,9 +260,9 @@ func (b *Broker) replicated(queue, id, uniqueKey string, c *enqueueCall) Enqueue
 
 // prepare validates j, gives it an id when it has none, registers its queue
 // and builds the enqueue script's arguments.
-func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error) {
+func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 	if err := b.validate(j); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// The nonce tells a re-send of this request (its reply lost) from
 	// another enqueue of the same id. An id generated here is a nonce of
@@ -243,7 +271,7 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 	if j.ID == "" {
 		u, err := uuid.NewV7()
 		if err != nil {
-			return nil, nil, fmt.Errorf("fenceq: enqueue: new job id: %w", err)
+			return nil, fmt.Errorf("fenceq: enqueue: new job id: %w", err)
 		}
 		j.ID = u.String()
 	} else {
@@ -251,7 +279,7 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 	}
 	k := b.queueKeys(j.Queue)
 	if err := b.register(ctx, k); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	delayMS, atMS := int64(-1), int64(-1)
 	if j.RunAt.IsZero() {
@@ -267,17 +295,19 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*queueKeys, []any, error)
 	if j.RunIfDependencyFails {
 		policy = "run"
 	}
-	args := []any{j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
-		unique, j.UniqueFor.Milliseconds(), policy, nonce}
+	args := make([]any, 0, 12+len(j.DependsOn))
+	args = append(args, k.job, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
+		unique, j.UniqueFor.Milliseconds(), policy, nonce)
 	for _, d := range j.DependsOn {
 		args = append(args, d)
 	}
-	return k, args, nil
+	return &enqueueCall{k: k, id: j.ID, unique: j.UniqueKey, args: args}, nil
 }
 
-// enqueued reads the enqueue script's answer for the job with id.
-func (b *Broker) enqueued(queue, id, uniqueKey string, cmd *redis.Cmd) Enqueued {
-	v, err := cmd.Result()
+// enqueued reads the enqueue script's answer to c.
+func (b *Broker) enqueued(c *enqueueCall) Enqueued {
+	queue, id := c.k.name, c.id
+	v, err := c.cmd.Result()
 	r := newReply("enqueue "+queue, v, err)
 	switch status := r.str(); status {
 	case "exists":
@@ -287,7 +317,7 @@ func (b *Broker) enqueued(queue, id, uniqueKey string, cmd *redis.Cmd) Enqueued 
 	case "unique":
 		if holder, state := r.str(), State(r.str()); r.err == nil {
 			return Enqueued{ID: holder, Existing: true,
-				Err: &UniqueHeldError{Queue: queue, Key: uniqueKey, HolderID: holder, HolderState: state}}
+				Err: &UniqueHeldError{Queue: queue, Key: c.unique, HolderID: holder, HolderState: state}}
 		}
 	case "no_parent":
 		if parent := r.str(); r.err == nil {
@@ -314,52 +344,23 @@ type Enqueued struct {
 // same batch created is enqueued the second time.
 func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 	out := make([]Enqueued, len(jobs))
-	type call struct {
-		i    int
-		k    *queueKeys
-		args []any
-		cmd  *redis.Cmd
-	}
-	calls := make([]*call, 0, len(jobs))
+	calls := make([]*enqueueCall, 0, len(jobs))
+	at := make([]int, 0, len(jobs)) // each call's position in jobs
 	for i, j := range jobs {
-		k, args, err := b.prepare(ctx, &j)
-		out[i] = Enqueued{ID: j.ID, Err: err}
-		if err == nil {
-			calls = append(calls, &call{i: i, k: k, args: args})
+		c, err := b.prepare(ctx, &j)
+		if err != nil {
+			out[i] = Enqueued{ID: j.ID, Err: err}
+			continue
 		}
+		calls = append(calls, c)
+		at = append(at, i)
 	}
 	if len(calls) == 0 {
 		return out
 	}
-	if b.opts.WaitReplicas > 0 {
-		durable := make([]*enqueueCall, len(calls))
-		for n, c := range calls {
-			durable[n] = &enqueueCall{i: c.i, k: c.k, args: c.args}
-		}
-		b.enqueueDurably(ctx, durable)
-		for _, c := range durable {
-			out[c.i] = b.replicated(jobs[c.i].Queue, out[c.i].ID, jobs[c.i].UniqueKey, c)
-		}
-		return out
-	}
-	run := func() {
-		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range calls {
-				c.cmd = b.scripts.enqueue.EvalSha(ctx, p, c.k.list, withJobPrefix(c.k, c.args)...)
-			}
-			return nil
-		})
-	}
-	run()
-	for _, c := range calls {
-		// A node without the script ran nothing: run that call on its own,
-		// which loads the script (each node of a Cluster has its own cache).
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			c.cmd = b.run(ctx, b.scripts.enqueue, c.k, c.args...)
-		}
-	}
-	for _, c := range calls {
-		out[c.i] = b.enqueued(jobs[c.i].Queue, out[c.i].ID, jobs[c.i].UniqueKey, c.cmd)
+	b.send(ctx, calls)
+	for n, c := range calls {
+		out[at[n]] = b.answer(c)
 	}
 	return out
 }

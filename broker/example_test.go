@@ -2,7 +2,9 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -47,4 +49,38 @@ func Example() {
 	// A's late ack: stale
 	// B's ack: ok
 	// welcome-42: done, result "from B"
+}
+
+// Many goroutines enqueue one job each and wait for its answer; a Batcher
+// lets their jobs share round trips, and answers each as Enqueue would.
+func ExampleBatcher() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+	b, _ := broker.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), broker.Options{})
+	bt, _ := broker.NewBatcher(b, broker.BatcherOptions{})
+	defer bt.Close()
+
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() { // a request handler, say
+			defer wg.Done()
+			if _, err := bt.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", ID: fmt.Sprint("welcome-", i)}); err != nil {
+				fmt.Println(err)
+			}
+		}()
+	}
+	wg.Wait()
+	_, err := bt.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", ID: "welcome-7"})
+	fmt.Println(errors.Is(err, broker.ErrJobExists))
+
+	c, _ := b.Counts(ctx, "emails")
+	fmt.Println(c.Pending, "pending")
+	// Output:
+	// true
+	// 100 pending
 }

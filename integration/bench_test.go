@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,5 +253,87 @@ func BenchmarkBrokerScripts(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+}
+
+// BenchmarkEnqueue measures enqueueing one job at a time, each caller
+// waiting for its answer: the round-trip floor (PING), Broker.Enqueue from
+// one goroutine, and from 50 goroutines plainly and through a Batcher.
+// jobs/s is the figure; roundtrips/job counts the enqueues' client only.
+func BenchmarkEnqueue(b *testing.B) {
+	ctx := context.Background()
+	setup := func(b *testing.B, pool int) (*broker.Broker, *roundtrips.Counter) {
+		client(b) // skips without a Redis
+		prefix := fmt.Sprintf("fqbench-%d", time.Now().UnixNano())
+		c := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: pool})
+		b.Cleanup(func() {
+			keys, _ := c.Keys(ctx, prefix+":*").Result()
+			for i := 0; i < len(keys); i += 1000 {
+				c.Del(ctx, keys[i:min(i+1000, len(keys))]...)
+			}
+			_ = c.Close()
+		})
+		cnt := &roundtrips.Counter{}
+		c.AddHook(cnt)
+		br, err := broker.New(c, broker.Options{Prefix: prefix})
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The queue's registration is not per-job work.
+		if _, err := br.Enqueue(ctx, broker.Job{Queue: "enq", Kind: "k"}); err != nil {
+			b.Fatal(err)
+		}
+		cnt.Reset()
+		return br, cnt
+	}
+	report := func(b *testing.B, cnt *roundtrips.Counter) {
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		b.ReportMetric(float64(cnt.Trips.Load())/float64(b.N), "roundtrips/job")
+	}
+	job := broker.Job{Queue: "enq", Kind: "k", Payload: []byte(`{"n":1}`)}
+	b.Run("RoundTripFloor", func(b *testing.B) {
+		br, cnt := setup(b, 4)
+		for b.Loop() {
+			if err := br.Client().Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, cnt)
+	})
+	b.Run("Single", func(b *testing.B) {
+		br, cnt := setup(b, 4)
+		for b.Loop() {
+			if _, err := br.Enqueue(ctx, job); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, cnt)
+	})
+	concurrent := func(b *testing.B, enqueue func(context.Context, broker.Job) (string, error), cnt *roundtrips.Counter) {
+		b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := enqueue(ctx, job); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		report(b, cnt)
+	}
+	b.Run("Concurrent50", func(b *testing.B) {
+		br, cnt := setup(b, 60)
+		concurrent(b, br.Enqueue, cnt)
+	})
+	b.Run("Concurrent50Batcher", func(b *testing.B) {
+		br, cnt := setup(b, 60)
+		bt, err := broker.NewBatcher(br, broker.BatcherOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		concurrent(b, bt.Enqueue, cnt)
+		_ = bt.Close()
+		st := bt.Stats()
+		b.ReportMetric(float64(st.Jobs)/float64(max(st.Batches, 1)), "jobs/batch")
 	})
 }

@@ -91,6 +91,35 @@ func TestEnqueueWaitReplicas(t *testing.T) {
 			t.Fatalf("EnqueueMany with WaitReplicas=2: %v, want ErrNotReplicated", e.Err)
 		}
 	}
+
+	// Through a Batcher, each job of a shared round trip is answered by
+	// the WAIT that followed it.
+	for _, tc := range []struct {
+		b        *broker.Broker
+		replicas int
+		want     error
+	}{{b, 1, nil}, {b2, 2, broker.ErrNotReplicated}} {
+		bt, err := broker.NewBatcher(tc.b, broker.BatcherOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id, err := bt.Enqueue(ctx, broker.Job{Queue: fmt.Sprint("w", i%2), Kind: "k"})
+				if !errors.Is(err, tc.want) {
+					t.Errorf("Batcher.Enqueue with WaitReplicas=%d: %v, want %v", tc.replicas, err, tc.want)
+				}
+				if tc.want == nil && replica.Exists(ctx, fmt.Sprintf("fenceq:{w%d}:job:%s", i%2, id)).Val() != 1 {
+					t.Errorf("job %s acknowledged through a Batcher but not on the replica", id)
+				}
+			}()
+		}
+		wg.Wait()
+		_ = bt.Close()
+	}
 }
 
 // startSentinels runs three sentinels monitoring primary as "m", with short

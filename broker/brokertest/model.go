@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -60,17 +61,31 @@ type model struct {
 	maxRunning int
 	events     int
 	paused     bool
+
+	batcher     *broker.Batcher
+	batcherOpts broker.BatcherOptions
+}
+
+func (m *model) newBatcher(t *rapid.T) {
+	bt, err := broker.NewBatcher(m.s.b, m.batcherOpts)
+	noErr(t, "NewBatcher", err)
+	m.batcher = bt
 }
 
 func testModel(t *testing.T, nb NewBackend) {
 	be := nb(t)
 	be.Client.AddHook(resend{})
+	be.Client.AddHook(gate{})
 	rapid.Check(t, func(rt *rapid.T) {
 		s, cleanup := on(rt, be)
 		defer cleanup()
 		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}}
+		m.batcherOpts = broker.BatcherOptions{MaxJobs: rapid.IntRange(1, 3).Draw(rt, "batcher max jobs")}
+		m.newBatcher(rt)
+		defer func() { _ = m.batcher.Close() }()
 		rt.Repeat(map[string]func(*rapid.T){
 			"enqueue":        m.enqueue,
+			"enqueueBatched": m.enqueueBatched,
 			"claim":          m.claim,
 			"renew":          m.renew,
 			"progress":       m.progress,
@@ -167,6 +182,130 @@ func (m *model) enqueue(t *rapid.T) {
 		}
 		m.enqueued(t, j, res[i].ID, res[i].Err)
 	}
+}
+
+// enqueueBatched enqueues a few jobs through the Batcher, each from its own
+// goroutine, behind a round trip held in flight so that they share the
+// next ones. The jobs are drawn independent of each other (no shared id or
+// unique key, no dependency on one another), so each is judged as if
+// alone, in whatever order the goroutines reach the Batcher. The first
+// job's caller may give up while its round trip is in flight: it gets its
+// id and ErrOutcomeUnknown, and the job is stored as the verdict says.
+// Another's may give up while it waits: nothing of it is written. Then
+// the Batcher may be closed (always after a caller gave up in flight, so
+// that its round trip has ended): a job sent to it after is refused.
+func (m *model) enqueueBatched(t *rapid.T) {
+	jobs := m.drawIndependent(t, rapid.IntRange(1, 4).Draw(t, "jobs"))
+	giveUp := make([]bool, len(jobs))
+	verdicts := make([]string, len(jobs))
+	for i, j := range jobs {
+		giveUp[i] = rapid.IntRange(0, 3).Draw(t, "give up") == 0
+		verdicts[i] = m.verdict(j)
+	}
+	lost := m.lostReply(t)
+	held, h := hold(lost)
+	res := make([]answer, len(jobs))
+	done := make([]chan struct{}, len(jobs))
+	send := func(ctx context.Context, i int) {
+		done[i] = make(chan struct{})
+		go func() {
+			defer close(done[i])
+			id, err := m.batcher.Enqueue(ctx, jobs[i])
+			res[i] = answer{id, err}
+		}()
+	}
+	first, cancel := context.WithCancel(held)
+	defer cancel()
+	send(first, 0)
+	<-h.entered
+	if giveUp[0] {
+		cancel()
+		<-done[0]
+		wantErr(t, "a caller given up in flight", res[0].err, broker.ErrOutcomeUnknown)
+	}
+	waiting := 0
+	for i := 1; i < len(jobs); i++ {
+		ctx, cancel := context.WithCancel(lost)
+		defer cancel()
+		send(ctx, i)
+		waiting++
+		for m.batcher.Stats().Waiting < waiting {
+			runtime.Gosched() // on its way: no timing involved
+		}
+		if giveUp[i] {
+			cancel()
+			<-done[i]
+			waiting--
+			wantErr(t, "a caller given up while waiting", res[i].err, context.Canceled)
+			if errors.Is(res[i].err, broker.ErrOutcomeUnknown) {
+				t.Fatalf("a job never sent answered %v", res[i].err)
+			}
+		}
+	}
+	close(h.release)
+	for i := range jobs {
+		<-done[i]
+	}
+	if rapid.Bool().Draw(t, "close") || giveUp[0] {
+		noErr(t, "Close", m.batcher.Close())
+		late := broker.Job{Queue: m.s.q, Kind: "k", ID: fmt.Sprintf("late-%d", len(m.ids))}
+		_, err := m.batcher.Enqueue(m.s.ctx, late)
+		wantErr(t, "Enqueue after Close", err, broker.ErrBatcherClosed)
+		_, err = m.s.b.Job(m.s.ctx, m.s.q, late.ID)
+		wantErr(t, "a job refused after Close", err, broker.ErrJobNotFound)
+		m.newBatcher(t)
+	}
+	for i, j := range jobs {
+		switch {
+		case giveUp[i] && i == 0:
+			if j.ID != "" {
+				want(t, "id of a job given up in flight", res[i].id, j.ID)
+			}
+			if verdicts[i] == "" {
+				m.create(j, res[i].id)
+			}
+		case giveUp[i]:
+			if j.ID != "" && verdicts[i] != "exists" {
+				_, err := m.s.b.Job(m.s.ctx, m.s.q, j.ID)
+				wantErr(t, "a job given up before it was sent", err, broker.ErrJobNotFound)
+			}
+		default:
+			m.enqueued(t, j, res[i].id, res[i].err)
+		}
+	}
+	c, err := m.s.b.Counts(m.s.ctx, m.s.q)
+	noErr(t, "Counts", err)
+	want(t, "jobs in Redis", c.Blocked+c.Scheduled+c.Pending+c.Running+c.Done+c.Dead+c.Cancelled, int64(len(m.jobs)))
+}
+
+// drawIndependent draws n jobs whose verdicts do not depend on each other:
+// no id, caller-chosen or depended on, and no unique key appears in two.
+func (m *model) drawIndependent(t *rapid.T, n int) []broker.Job {
+	jobs := make([]broker.Job, n)
+	ids, keys := map[string]bool{}, map[string]bool{}
+	for i := range jobs {
+		j := m.drawJob(t, i)
+		if ids[j.ID] {
+			j.ID = ""
+		}
+		if keys[j.UniqueKey] {
+			j.UniqueKey, j.UniqueFor = "", 0
+		}
+		if slices.ContainsFunc(j.DependsOn, func(d string) bool { return ids[d] || d == j.ID }) {
+			j.DependsOn, j.RunIfDependencyFails = nil, false
+		}
+		jobs[i] = j
+		for _, d := range j.DependsOn {
+			ids[d] = true
+		}
+		if j.ID != "" {
+			ids[j.ID] = true
+		}
+		if j.UniqueKey != "" {
+			keys[j.UniqueKey] = true
+		}
+	}
+	return jobs
 }
 
 // drawJob draws the i-th job of an enqueue.

@@ -29,6 +29,9 @@ type benchResult struct {
 	RedisCeilingPerS    float64            `json:"redis_ceiling_per_s"`
 	EnqueueSinglePerS   float64            `json:"enqueue_single_per_s"`
 	EnqueueBatchPerS    float64            `json:"enqueue_batch_per_s"`
+	EnqueueSingleC50    float64            `json:"enqueue_single_c50_per_s"`
+	EnqueueBatcherC50   float64            `json:"enqueue_batcher_c50_per_s"`
+	BatcherC50MeanBatch float64            `json:"enqueue_batcher_c50_mean_batch"`
 	ProcessPerS         float64            `json:"process_per_s"`
 	CeilingFraction     float64            `json:"ceiling_fraction"`
 	RoundTripsPerJob    float64            `json:"round_trips_per_job"`
@@ -128,6 +131,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	r.LoadedPickupP50Ms, r.LoadedPickupP99Ms, r.LoadedPickupMaxMs = loaded[0], loaded[1], loaded[2]
+	// Last, so that the figures measured before these existed run as they
+	// always did.
+	progress("enqueue, one at a time from 50 goroutines, plain and through a Batcher")
+	if r.EnqueueSingleC50, _, err = bn.enqueueConcurrent(50, *jobs, false); err != nil {
+		return err
+	}
+	if r.EnqueueBatcherC50, r.BatcherC50MeanBatch, err = bn.enqueueConcurrent(50, *jobs, true); err != nil {
+		return err
+	}
 	_ = rdb.FlushDB(ctx).Err()
 
 	if *asJSON {
@@ -226,6 +238,56 @@ func (bn *bencher) enqueueRates(n int) (single, batch float64, err error) {
 	return single, batch, bn.rdb.FlushDB(bn.ctx).Err()
 }
 
+// enqueueConcurrent measures n jobs enqueued one at a time by conc
+// goroutines, each waiting for its answer before its next job: with
+// Broker.Enqueue, or through a Batcher (then also the mean jobs per round
+// trip).
+func (bn *bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch float64, err error) {
+	c, b, _, q, err := bn.client(conc + 10)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	enqueue := b.Enqueue
+	var bt *broker.Batcher
+	if batcher {
+		if bt, err = broker.NewBatcher(b, broker.BatcherOptions{}); err != nil {
+			return 0, 0, err
+		}
+		enqueue = bt.Enqueue
+	}
+	payload := []byte(`{"n":1}`)
+	var next atomic.Int64
+	errs := make(chan error, conc)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if _, err := enqueue(bn.ctx, broker.Job{Queue: q, Kind: "noop", Payload: payload}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, 0, err
+	}
+	if bt != nil {
+		_ = bt.Close()
+		if st := bt.Stats(); st.Batches > 0 {
+			meanBatch = float64(st.Jobs) / float64(st.Batches)
+		}
+	}
+	return float64(n) / took.Seconds(), meanBatch, bn.rdb.FlushDB(bn.ctx).Err()
+}
+
 func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []byte) error {
 	batch := make([]broker.Job, 0, enqueueBatch)
 	for i := 0; i < n; i++ {
@@ -255,8 +317,10 @@ func (bn *bencher) memoryPerJob(n int) (float64, error) {
 		return 0, err
 	}
 	defer c.Close()
-	// The first enqueue creates the queue's fixed keys; measure after it.
-	if err := enqueueN(bn.ctx, b, q, 1, make([]byte, 64)); err != nil {
+	// The first enqueues create the queue's fixed keys and the connection
+	// that pipelines use (a batch of one goes without a pipeline, and a
+	// connection costs Redis some 20 KB of buffers); measure after them.
+	if err := enqueueN(bn.ctx, b, q, 2, make([]byte, 64)); err != nil {
 		return 0, err
 	}
 	before, err := used()
@@ -399,6 +463,8 @@ func printBench(e *env, r benchResult) {
 	row("Redis ceiling (trivial EVALSHA, 50 clients)", fmt.Sprintf("%.0f/s", r.RedisCeilingPerS))
 	row("enqueue, one at a time", fmt.Sprintf("%.0f/s", r.EnqueueSinglePerS))
 	row("enqueue, batched (EnqueueMany, 500)", fmt.Sprintf("%.0f/s", r.EnqueueBatchPerS))
+	row("enqueue, one at a time from 50 goroutines", fmt.Sprintf("%.0f/s", r.EnqueueSingleC50))
+	row("enqueue, one at a time from 50 goroutines, Batcher", fmt.Sprintf("%.0f/s  %.1f jobs/round trip", r.EnqueueBatcherC50, r.BatcherC50MeanBatch))
 	for _, c := range []string{"1", "10", "50", "200"} {
 		p := r.ProcessByConcurrent[c]
 		row("process no-op, concurrency "+c, fmt.Sprintf("%.0f/s  %.2f round trips/job  %.2f commands/job", p.PerS, p.RoundTripsPerJob, p.CommandsPerJob))
