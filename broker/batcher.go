@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,23 +31,19 @@ var (
 
 // BatcherOptions configures a Batcher. The zero value is ready to use.
 type BatcherOptions struct {
-	// MaxJobs is the most jobs one round trip carries. Default
-	// BatcherMaxJobsDefault (256); 1 sends every job on its own. It must
+	// MaxJobs is the most jobs one round trip carries: 0 means
+	// BatcherMaxJobsDefault (256), 1 sends every job on its own. It must
 	// not be negative.
 	MaxJobs int
-	// MaxBytes bounds the payload bytes of one round trip; a job larger
-	// than that goes on its own. Default BatcherMaxBytesDefault (1 MiB);
-	// -1 means no bound beyond MaxJobs.
+	// MaxBytes bounds the payload bytes of one round trip (a job larger
+	// than that goes on its own): 0 means BatcherMaxBytesDefault (1 MiB),
+	// -1 no bound beyond MaxJobs.
 	MaxBytes int
 }
 
 func (o BatcherOptions) withDefaults() BatcherOptions {
-	if o.MaxJobs == 0 {
-		o.MaxJobs = BatcherMaxJobsDefault
-	}
-	if o.MaxBytes == 0 {
-		o.MaxBytes = BatcherMaxBytesDefault
-	}
+	o.MaxJobs = cmp.Or(o.MaxJobs, BatcherMaxJobsDefault)
+	o.MaxBytes = cmp.Or(o.MaxBytes, BatcherMaxBytesDefault)
 	return o
 }
 

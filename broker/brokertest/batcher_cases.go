@@ -21,23 +21,23 @@ type gate struct{}
 
 type gateKey struct{}
 
-// held is one request held by the gate.
-type held struct {
+// gateHold is one request held by the gate.
+type gateHold struct {
 	once    sync.Once
 	entered chan struct{} // closed when the request reaches the gate
 	release chan struct{} // close to let it go on
 }
 
 // hold returns a context whose requests the gate holds, and the handle.
-func hold(ctx context.Context) (context.Context, *held) {
-	h := &held{entered: make(chan struct{}), release: make(chan struct{})}
+func hold(ctx context.Context) (context.Context, *gateHold) {
+	h := &gateHold{entered: make(chan struct{}), release: make(chan struct{})}
 	return context.WithValue(ctx, gateKey{}, h), h
 }
 
 // wait holds a script call sent with a context of hold's (its retries
 // included, such as EVAL after NOSCRIPT).
 func (gate) wait(ctx context.Context, cmds ...redis.Cmder) {
-	h, ok := ctx.Value(gateKey{}).(*held)
+	h, ok := ctx.Value(gateKey{}).(*gateHold)
 	if !ok {
 		return
 	}
@@ -86,16 +86,16 @@ type answer struct {
 }
 
 // behind holds the Batcher's round trip on a first job, enqueues jobs with
-// ctx from one goroutine each while it is held, one after the other, and lets it go
-// once they all wait, so that they reach Redis in the order of jobs, in as
-// few round trips as the Batcher's bounds allow. It answers the first
-// job's id and the others' answers, in the order of jobs.
+// ctx from one goroutine each while it is held, one after the other, and
+// lets it go once they all wait, so that they reach Redis in the order of
+// jobs, in as few round trips as the Batcher's bounds allow. It answers
+// the first job's id and the others' answers, in the order of jobs.
 func behind(t *testing.T, s *bundle, bt *broker.Batcher, ctx context.Context, jobs []broker.Job) (string, []answer) {
 	t.Helper()
-	held, h := hold(s.ctx)
+	holding, h := hold(s.ctx)
 	first := make(chan answer, 1)
 	go func() {
-		id, err := bt.Enqueue(held, broker.Job{Queue: s.q, Kind: "first"})
+		id, err := bt.Enqueue(holding, broker.Job{Queue: s.q, Kind: "first"})
 		first <- answer{id, err}
 	}()
 	<-h.entered
@@ -265,8 +265,8 @@ func testBatcherCancel(t *testing.T, nb NewBackend) {
 	})
 	t.Run("InFlight", func(t *testing.T) {
 		s, bt := gated(t, nb, broker.BatcherOptions{})
-		held, h := hold(s.ctx)
-		ctx, cancel := context.WithCancel(held)
+		holding, h := hold(s.ctx)
+		ctx, cancel := context.WithCancel(holding)
 		res := make(chan answer, 1)
 		go func() {
 			id, err := bt.Enqueue(ctx, broker.Job{Queue: s.q, Kind: "k"})

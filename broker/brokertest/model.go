@@ -215,7 +215,7 @@ func (m *model) enqueueBatched(t *rapid.T) {
 		verdicts[i] = m.verdict(j)
 	}
 	lost := m.lostReply(t)
-	held, h := hold(lost)
+	holding, h := hold(lost)
 	res := make([]answer, len(jobs))
 	done := make([]chan struct{}, len(jobs))
 	send := func(ctx context.Context, i int) {
@@ -226,7 +226,7 @@ func (m *model) enqueueBatched(t *rapid.T) {
 			res[i] = answer{id, err}
 		}()
 	}
-	first, cancel := context.WithCancel(held)
+	first, cancel := context.WithCancel(holding)
 	defer cancel()
 	send(first, 0)
 	<-h.entered
