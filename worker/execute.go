@@ -43,20 +43,57 @@ func (p *Pool) run(l broker.Lease) {
 	p.mu.Unlock()
 	if closed {
 		// Shutdown is past waiting for handlers: give the job straight back.
-		p.settle(a, handlers.ErrShutdown, "release")
+		p.giveBack(a)
 		a.expiry.Stop()
 		a.cancel(context.Canceled)
 		<-p.slots
 		return
 	}
 	if p.stopping() {
-		go p.finishWith(a, func() { p.settle(a, handlers.ErrShutdown, "release") })
+		go p.finishWith(a, func() { p.giveBack(a) })
 		return
 	}
 	go p.finishWith(a, func() {
 		err := p.handler.ProcessJob(handlers.WithJob(ctx, a.job), a.job)
 		p.settle(a, err, "")
 	})
+}
+
+// giveBack releases a job the pool claimed and will not run, as it stops.
+// Like a lost claim's answer, the release is sent until Redis answers —
+// also once Shutdown has halted the pool's other retries — for up to the
+// lease, or until Shutdown's deadline (claimAbort): a job that never ran
+// is not left running under nobody, for a reaper to charge an attempt.
+func (p *Pool) giveBack(a *active) {
+	delay := 10 * time.Millisecond
+	for {
+		o, st, err := p.b.Release(context.Background(), a.lease)
+		left := time.Until(a.deadline())
+		if err == nil || !transient(err) || left < 10*time.Millisecond {
+			attrs := middleware.JobAttrs(a.job)
+			switch {
+			case err != nil:
+				p.log.Error("fenceq could not give back a job it claimed while stopping; its lease will expire and a reaper will recover it",
+					attrs, slog.Any("error", err))
+			case o == broker.Stale:
+				p.stats.stale.Add(1)
+			default:
+				p.count("release", st)
+				p.log.Debug("fenceq gave back a job it claimed while stopping", attrs, slog.String("state", string(st)))
+			}
+			return
+		}
+		t := time.NewTimer(min(delay, left/2))
+		select {
+		case <-t.C:
+		case <-p.claimAbort:
+			t.Stop()
+			p.log.Warn("fenceq stopped before a job it claimed while stopping was given back; the reaper recovers it when its lease expires",
+				middleware.JobAttrs(a.job), slog.Any("error", err))
+			return
+		}
+		delay = min(delay*2, time.Second)
+	}
 }
 
 // finishWith runs fn, then frees a's slot, unless a passed it on to the
