@@ -102,8 +102,7 @@ func (p *Pool) acker() {
 				p.recovering.Add(1)
 				go p.recoverClaim(spec, sent, p.hold(batch))
 			} else {
-				p.logProblems(spec.Queue, "claim", claimed.Problems)
-				p.claimedFrom(spec.Queue, spec.N, claimed)
+				p.took(spec, claimed)
 				p.pass(batch, claimed.Leases)
 			}
 		}
@@ -163,14 +162,10 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	sent := time.Now()
 	o, st, claimed, err := fused(spec)
 	if err != nil {
-		var cerr error
-		if claimed, cerr = p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent); cerr != nil {
-			p.log.Warn("fenceq could not learn what a claim sent with a settlement took; the reaper recovers its jobs when their lease expires",
-				slog.String("queue", spec.Queue), slog.Any("error", cerr))
-		}
+		claimed = p.reask(spec, sent)
+	} else {
+		p.took(spec, claimed)
 	}
-	p.logProblems(spec.Queue, "claim", claimed.Problems)
-	p.claimedFrom(spec.Queue, spec.N, claimed)
 	for _, l := range claimed.Leases {
 		a.passed.Store(true)
 		p.run(l)
@@ -196,24 +191,33 @@ func (p *Pool) hold(batch []*ackReq) int {
 // the rest. Shutdown waits for it as it waits for the dispatcher.
 func (p *Pool) recoverClaim(spec broker.ClaimSpec, sent time.Time, slots int) {
 	defer p.recovering.Done()
-	claimed, err := p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
-	if err != nil {
-		p.log.Warn("fenceq could not learn what a claim sent with acks took; the reaper recovers its jobs when their lease expires",
-			slog.String("queue", spec.Queue), slog.Any("error", err))
-	}
-	p.logProblems(spec.Queue, "claim", claimed.Problems)
-	p.claimedFrom(spec.Queue, spec.N, claimed)
+	claimed := p.reask(spec, sent)
 	for _, l := range claimed.Leases {
 		p.run(l)
 		slots--
 	}
 	for ; slots > 0; slots-- {
-		<-p.slots
-		select {
-		case p.slotFreed <- struct{}{}:
-		default:
-		}
+		p.freeSlot()
 	}
+}
+
+// reask asks again, under its id, for a claim sent with a settlement whose
+// answer was lost (claimRequest), and answers what it took.
+func (p *Pool) reask(spec broker.ClaimSpec, sent time.Time) broker.ClaimResult {
+	claimed, err := p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
+	if err != nil {
+		p.log.Warn("fenceq could not learn what a claim sent with a settlement took; the reaper recovers its jobs when their lease expires",
+			slog.String("queue", spec.Queue), slog.Any("error", err))
+	}
+	p.took(spec, claimed)
+	return claimed
+}
+
+// took notes what a claim sent with a settlement answered: its problems
+// logged, its queue's drained flag.
+func (p *Pool) took(spec broker.ClaimSpec, claimed broker.ClaimResult) {
+	p.logProblems(spec.Queue, "claim", claimed.Problems)
+	p.claimedFrom(spec.Queue, spec.N, claimed)
 }
 
 // pass starts each claimed job in the slot of one acked job, which keeps

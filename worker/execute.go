@@ -59,6 +59,15 @@ func (p *Pool) run(l broker.Lease) {
 	})
 }
 
+// freeSlot gives a slot back and nudges the dispatcher.
+func (p *Pool) freeSlot() {
+	<-p.slots
+	select {
+	case p.slotFreed <- struct{}{}:
+	default:
+	}
+}
+
 // giveBack releases a job the pool claimed and will not run, as it stops.
 // Like a lost claim's answer, the release is sent until Redis answers —
 // also once Shutdown has halted the pool's other retries — for up to the
@@ -106,11 +115,7 @@ func (p *Pool) finishWith(a *active, fn func()) {
 		delete(p.active, a)
 		p.mu.Unlock()
 		if !a.passed.Load() {
-			<-p.slots
-			select {
-			case p.slotFreed <- struct{}{}:
-			default:
-			}
+			p.freeSlot()
 		}
 		p.handlers.Done()
 	}()
