@@ -78,8 +78,15 @@ func (b *Broker) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	return b.ackClaim(ctx, acks, c)
 }
 
-// noClaim heads an ack call that claims nothing.
-var noClaim = []any{0, 0, 0, "", 0}
+// args are the arguments a settling script takes for the claim after it
+// (ack.lua's and fail.lua's: n, lease_ms, promote_limit, request id,
+// cascade budget); n = 0 claims nothing.
+func (c ClaimSpec) args() []any {
+	if c.N <= 0 {
+		return []any{0, 0, 0, "", 0}
+	}
+	return []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
+}
 
 func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	out := make([]Outcome, len(acks))
@@ -110,9 +117,9 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	sent := time.Now()
 	b.pipeline(ctx, "ack", b.scripts.ack, calls, func(call *queueCall) []any {
 		if call == claiming {
-			return []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
+			return c.args()
 		}
-		return noClaim
+		return ClaimSpec{}.args()
 	})
 	for _, call := range calls {
 		r := call.reply
@@ -213,12 +220,8 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 		// One script call touches one queue's keys (one Cluster slot).
 		return Stale, "", res, &ValidationError{Field: "claim queue", Value: c.Queue, Reason: "must be the failed job's queue, " + l.Queue}
 	}
-	claim := noClaim
-	if c.N > 0 {
-		claim = []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
-	}
 	sent := time.Now()
-	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, mode, msg, after.Milliseconds()}, claim...)
+	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, mode, msg, after.Milliseconds()}, c.args()...)
 	v, err := b.run(ctx, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
