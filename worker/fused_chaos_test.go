@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
@@ -121,29 +120,8 @@ func TestFusedChaosLostReplies(t *testing.T) {
 				n = 1500
 			}
 			f := &flaky{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), before: 0.2, after: 0.25}
-			mr := miniredis.RunT(t)
-			mk := func(hooks ...redis.Hook) *broker.Broker {
-				c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-				t.Cleanup(func() { _ = c.Close() })
-				for _, h := range hooks {
-					c.AddHook(h)
-				}
-				b, err := broker.New(c, broker.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b
-			}
-			b, pb := mk(), mk(f)
+			b, pb, ids := fusedBrokers(t, n, f)
 			ctx := context.Background()
-			var ids []string
-			for range n {
-				id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
-			}
 			var mu sync.Mutex
 			ran := map[string]int{}
 			var running, most atomic.Int32
@@ -211,29 +189,8 @@ func TestFusedChaosShutdown(t *testing.T) {
 			t.Run(fmt.Sprint("concurrency ", conc, " round ", round), func(t *testing.T) {
 				const n = 200
 				f := &flaky{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), before: 0.2, after: 0.25}
-				mr := miniredis.RunT(t)
-				mk := func(hooks ...redis.Hook) *broker.Broker {
-					c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-					t.Cleanup(func() { _ = c.Close() })
-					for _, h := range hooks {
-						c.AddHook(h)
-					}
-					b, err := broker.New(c, broker.Options{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return b
-				}
-				b, pb := mk(), mk(f)
+				b, pb, ids := fusedBrokers(t, n, f)
 				ctx := context.Background()
-				var ids []string
-				for range n {
-					id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
-					if err != nil {
-						t.Fatal(err)
-					}
-					ids = append(ids, id)
-				}
 				var mu sync.Mutex
 				ran := map[string]int{}
 				var runs, running, most atomic.Int32
@@ -292,20 +249,7 @@ func TestFusedChaosShutdown(t *testing.T) {
 func TestFusedChaosPartialPipeline(t *testing.T) {
 	const per = 200
 	f := &flaky{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), before: 0.1, after: 0.3, partial: true}
-	mr := miniredis.RunT(t)
-	mk := func(hooks ...redis.Hook) *broker.Broker {
-		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		for _, h := range hooks {
-			c.AddHook(h)
-		}
-		b, err := broker.New(c, broker.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	b, pb := mk(), mk(f)
+	b, pb, _ := fusedBrokers(t, 0, f)
 	ctx := context.Background()
 	ids := map[string][]string{}
 	for _, q := range []string{"a", "b"} {

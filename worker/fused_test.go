@@ -22,6 +22,18 @@ import (
 // waiting before it starts, and a broker of its own client to watch it.
 func fusedRig(t *testing.T, n int, cfg worker.Config, h handlers.HandlerFunc, hooks ...redis.Hook) (*broker.Broker, *worker.Pool, []string) {
 	t.Helper()
+	b, pb, ids := fusedBrokers(t, n, hooks...)
+	p, err := worker.New(pb, h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, p, ids
+}
+
+// fusedBrokers is a miniredis with n jobs of one attempt waiting: a broker
+// to watch it, and one for a pool whose client carries hooks.
+func fusedBrokers(t *testing.T, n int, hooks ...redis.Hook) (b, pb *broker.Broker, ids []string) {
+	t.Helper()
 	mr := miniredis.RunT(t)
 	client := func(hooks ...redis.Hook) *broker.Broker {
 		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -35,21 +47,15 @@ func fusedRig(t *testing.T, n int, cfg worker.Config, h handlers.HandlerFunc, ho
 		}
 		return b
 	}
-	b, pb := client(), client(hooks...)
-	ctx := context.Background()
-	var ids []string
+	b, pb = client(), client(hooks...)
 	for range n {
-		id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
+		id, err := b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
-	p, err := worker.New(pb, h, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, p, ids
+	return b, pb, ids
 }
 
 // waitFinished waits until n jobs of the default queue are done or dead.
