@@ -99,9 +99,14 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			shutdown(m.pools, cfg.ShutdownTimeout.Duration)
 			return &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
 		}
-		srv = &http.Server{Handler: endpoints(rdb, b, m), ReadHeaderTimeout: 5 * time.Second}
+		h := endpoints(rdb, b, m)
+		if err := mountDashboard(h, b, cmp.Or(cfg.UIToken, e.getenv("FENCEQ_UI_TOKEN")), log); err != nil {
+			shutdown(m.pools, cfg.ShutdownTimeout.Duration)
+			return err
+		}
+		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
-		log.Info("workerd serving /healthz, /readyz and /metrics", slog.String("addr", ln.Addr().String()))
+		log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()))
 	}
 	log.Info("workerd running", slog.Int("pools", len(m.pools)), slog.Any("kinds", mux.Kinds()))
 
@@ -131,7 +136,7 @@ func shutdown(pools []*worker.Pool, grace time.Duration) {
 }
 
 // endpoints serves liveness, readiness and metrics. None changes state.
-func endpoints(rdb redis.UniversalClient, b *broker.Broker, m *metrics) http.Handler {
+func endpoints(rdb redis.UniversalClient, b *broker.Broker, m *metrics) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
