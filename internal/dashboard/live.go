@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -27,8 +28,16 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case id != "":
 		jv, err := s.readJob(ctx, queue, id)
-		if err != nil {
+		var ve *broker.ValidationError
+		switch {
+		case errors.As(err, &ve):
+			fail(http.StatusBadRequest, err)
+			return
+		case errors.Is(err, broker.ErrJobNotFound):
 			fail(http.StatusNotFound, err)
+			return
+		case err != nil:
+			fail(http.StatusBadGateway, err)
 			return
 		}
 		j := jv.Job
@@ -49,7 +58,10 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, name := range names {
 			q, err := s.summarize(ctx, name)
-			if err != nil {
+			if ve := (*broker.ValidationError)(nil); errors.As(err, &ve) {
+				fail(http.StatusBadRequest, err)
+				return
+			} else if err != nil {
 				fail(http.StatusBadGateway, err)
 				return
 			}
