@@ -113,6 +113,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, "login", "", "", "The sign-in came from another site's page; sign in from this dashboard.")
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if !s.auth.tokenOK(r.PostFormValue("token")) {
 		s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr))
 		s.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in", Flash: "That is not the admin token. Nothing was changed.", Data: localPath(r.PostFormValue("next"))})

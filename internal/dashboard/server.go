@@ -182,6 +182,8 @@ func (s *Server) failErr(w http.ResponseWriter, r *http.Request, what string, er
 		s.fail(w, r, http.StatusNotFound, "Job not found", err.Error()+". It may never have existed, or retention deleted it after it finished.")
 	case errors.As(err, &ve):
 		s.fail(w, r, http.StatusBadRequest, "Bad request", err.Error())
+	case errors.Is(err, broker.ErrCorruptJob):
+		s.fail(w, r, http.StatusInternalServerError, "Corrupt job", err.Error()+". Its hash was edited by hand or written by another program; the next script that meets it in an index marks it dead with this reason. Run workerd check to see every such job.")
 	case errors.Is(err, context.DeadlineExceeded):
 		s.fail(w, r, http.StatusGatewayTimeout, "Redis is slow", what+": Redis did not answer within "+requestTimeout.String()+". Reload to try again.")
 	default:

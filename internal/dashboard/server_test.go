@@ -229,6 +229,16 @@ func TestNotFound(t *testing.T) {
 	}
 }
 
+func TestCorruptJob(t *testing.T) {
+	r := setup(t, "")
+	r.deadJob("mail", broker.Job{Kind: "send", ID: "d1"}, "x")
+	r.mr.HSet("fenceq:{mail}:job:d1", "state", "<weird>")
+	code, body := r.get(r.client(), "/ui/queues/mail/jobs/d1")
+	if code != http.StatusInternalServerError || !strings.Contains(body, "corrupt job") || !strings.Contains(body, "workerd check") || strings.Contains(body, "<weird>") {
+		t.Fatalf("a corrupt job's page: %d\n%s", code, body)
+	}
+}
+
 func TestReadOnly(t *testing.T) {
 	r := setup(t, "")
 	r.deadJob("mail", broker.Job{Kind: "send", ID: "d1"}, "x")
