@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"html"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,6 +187,62 @@ func TestPagesRender(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(body, tc.want) {
 			t.Errorf("GET %s = %d; want 200 with %q in:\n%s", tc.path, code, tc.want, body)
 		}
+	}
+}
+
+func TestQueuePages(t *testing.T) {
+	r := setup(t, "")
+	ctx := context.Background()
+	jobs := make([]broker.Job, 120)
+	for i := range jobs {
+		kind := "resize"
+		if i%40 == 7 {
+			kind = "crop"
+		}
+		jobs[i] = broker.Job{Queue: "img", Kind: kind, ID: fmt.Sprintf("img-%03d", i)}
+	}
+	for _, e := range r.b.EnqueueMany(ctx, jobs) {
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+	}
+	c := r.client()
+	next := regexp.MustCompile(`<a href="([^"]+)">Next page`)
+	rows := regexp.MustCompile(`<td class="id"><a href="[^"]+">([^<]+)</a>`)
+	var seen []string
+	path := "/ui/queues/img?state=pending"
+	for pages := 0; path != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("the pages do not end")
+		}
+		code, body := r.get(c, path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, code)
+		}
+		for _, m := range rows.FindAllStringSubmatch(body, -1) {
+			seen = append(seen, m[1])
+		}
+		path = ""
+		if m := next.FindStringSubmatch(body); m != nil {
+			path = html.UnescapeString(m[1])
+			if !strings.Contains(body, "First page") && pages > 0 {
+				t.Error("a later page has no link back to the first")
+			}
+		}
+	}
+	if len(seen) != 120 || seen[0] != "img-000" || seen[119] != "img-119" {
+		t.Fatalf("paging through pending saw %d jobs, %v … %v; want img-000 … img-119", len(seen), seen[:min(3, len(seen))], seen[max(0, len(seen)-3):])
+	}
+	_, body := r.get(c, "/ui/queues/img?state=pending&kind=crop&order=newest")
+	var crops []string
+	for _, m := range rows.FindAllStringSubmatch(body, -1) {
+		crops = append(crops, m[1])
+	}
+	if want := []string{"img-087", "img-047", "img-007"}; !slices.Equal(crops, want) {
+		t.Fatalf("kind crop, newest first: %v, want %v", crops, want)
+	}
+	if !strings.Contains(body, `value="crop"`) {
+		t.Error("the filter form does not keep the kind")
 	}
 }
 
