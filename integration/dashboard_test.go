@@ -324,6 +324,53 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("expired leases are flagged, and a force release asks first", func(t *testing.T) {
+		// A queue no pool serves: its expired leases stay unreaped.
+		bctx := context.Background()
+		for i := range 3 {
+			if _, err := r.b.Enqueue(bctx, broker.Job{Queue: "reports", Kind: "render", ID: fmt.Sprintf("report-%d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		held, err := r.b.Claim(bctx, "reports", 3, time.Millisecond)
+		if err != nil || len(held.Leases) != 3 {
+			t.Fatalf("claim: %v", err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if exp, _ := r.b.ExpiredLeases(bctx, "reports", 10); len(exp) == 3 {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatal("the leases never expired")
+			}
+		}
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(r.url("/ui/queues/reports/leases")), chromedp.WaitVisible(chromedp.CSS("tr.expired"))); err != nil {
+			t.Fatal(err)
+		}
+		explain, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(".explain")))
+		if !strings.Contains(explain, "no pool is reaping this queue") {
+			t.Errorf("the expired leases are not explained: %q", explain)
+		}
+		shoot(t, ctx, dir, "leases-expired-1280", 1280)
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(r.url("/ui/queues/reports/jobs/report-0/release")), chromedp.WaitVisible(chromedp.ID("confirm-release"))); err != nil {
+			t.Fatal(err)
+		}
+		if j, _ := r.b.Job(bctx, "reports", "report-0"); j.State != broker.StateRunning {
+			t.Fatalf("opening the confirmation page changed the job: %s", j.State)
+		}
+		shoot(t, ctx, dir, "release-confirm-1280", 1280)
+		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.ID("confirm-release")))); err != nil {
+			t.Fatal(err)
+		}
+		flash, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(".flash")))
+		if j, _ := r.b.Job(bctx, "reports", "report-0"); j.State != broker.StatePending || !strings.Contains(flash, "released") {
+			t.Fatalf("after confirming, the job is %s and the page says %q", j.State, flash)
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(r.url("/ui/")), chromedp.WaitVisible(chromedp.CSS(".queue"))); err != nil {
+			t.Fatal(err)
+		}
+		shoot(t, ctx, dir, "overview-later-1280", 1280)
+	})
+
 	t.Run("the other pages render", func(t *testing.T) {
 		r.enqueue(t, "flaky", "invoice-7") // done now that it is fixed
 		for _, p := range []struct{ name, path, sel string }{
