@@ -258,16 +258,6 @@ func compact(raw []byte) string {
 	return b.String()
 }
 
-// bench writes and flushes its database, so it refuses one that holds data.
-func TestBenchRefusesNonEmptyDatabase(t *testing.T) {
-	c := newCLI(t)
-	c.ok("", "enqueue", "q", "k")
-	code, _, errOut := c.run("", "bench")
-	if code != 2 || !strings.Contains(errOut, "--flush") || !strings.Contains(errOut, "holds") {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-}
-
 func TestPauseResumeCommands(t *testing.T) {
 	c := newCLI(t)
 	c.ok("", "enqueue", "q", "k")
