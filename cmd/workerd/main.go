@@ -12,7 +12,9 @@
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
 // found by check, a job that does not exist), 2 a usage or configuration
-// error (bad flag, bad config file, Redis unreachable or too old).
+// error (bad flag, bad config file, Redis unreachable or too old). A usage
+// error prints one line saying what was wrong and a hint, both on standard
+// error; --help prints on standard output.
 package main
 
 import (
@@ -85,11 +87,12 @@ func main() {
 }
 
 func run(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(e.stderr) // a usage error: nothing on standard output
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(e.stdout)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	for _, c := range commands() {
@@ -117,8 +120,7 @@ func run(ctx context.Context, e *env, args []string) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(e.stderr, "workerd: unknown command %q\n\n", args[0])
-	usage(e.stderr)
+	fmt.Fprintf(e.stderr, "workerd: unknown command %q\nRun 'workerd --help' for the commands.\n", args[0])
 	return 2
 }
 
