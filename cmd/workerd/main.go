@@ -11,10 +11,10 @@
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
-// found by check, a job that does not exist), 2 a usage or configuration
-// error (bad flag, bad config file, Redis unreachable or too old). A usage
-// error prints one line saying what was wrong and a hint, both on standard
-// error; --help prints on standard output.
+// found by check, a job or queue that does not exist), 2 a usage or
+// configuration error (bad flag, bad config file, Redis unreachable or too
+// old). A usage error prints one line saying what was wrong and a hint,
+// both on standard error; --help prints on standard output.
 package main
 
 import (

@@ -55,6 +55,8 @@ func TestUsageErrorIsOneLineAndAHint(t *testing.T) {
 		usageCase{[]string{"retry"}, "missing QUEUE"},
 		usageCase{[]string{"pause"}, "missing QUEUE"},
 		usageCase{[]string{"resume", "a", "b"}, "unexpected arguments: b"},
+		usageCase{[]string{"inspect", "job", "q"}, "missing ID; usage: workerd inspect job QUEUE ID"},
+		usageCase{[]string{"inspect", "a", "b"}, "unexpected arguments: b"},
 		usageCase{[]string{"dev", "extra"}, "unexpected arguments: extra"},
 		usageCase{[]string{"bench", "--prefix", "fenceq"}, "drop --prefix"},
 		usageCase{[]string{"bench", "--cluster", "127.0.0.1:1"}, "not a cluster"},
