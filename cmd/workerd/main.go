@@ -4,6 +4,7 @@
 //	workerd run --config workerd.yaml        the production runner
 //	workerd enqueue QUEUE KIND [flags]       enqueue a job (or --jsonl FILE for many)
 //	workerd inspect [QUEUE | job QUEUE ID]   queues, leases, one job
+//	workerd jobs QUEUE --state STATE         list a queue's jobs in one state
 //	workerd release QUEUE ID                 force-release a running job
 //	workerd retry QUEUE ID | --dead          send dead jobs back
 //	workerd cancel QUEUE ID                  cancel a job
@@ -48,6 +49,7 @@ func commands() []command {
 		{"run", "run workers from a config file (the production runner)", runRun},
 		{"enqueue", "enqueue a job, or many from a JSON-lines file", runEnqueue},
 		{"inspect", "show queues, a queue's leases, or one job", runInspect},
+		{"jobs", "list a queue's jobs in one state, e.g. the dead ones", runJobs},
 		{"release", "force-release a running job (it runs again elsewhere)", runRelease},
 		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},
 		{"cancel", "cancel a job", runCancel},

@@ -18,6 +18,7 @@ func TestUnknownQueueIsRefused(t *testing.T) {
 		{"inspect", "mial"},
 		{"inspect", "mial", "--follow"},
 		{"inspect", "job", "mial", "some-id"},
+		{"jobs", "mial", "--state", "dead"},
 		{"check", "mial"},
 		{"events", "mial"},
 		{"limit", "mial"},

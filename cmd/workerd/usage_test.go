@@ -55,6 +55,10 @@ func TestUsageErrorIsOneLineAndAHint(t *testing.T) {
 		usageCase{[]string{"retry"}, "missing QUEUE"},
 		usageCase{[]string{"pause"}, "missing QUEUE"},
 		usageCase{[]string{"resume", "a", "b"}, "unexpected arguments: b"},
+		usageCase{[]string{"jobs"}, "missing QUEUE"},
+		usageCase{[]string{"jobs", "q"}, "missing --state: give one of blocked, scheduled, pending, running, done, dead, cancelled"},
+		usageCase{[]string{"jobs", "q", "--state", "deadd"}, "--state deadd: want one of blocked"},
+		usageCase{[]string{"jobs", "q", "--state", "dead", "--limit", "0"}, "--limit 0"},
 		usageCase{[]string{"inspect", "job", "q"}, "missing ID; usage: workerd inspect job QUEUE ID"},
 		usageCase{[]string{"inspect", "a", "b"}, "unexpected arguments: b"},
 		usageCase{[]string{"dev", "extra"}, "unexpected arguments: extra"},
@@ -84,7 +88,7 @@ func TestTopLevelUsage(t *testing.T) {
 	if code, out, errOut := runBare(); code != 2 || out != "" || !strings.Contains(errOut, "Commands:") {
 		t.Errorf("no arguments: exit %d, stdout %q; want 2 and the command list on standard error (%q)", code, out, errOut)
 	}
-	if code, out, errOut := runBare("--help"); code != 0 || errOut != "" || !strings.Contains(out, "  inspect ") {
+	if code, out, errOut := runBare("--help"); code != 0 || errOut != "" || !strings.Contains(out, "  jobs ") {
 		t.Errorf("--help: exit %d, stderr %q; want 0 and the command list on standard output (%q)", code, errOut, out)
 	}
 	code, out, errOut := runBare("frobnicate")
