@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fenceq/fenceq/broker"
@@ -17,7 +18,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	r, err := b.ReleaseUnowned(ctx, pos[0], pos[1])
 	if err != nil {
-		return notFoundIsFailure(e, err)
+		return jobError(ctx, e, b, pos[0], err)
 	}
 	if r.Previous == broker.StateRunning {
 		fmt.Fprintf(e.stdout, "released %s: was running, now %s (generation %d); its worker's late results will be rejected\n", pos[1], r.State, r.Generation)
@@ -48,10 +49,13 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 	if len(pos) == 2 {
 		prev, err := b.Retry(ctx, pos[0], pos[1])
 		if err != nil {
-			return notFoundIsFailure(e, err)
+			return jobError(ctx, e, b, pos[0], err)
 		}
 		fmt.Fprintf(e.stdout, "retrying %s (was %s)\n", pos[1], prev)
 		return nil
+	}
+	if err := requireQueue(ctx, b, pos[0], ""); err != nil {
+		return err
 	}
 	total := 0
 	for *limit == 0 || total < *limit {
@@ -79,7 +83,7 @@ func runCancel(ctx context.Context, e *env, args []string) error {
 	}
 	st, err := b.Cancel(ctx, pos[0], pos[1])
 	if err != nil {
-		return notFoundIsFailure(e, err)
+		return jobError(ctx, e, b, pos[0], err)
 	}
 	switch st {
 	case broker.StateCancelled:
@@ -106,7 +110,11 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	queues := pos
-	if len(queues) == 0 {
+	if len(queues) == 1 {
+		if err := requireQueue(ctx, b, queues[0], ""); err != nil {
+			return err
+		}
+	} else {
 		if queues, err = b.Queues(ctx); err != nil {
 			return err
 		}
@@ -145,6 +153,17 @@ func positional(ctx context.Context, e *env, name, synopsis string, args []strin
 	return b, pos, err
 }
 
+// jobError is notFoundIsFailure for a command on one job, which says so
+// when it is the queue that does not exist.
+func jobError(ctx context.Context, e *env, b *broker.Broker, queue string, err error) error {
+	if errors.Is(err, broker.ErrJobNotFound) {
+		if qerr := requireQueue(ctx, b, queue, ""); qerr != nil {
+			return qerr
+		}
+	}
+	return notFoundIsFailure(e, err)
+}
+
 // notFoundIsFailure prints a missing job as a failure (exit 1), and passes
 // other errors on.
 func notFoundIsFailure(e *env, err error) error {
@@ -159,11 +178,23 @@ func notFoundIsFailure(e *env, err error) error {
 }
 
 func runPause(ctx context.Context, e *env, args []string) error {
-	b, pos, err := positional(ctx, e, "pause", "QUEUE", args)
+	const synopsis = "QUEUE [--create]"
+	fs := newFlags(e, "pause", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	create := fs.Bool("create", false, createHelp)
+	pos, err := parse(fs, synopsis, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	_, b, err := rf.connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	q := pos[0]
+	if err := requireQueueToSet(ctx, b, q, true, *create); err != nil {
+		return err
+	}
 	if err := b.Pause(ctx, q); err != nil {
 		return notFoundIsFailure(e, err)
 	}
@@ -177,6 +208,9 @@ func runResume(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := pos[0]
+	if err := requireQueue(ctx, b, q, ""); err != nil {
+		return err
+	}
 	if err := b.Resume(ctx, q); err != nil {
 		return notFoundIsFailure(e, err)
 	}
@@ -185,7 +219,7 @@ func runResume(ctx context.Context, e *env, args []string) error {
 }
 
 func runLimit(ctx context.Context, e *env, args []string) error {
-	const synopsis = "QUEUE [--max-running N] [--rate N] [--per D] | QUEUE --clear"
+	const synopsis = "QUEUE [--max-running N] [--rate N] [--per D] [--create] | QUEUE --clear"
 	fs := newFlags(e, "limit", synopsis)
 	var rf redisFlags
 	rf.register(fs)
@@ -193,6 +227,7 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 	rate := fs.Int("rate", 0, "at most this many jobs start per --per, across every worker (other limits are kept)")
 	per := fs.Duration("per", 0, "the rate's window, e.g. 1s or 1m")
 	clear := fs.Bool("clear", false, "remove all of the queue's limits")
+	create := fs.Bool("create", false, createHelp)
 	pos, err := parse(fs, synopsis, args, 1, 1)
 	if err != nil {
 		return err
@@ -216,6 +251,9 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := pos[0]
+	if err := requireQueueToSet(ctx, b, q, *clear || change, *create); err != nil {
+		return err
+	}
 	l, err := b.Limits(ctx, q)
 	if err != nil {
 		return notFoundIsFailure(e, err)
@@ -275,12 +313,13 @@ func describeLimits(l broker.Limits) string {
 }
 
 func runEvents(ctx context.Context, e *env, args []string) error {
-	const synopsis = "QUEUE [--keep N | --off]"
+	const synopsis = "QUEUE [--keep N | --off] [--create]"
 	fs := newFlags(e, "events", synopsis)
 	var rf redisFlags
 	rf.register(fs)
 	keep := fs.Int("keep", 0, "record the queue's lifecycle events, keeping about the last N")
 	off := fs.Bool("off", false, "stop recording events and delete the stream")
+	create := fs.Bool("create", false, createHelp)
 	pos, err := parse(fs, synopsis, args, 1, 1)
 	if err != nil {
 		return err
@@ -293,6 +332,9 @@ func runEvents(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := pos[0]
+	if err := requireQueueToSet(ctx, b, q, *off || *keep > 0, *create); err != nil {
+		return err
+	}
 	if *off || *keep > 0 {
 		if err := b.SetEvents(ctx, q, *keep); err != nil {
 			return notFoundIsFailure(e, err)
@@ -308,4 +350,74 @@ func runEvents(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s: recording events, keeping about %d; follow them with 'workerd inspect %s --follow'\n", q, n, q)
 	}
 	return nil
+}
+
+const createHelp = "set up a queue that has no jobs yet (without it, a name that is no queue is refused: it is most likely a typo)"
+
+// requireQueue answers an error (exit 1) naming the known queues when q is
+// no queue: a name no job was ever enqueued to, and that nobody set up
+// (paused, limited, recording events), is most likely a typo, and a command
+// that went on would show or change nothing the user meant. hint ends the
+// message.
+func requireQueue(ctx context.Context, b *broker.Broker, q, hint string) error {
+	qs, err := b.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(qs, q) {
+		return nil
+	}
+	// Set up ahead of its first job (pause --create, limit, events): known
+	// too, so that it can be inspected, resumed and changed again.
+	paused, err := b.Paused(ctx, q)
+	if err != nil {
+		if errors.Is(err, broker.ErrInvalid) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	limits, err := b.Limits(ctx, q)
+	if err != nil {
+		return err
+	}
+	events, err := b.EventsKept(ctx, q)
+	if err != nil {
+		return err
+	}
+	if paused || limits != (broker.Limits{}) || events > 0 {
+		return nil
+	}
+	where := ""
+	if b.Prefix() != broker.PrefixDefault {
+		where = fmt.Sprintf(" under prefix %q", b.Prefix())
+	}
+	const shown = 20
+	var known string
+	switch {
+	case len(qs) == 0:
+		known = fmt.Sprintf("no queues%s yet: a queue appears with its first enqueue", where)
+	case len(qs) > shown:
+		known = fmt.Sprintf("known queues%s: %s, and %d more", where, strings.Join(qs[:shown], ", "), len(qs)-shown)
+	default:
+		known = fmt.Sprintf("known queues%s: %s", where, strings.Join(qs, ", "))
+	}
+	return &noQueueError{fmt.Sprintf("no queue %q (%s)%s", q, known, hint)}
+}
+
+// noQueueError is requireQueue's answer for a name that is no queue: exit 1.
+type noQueueError struct{ msg string }
+
+func (e *noQueueError) Error() string { return e.msg }
+
+// requireQueueToSet is requireQueue for a command that, when set is true,
+// changes q's settings: with --create (create) it may set up a queue before
+// its first job.
+func requireQueueToSet(ctx context.Context, b *broker.Broker, q string, set, create bool) error {
+	switch {
+	case !set:
+		return requireQueue(ctx, b, q, "")
+	case create:
+		return nil
+	}
+	return requireQueue(ctx, b, q, "; to set it up before its first job, add --create")
 }

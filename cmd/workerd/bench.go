@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -20,7 +24,7 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-const benchSynopsis = "--redis URL [--flush] [--json] [--jobs N]"
+const benchSynopsis = "[--redis URL] [--json] [--jobs N]"
 
 // benchResult is what `workerd bench --json` prints. Field names are
 // stable: scripts track them.
@@ -53,66 +57,105 @@ type procRun struct {
 	CommandsPerJob   float64 `json:"commands_per_job"`
 }
 
+// runBench writes only keys under a prefix of its own, new for each run,
+// and deletes them however it ends (an error, Ctrl-C), so it can run
+// against a Redis that holds other data: it never flushes a database.
 func runBench(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "bench", benchSynopsis)
 	var rf redisFlags
 	rf.register(fs)
-	flush := fs.Bool("flush", false, "empty the Redis database first (bench refuses a non-empty one otherwise)")
+	flush := fs.Bool("flush", false, "ignored, kept so that older scripts still run: bench deletes only its own keys and never flushes a database")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	jobs := fs.Int("jobs", 20000, "jobs per throughput measurement")
 	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
 		return err
 	}
-	rf.prefix = "fenceq-bench"
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case given["prefix"]:
+		return usagef("bench writes under a prefix of its own (fenceq-bench-<random>), deleted when it ends; drop --prefix")
+	case rf.cluster != "":
+		return usagef("bench measures one Redis server, not a cluster; give one node with --redis")
+	case *jobs < 1:
+		return usagef("--jobs %d: must be at least 1", *jobs)
+	}
+	if *flush {
+		fmt.Fprintln(e.stderr, "bench: --flush is ignored: bench deletes only its own keys and never flushes a database")
+	}
+	var tag [4]byte
+	_, _ = rand.Read(tag[:]) // crypto/rand never fails on Linux; a zero tag is still a prefix of bench's own
+	rf.prefix = "fenceq-bench-" + hex.EncodeToString(tag[:])
 	rdb, _, err := rf.connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	if err := emptyDB(ctx, rdb, *flush); err != nil {
-		return err
-	}
+	fmt.Fprintf(e.stderr, "bench: writing only keys under %s:, deleted when it ends\n", rf.prefix)
 	progress := func(what string) {
 		if !*asJSON {
 			fmt.Fprintf(e.stderr, "bench: %s...\n", what)
 		}
 	}
-	r := benchResult{Jobs: *jobs, ProcessByConcurrent: map[string]procRun{}, ProcessByPayload: map[string]procRun{}}
 	bn := &bencher{ctx: ctx, rdb: rdb, url: rf, e: e}
+	r, err := bn.measure(*jobs, progress)
+	// Deleted on the way out even when interrupted: its own context, so
+	// that a Ctrl-C (whose context bench's is) does not stop the deleting.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if derr := bn.deleteKeys(dctx); derr != nil {
+		return errors.Join(err, fmt.Errorf("delete bench's keys: %w; delete them with: redis-cli --scan --pattern '%s:*' | xargs redis-cli unlink", derr, rf.prefix))
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("interrupted; its keys (%s:*) are deleted", rf.prefix)
+	case err != nil:
+		return err
+	case *asJSON:
+		return printJSON(e.stdout, r)
+	}
+	printBench(e, r)
+	return nil
+}
 
+// measure runs every phase, deleting the phase's keys after each so that
+// each starts on the same empty prefix.
+func (bn *bencher) measure(jobs int, progress func(string)) (benchResult, error) {
+	r := benchResult{Jobs: jobs, ProcessByConcurrent: map[string]procRun{}, ProcessByPayload: map[string]procRun{}}
+	var err error
 	progress("Redis ceiling (EVALSHA of a trivial script, 50 clients)")
 	if r.RedisCeilingPerS, err = bn.ceiling(50, 2*time.Second); err != nil {
-		return err
+		return r, err
 	}
 	progress("enqueue")
-	if r.EnqueueSinglePerS, r.EnqueueBatchPerS, err = bn.enqueueRates(*jobs); err != nil {
-		return err
+	if r.EnqueueSinglePerS, r.EnqueueBatchPerS, err = bn.enqueueRates(jobs); err != nil {
+		return r, err
 	}
 	progress("memory per pending job")
 	if r.BytesPerPendingJob, err = bn.memoryPerJob(10000); err != nil {
-		return err
+		return r, err
 	}
 	for _, c := range []int{1, 10, 50, 200} {
 		progress(fmt.Sprintf("process, concurrency %d", c))
-		n := *jobs
+		n := jobs
 		if c == 1 {
 			n = max(n/4, 1)
 		}
 		run, err := bn.process(c, n, 0)
 		if err != nil {
-			return err
+			return r, err
 		}
 		r.ProcessByConcurrent[strconv.Itoa(c)] = run
 	}
 	for _, size := range []int{64, 1024, 64 << 10} {
 		progress(fmt.Sprintf("process, %d-byte payloads", size))
-		n := *jobs
+		n := jobs
 		if size > 4096 {
 			n = max(n/8, 1)
 		}
 		run, err := bn.process(50, n, size)
 		if err != nil {
-			return err
+			return r, err
 		}
 		r.ProcessByPayload[strconv.Itoa(size)] = run
 	}
@@ -122,45 +165,52 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	progress("pickup latency, idle pool")
 	idle, err := bn.pickup(false, 300)
 	if err != nil {
-		return err
+		return r, err
 	}
 	r.IdlePickupP50Ms, r.IdlePickupP99Ms, r.IdlePickupMaxMs = idle[0], idle[1], idle[2]
 	progress("pickup latency, pool under load")
 	loaded, err := bn.pickup(true, 300)
 	if err != nil {
-		return err
+		return r, err
 	}
 	r.LoadedPickupP50Ms, r.LoadedPickupP99Ms, r.LoadedPickupMaxMs = loaded[0], loaded[1], loaded[2]
 	// Last, so that the figures measured before these existed run as they
 	// always did.
 	progress("enqueue, one at a time from 50 goroutines, plain and through a Batcher")
-	if r.EnqueueSingleC50, _, err = bn.enqueueConcurrent(50, *jobs, false); err != nil {
-		return err
+	if r.EnqueueSingleC50, _, err = bn.enqueueConcurrent(50, jobs, false); err != nil {
+		return r, err
 	}
-	if r.EnqueueBatcherC50, r.BatcherC50MeanBatch, err = bn.enqueueConcurrent(50, *jobs, true); err != nil {
-		return err
+	if r.EnqueueBatcherC50, r.BatcherC50MeanBatch, err = bn.enqueueConcurrent(50, jobs, true); err != nil {
+		return r, err
 	}
-	_ = rdb.FlushDB(ctx).Err()
-
-	if *asJSON {
-		return printJSON(e.stdout, r)
-	}
-	printBench(e, r)
-	return nil
+	return r, nil
 }
 
-func emptyDB(ctx context.Context, rdb redis.UniversalClient, flush bool) error {
-	n, err := rdb.DBSize(ctx).Result()
-	if err != nil {
+// deleteKeys deletes every key under bench's prefix: SCAN with a MATCH on
+// it, so nothing outside it is touched (the prefix is bench's own, and
+// random hex has no glob characters).
+func (bn *bencher) deleteKeys(ctx context.Context) error {
+	iter := bn.rdb.Scan(ctx, 0, bn.url.prefix+":*", 1000).Iterator()
+	batch := make([]string, 0, 1000)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := bn.rdb.Unlink(ctx, batch...).Err()
+		batch = batch[:0]
 		return err
 	}
-	if n > 0 && !flush {
-		return &configError{fmt.Errorf("the Redis database holds %d keys; bench writes and flushes it, so point it at an empty database (e.g. redis://host:6379/15) or pass --flush", n)}
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 	}
-	if n > 0 {
-		return rdb.FlushDB(ctx).Err()
+	if err := iter.Err(); err != nil {
+		return err
 	}
-	return nil
+	return flush()
 }
 
 type bencher struct {
@@ -205,7 +255,7 @@ func (bn *bencher) ceiling(conc int, d time.Duration) (float64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(stop) {
+			for time.Now().Before(stop) && bn.ctx.Err() == nil {
 				if s.EvalSha(bn.ctx, c, nil).Err() == nil {
 					ops.Add(1)
 				}
@@ -235,7 +285,7 @@ func (bn *bencher) enqueueRates(n int) (single, batch float64, err error) {
 		return 0, 0, err
 	}
 	batch = float64(n) / time.Since(start).Seconds()
-	return single, batch, bn.rdb.FlushDB(bn.ctx).Err()
+	return single, batch, bn.deleteKeys(bn.ctx)
 }
 
 // enqueueConcurrent measures n jobs enqueued one at a time by conc
@@ -254,6 +304,7 @@ func (bn *bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch
 		if bt, err = broker.NewBatcher(b, broker.BatcherOptions{}); err != nil {
 			return 0, 0, err
 		}
+		defer bt.Close() // on the way out of an error; Close is idempotent
 		enqueue = bt.Enqueue
 	}
 	payload := []byte(`{"n":1}`)
@@ -285,7 +336,7 @@ func (bn *bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch
 			meanBatch = float64(st.Jobs) / float64(st.Batches)
 		}
 	}
-	return float64(n) / took.Seconds(), meanBatch, bn.rdb.FlushDB(bn.ctx).Err()
+	return float64(n) / took.Seconds(), meanBatch, bn.deleteKeys(bn.ctx)
 }
 
 func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []byte) error {
@@ -334,7 +385,7 @@ func (bn *bencher) memoryPerJob(n int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return float64(after-before) / float64(n), bn.rdb.FlushDB(bn.ctx).Err()
+	return float64(after-before) / float64(n), bn.deleteKeys(bn.ctx)
 }
 
 func infoValue(info, name string) string {
@@ -375,20 +426,28 @@ func (bn *bencher) process(conc, n, size int) (procRun, error) {
 	if err := p.Start(bn.ctx); err != nil {
 		return procRun{}, err
 	}
+	// Stopped before any return, so that no pool writes keys after bench
+	// deleted them.
+	shutdown := shutdownOnce(bn.ctx, p)
+	defer shutdown()
 	base := cnt.Trips.Load() - int64((n+enqueueBatch-1)/enqueueBatch) // keep the enqueue pipelines, drop startup checks
 	baseCmds := cnt.Commands.Load() - int64(n)
 	start := time.Now()
-	<-all
-	for p.Stats().Succeeded < int64(n) {
+	select {
+	case <-all:
+	case <-bn.ctx.Done():
+		return procRun{}, bn.ctx.Err()
+	}
+	for p.Stats().Succeeded < int64(n) && bn.ctx.Err() == nil {
 		time.Sleep(100 * time.Microsecond)
 	}
 	took := time.Since(start)
 	trips, cmds := cnt.Trips.Load()-base, cnt.Commands.Load()-baseCmds
-	if err := p.Shutdown(bn.ctx); err != nil {
+	if err := shutdown(); err != nil {
 		return procRun{}, err
 	}
 	return procRun{PerS: float64(n) / took.Seconds(), RoundTripsPerJob: float64(trips) / float64(n),
-		CommandsPerJob: float64(cmds) / float64(n)}, bn.rdb.FlushDB(bn.ctx).Err()
+		CommandsPerJob: float64(cmds) / float64(n)}, bn.deleteKeys(bn.ctx)
 }
 
 // pickup measures enqueue → handler start, on an idle pool of one slot, or
@@ -416,16 +475,19 @@ func (bn *bencher) pickup(loaded bool, samples int) ([3]float64, error) {
 	if err := p.Start(bn.ctx); err != nil {
 		return [3]float64{}, err
 	}
-	defer func() { _ = p.Shutdown(context.Background()) }()
-	stop := make(chan struct{})
-	var producing sync.WaitGroup
+	shutdown := shutdownOnce(bn.ctx, p)
+	defer shutdown()
+	stop := sync.OnceFunc(func() {}) // stops the producer, and waits for it
 	if loaded {
+		var producing sync.WaitGroup
+		quit := make(chan struct{})
+		stop = sync.OnceFunc(func() { close(quit); producing.Wait() })
 		producing.Add(1)
 		go func() { // about half the pool's capacity, in small batches
 			defer producing.Done()
 			for {
 				select {
-				case <-stop:
+				case <-quit:
 					return
 				case <-time.After(2 * time.Millisecond):
 				}
@@ -434,27 +496,42 @@ func (bn *bencher) pickup(loaded bool, samples int) ([3]float64, error) {
 		}()
 		time.Sleep(200 * time.Millisecond)
 	}
+	defer stop() // before the pool's shutdown: deferred calls run last first
 	lat := make([]time.Duration, 0, samples)
 	for range samples {
 		time.Sleep(3 * time.Millisecond)
 		t0 := time.Now()
 		if _, err := b.Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "probe", Payload: []byte(`{}`), Priority: 0}); err != nil {
-			close(stop)
 			return [3]float64{}, err
 		}
 		select {
 		case t := <-started:
 			lat = append(lat, t.Sub(t0))
+		case <-bn.ctx.Done():
+			return [3]float64{}, bn.ctx.Err()
 		case <-time.After(10 * time.Second):
-			close(stop)
 			return [3]float64{}, fmt.Errorf("a probe job was not picked up in 10s")
 		}
 	}
-	close(stop)
-	producing.Wait()
+	stop()
+	if err := shutdown(); err != nil {
+		return [3]float64{}, err
+	}
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return [3]float64{ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])}, bn.rdb.FlushDB(bn.ctx).Err()
+	return [3]float64{ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])}, bn.deleteKeys(bn.ctx)
+}
+
+// shutdownOnce answers a function that shuts p down the first time it is
+// called (later calls answer the same error). It does so even when ctx was
+// cancelled (Ctrl-C), so that bench deletes its keys only once no pool
+// writes them.
+func shutdownOnce(ctx context.Context, p *worker.Pool) func() error {
+	return sync.OnceValue(func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return p.Shutdown(sctx)
+	})
 }
 
 func printBench(e *env, r benchResult) {

@@ -50,7 +50,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return enqueueJSONL(ctx, e, b, queue, *jsonl)
 	}
 	if len(pos) < 2 {
-		return usagef("missing the job kind; usage: workerd enqueue %s", enqueueSynopsis)
+		return usagef("missing the job kind; usage: workerd enqueue %s", firstLine(enqueueSynopsis))
 	}
 	j := broker.Job{Queue: queue, Kind: pos[1], ID: *id, Delay: *delay, MaxAttempts: *maxAttempts, Priority: *priority,
 		UniqueKey: *unique, UniqueFor: *uniqueFor, DependsOn: after, RunIfDependencyFails: *runIfFails}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -78,8 +79,11 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 2 || len(pos) == 3 && pos[0] != "job" {
-		return usagef("usage: workerd inspect %s", inspectSynopsis)
+	switch {
+	case len(pos) == 2 && pos[0] == "job":
+		return usagef("missing ID; usage: workerd inspect job QUEUE ID")
+	case len(pos) > 1 && pos[0] != "job":
+		return usagef("unexpected arguments: %s; usage: workerd inspect %s", strings.Join(pos[1:], " "), inspectSynopsis)
 	}
 	_, b, err := rf.connect(ctx, e)
 	if err != nil {
@@ -89,6 +93,14 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	case 0:
 		return inspectAll(ctx, e, b, *asJSON)
 	case 1:
+		if err := requireQueue(ctx, b, pos[0], ""); err != nil {
+			// "workerd inspect job" is a queue's name only when there is
+			// such a queue; otherwise the job's queue and id are missing.
+			if pos[0] == "job" && errors.As(err, new(*noQueueError)) {
+				return usagef("missing QUEUE and ID; usage: workerd inspect job QUEUE ID")
+			}
+			return err
+		}
 		if *follow {
 			return followEvents(ctx, e, b, pos[0], *asJSON)
 		}
@@ -194,6 +206,9 @@ func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJ
 	j, err := b.Job(ctx, q, id)
 	if err != nil {
 		if errors.Is(err, broker.ErrJobNotFound) {
+			if err := requireQueue(ctx, b, q, ""); err != nil {
+				return err
+			}
 			fmt.Fprintf(e.stderr, "no job %q in queue %q\n", id, q)
 			return errFailed
 		}

@@ -11,7 +11,7 @@ import (
 // the rate, so the operator never learned the first half went through.
 func TestLimitRefusedChangesNothing(t *testing.T) {
 	c := newCLI(t)
-	c.ok("", "limit", "q", "--clear")
+	c.ok("", "enqueue", "q", "k")
 	code, _, errOut := c.run("", "limit", "q", "--max-running", "3", "--rate", "5")
 	if code != 2 {
 		t.Fatalf("workerd limit q --max-running 3 --rate 5: exit %d (%q); want 2", code, errOut)

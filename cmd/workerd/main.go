@@ -4,6 +4,7 @@
 //	workerd run --config workerd.yaml        the production runner
 //	workerd enqueue QUEUE KIND [flags]       enqueue a job (or --jsonl FILE for many)
 //	workerd inspect [QUEUE | job QUEUE ID]   queues, leases, one job
+//	workerd jobs QUEUE --state STATE         list a queue's jobs in one state
 //	workerd release QUEUE ID                 force-release a running job
 //	workerd retry QUEUE ID | --dead          send dead jobs back
 //	workerd cancel QUEUE ID                  cancel a job
@@ -12,8 +13,10 @@
 //	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
-// found by check, a job that does not exist), 2 a usage or configuration
-// error (bad flag, bad config file, Redis unreachable or too old).
+// found by check, a job or queue that does not exist), 2 a usage or
+// configuration error (bad flag, bad config file, Redis unreachable or too
+// old). A usage error prints one line saying what was wrong and a hint,
+// both on standard error; --help prints on standard output.
 package main
 
 import (
@@ -47,6 +50,7 @@ func commands() []command {
 		{"run", "run workers from a config file (the production runner)", runRun},
 		{"enqueue", "enqueue a job, or many from a JSON-lines file", runEnqueue},
 		{"inspect", "show queues, a queue's leases, or one job", runInspect},
+		{"jobs", "list a queue's jobs in one state, e.g. the dead ones", runJobs},
 		{"release", "force-release a running job (it runs again elsewhere)", runRelease},
 		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},
 		{"cancel", "cancel a job", runCancel},
@@ -87,11 +91,12 @@ func main() {
 }
 
 func run(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(e.stderr) // a usage error: nothing on standard output
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(e.stdout)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	for _, c := range commands() {
@@ -119,8 +124,7 @@ func run(ctx context.Context, e *env, args []string) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(e.stderr, "workerd: unknown command %q\n\n", args[0])
-	usage(e.stderr)
+	fmt.Fprintf(e.stderr, "workerd: unknown command %q\nRun 'workerd --help' for the commands.\n", args[0])
 	return 2
 }
 

@@ -258,16 +258,6 @@ func compact(raw []byte) string {
 	return b.String()
 }
 
-// bench writes and flushes its database, so it refuses one that holds data.
-func TestBenchRefusesNonEmptyDatabase(t *testing.T) {
-	c := newCLI(t)
-	c.ok("", "enqueue", "q", "k")
-	code, _, errOut := c.run("", "bench")
-	if code != 2 || !strings.Contains(errOut, "--flush") || !strings.Contains(errOut, "holds") {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-}
-
 func TestPauseResumeCommands(t *testing.T) {
 	c := newCLI(t)
 	c.ok("", "enqueue", "q", "k")
@@ -366,7 +356,7 @@ func TestEnqueueWait(t *testing.T) {
 
 func TestLimitCommand(t *testing.T) {
 	c := newCLI(t)
-	if out := c.ok("", "limit", "q", "--max-running", "3", "--rate", "10", "--per", "1s"); !strings.Contains(out, "at most 3 running, at most 10 starts per 1s") {
+	if out := c.ok("", "limit", "q", "--max-running", "3", "--rate", "10", "--per", "1s", "--create"); !strings.Contains(out, "at most 3 running, at most 10 starts per 1s") {
 		t.Fatalf("limit: %s", out)
 	}
 	if out := c.ok("", "limit", "q"); !strings.Contains(out, "at most 3 running") {
@@ -375,13 +365,14 @@ func TestLimitCommand(t *testing.T) {
 	if out := c.ok("", "limit", "q", "--clear"); !strings.Contains(out, "no limits") {
 		t.Fatalf("limit --clear: %s", out)
 	}
-	if code, _, errOut := c.run("", "limit", "q", "--rate", "5"); code != 2 || !strings.Contains(errOut, "go together") {
+	if code, _, errOut := c.run("", "limit", "q", "--rate", "5", "--create"); code != 2 || !strings.Contains(errOut, "go together") {
 		t.Fatalf("a rate without --per: exit %d: %s", code, errOut)
 	}
 }
 
 func TestEventsAndFollow(t *testing.T) {
 	c := newCLI(t)
+	c.ok("", "enqueue", "q", "k")
 	if code, _, errOut := c.run("", "inspect", "q", "--follow"); code != 1 || !strings.Contains(errOut, "workerd events q --keep") {
 		t.Fatalf("follow without events: exit %d: %s", code, errOut)
 	}
@@ -466,7 +457,7 @@ func TestEnqueueJSONLUniqueAndDependencies(t *testing.T) {
 // Zero and negative values are usage errors, never a silent success.
 func TestLimitCommandChangesOnlyWhatIsGiven(t *testing.T) {
 	c := newCLI(t)
-	c.ok("", "events", "q", "--keep", "100")
+	c.ok("", "events", "q", "--keep", "100", "--create")
 	c.ok("", "limit", "q", "--rate", "10", "--per", "1s")
 	if out := c.ok("", "limit", "q", "--max-running", "3"); !strings.Contains(out, "at most 3 running, at most 10 starts per 1s") {
 		t.Fatalf("--max-running after a rate: %s", out)

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+const jobsSynopsis = "QUEUE --state STATE [--limit N] [--json]"
+
+// lastErrorWidth is how much of a job's last error a line of `workerd jobs`
+// shows; `workerd inspect job QUEUE ID` shows all of it.
+const lastErrorWidth = 60
+
+// runJobs lists one state's jobs: --state is required, because a queue's
+// done jobs are usually many and would bury the few a user came for.
+func runJobs(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "jobs", jobsSynopsis)
+	var rf redisFlags
+	rf.register(fs)
+	state := fs.String("state", "", "the state to list, one of "+stateList()+" (required)")
+	limit := fs.Int("limit", 100, "most jobs to list, from the head of the state's index")
+	asJSON := fs.Bool("json", false, "print one JSON object per line, with the fields of 'workerd inspect job --json'")
+	pos, err := parse(fs, jobsSynopsis, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *state == "":
+		return usagef("missing --state: give one of %s (e.g. --state dead)", stateList())
+	case !slices.Contains(broker.States, broker.State(*state)):
+		return usagef("--state %s: want one of %s", *state, stateList())
+	case *limit < 1:
+		return usagef("--limit %d: must be at least 1", *limit)
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	q := pos[0]
+	if err := requireQueue(ctx, b, q, ""); err != nil {
+		return err
+	}
+	js, err := b.Jobs(ctx, q, broker.State(*state), *limit)
+	if err != nil {
+		return err
+	}
+	// Only jobs go to standard output, so that a script can read the ids
+	// off the first column; the rest is for whoever watches.
+	switch {
+	case len(js) == 0:
+		fmt.Fprintf(e.stderr, "no %s jobs in queue %s\n", *state, q)
+	case len(js) == *limit:
+		defer fmt.Fprintf(e.stderr, "the first %d %s jobs of %s; --limit N for more\n", *limit, *state, q)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, j := range js {
+			if err := enc.Encode(jobToJSON(j)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	for _, j := range js {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", j.ID, j.State, j.Kind, j.Attempt, j.MaxAttempts, shorten(j.LastError, lastErrorWidth))
+	}
+	return tw.Flush()
+}
+
+func stateList() string {
+	names := make([]string, len(broker.States))
+	for i, s := range broker.States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// shorten is s on one line, cut to at most width characters with an
+// ellipsis when longer.
+func shorten(s string, width int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:width-1]) + "…"
+}
