@@ -297,6 +297,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		); err != nil {
 			t.Fatalf("sign in from the job page: %v", err)
 		}
+		shoot(t, ctx, dir, "login-1280", 1280)
 		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Submit(chromedp.CSS(`input[name="token"]`)))); err != nil {
 			t.Fatalf("sign in from the job page: %v", err)
 		}
