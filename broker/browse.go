@@ -105,7 +105,7 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 		if filtered {
 			n = min(browseChunk, budget-page.Examined)
 			if n <= 0 {
-				page.Truncated = true
+				page.Truncated = start < total // else the budget ran out with the index
 				break
 			}
 		}

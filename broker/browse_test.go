@@ -142,6 +142,13 @@ func TestJobPage(t *testing.T) {
 		if len(none.Jobs) != 0 || none.Truncated || none.Next != "" || none.Examined != 40 {
 			t.Fatalf("a filter matching nothing in a short index: %+v; want no jobs, 40 examined, the end", none)
 		}
+		exact, err := b.JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Kind: "nothing", Examine: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exact.Truncated || exact.Next != "" || exact.Examined != 40 {
+			t.Fatalf("a budget that ends with the index: %+v; want the end, not a truncated page", exact)
+		}
 	})
 
 	t.Run("an id prefix filters without reading the jobs", func(t *testing.T) {
