@@ -42,7 +42,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	mux, timeouts, err := cfg.mux()
 	if err != nil {
-		return &configError{fmt.Errorf("%s: %w", *path, err)}
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
