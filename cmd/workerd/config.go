@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -268,7 +269,8 @@ func checkKind(at, kind string) error {
 }
 
 // mux builds the handlers, and the per-kind timeouts for middleware.Timeout.
-func (c *fileConfig) mux() (*handlers.Mux, map[string]time.Duration, error) {
+// Exec handlers log what their commands write to standard error to log.
+func (c *fileConfig) mux(log *slog.Logger) (*handlers.Mux, map[string]time.Duration, error) {
 	m := handlers.NewMux()
 	timeouts := map[string]time.Duration{}
 	kinds := make([]string, 0, len(c.Handlers))
@@ -288,7 +290,7 @@ func (c *fileConfig) mux() (*handlers.Mux, map[string]time.Duration, error) {
 			sort.Strings(env)
 			h, err = handlers.Exec(handlers.ExecConfig{
 				Command: hc.Exec.Command, Dir: hc.Exec.Dir, Env: env,
-				PermanentExitCodes: hc.Exec.PermanentExitCodes, KillGrace: hc.Exec.KillGrace.Duration,
+				PermanentExitCodes: hc.Exec.PermanentExitCodes, KillGrace: hc.Exec.KillGrace.Duration, Logger: log,
 			})
 			if err != nil {
 				return nil, nil, c.errorf(joinPath("handlers", kind)+".exec", "%v", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +108,7 @@ func TestConfigCommandNotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = c.mux()
+	_, _, err = c.mux(slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), path+": line 5: handlers.k.exec: exec no-such-program-xyz: not found") {
 		t.Fatalf("mux: %v", err)
 	}

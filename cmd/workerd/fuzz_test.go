@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,7 +89,7 @@ func FuzzLoadConfig(f *testing.F) {
 				t.Fatalf("accepted handler %q with permanent exit codes %v", kind, h.Exec.PermanentExitCodes)
 			}
 		}
-		m, _, err := c.mux()
+		m, _, err := c.mux(slog.New(slog.DiscardHandler))
 		if err != nil {
 			var ce *configError
 			if !errors.As(err, &ce) {

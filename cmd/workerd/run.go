@@ -40,7 +40,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	mux, timeouts, err := cfg.mux()
+	mux, timeouts, err := cfg.mux(log)
 	if err != nil {
 		return err
 	}
