@@ -288,7 +288,7 @@ func TestWorkerdDev(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dev: exit %d\n%s\n%s", code, out, errOut)
 	}
-	m := regexp.MustCompile(`done (\d+)`).FindAllStringSubmatch(out, -1)
+	m := regexp.MustCompile(`done +(\d+)`).FindAllStringSubmatch(out, -1)
 	if len(m) == 0 {
 		t.Fatalf("no counts printed:\n%s", out)
 	}

@@ -152,7 +152,9 @@ func shutdown(pools []*worker.Pool, grace time.Duration, hurry <-chan struct{}, 
 	defer cancel(nil)
 	tctx, tcancel := context.WithTimeout(ctx, grace+shutdownSlack)
 	defer tcancel()
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-hurry:
 			log.Warn("workerd stopping now (second signal): running jobs are cancelled and their leases released, " +
@@ -166,6 +168,8 @@ func shutdown(pools []*worker.Pool, grace time.Duration, hurry <-chan struct{}, 
 		wg.Go(func() { _ = p.Shutdown(tctx) })
 	}
 	wg.Wait()
+	tcancel()
+	<-watched
 	if errors.Is(context.Cause(ctx), errHurried) {
 		return errHurried
 	}
