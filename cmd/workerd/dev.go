@@ -93,9 +93,10 @@ func runDev(ctx context.Context, e *env, args []string) error {
 
 	// The first jobs go in batches while the pool already works and the
 	// counter already shows them arriving.
-	var enqueued atomic.Int64
+	var seededN atomic.Int64 // of the --jobs
+	extra := 0               // the trickle that follows
 	seeded := make(chan error, 1)
-	go func() { seeded <- seed(work, b, *jobs, &enqueued) }()
+	go func() { seeded <- seed(work, b, *jobs, &seededN) }()
 	seeding := *jobs > 0
 	if seeding {
 		fmt.Fprintf(e.stdout, "workerd dev: enqueueing %d demo jobs, %d per round trip; more follow every second\n", *jobs, devBatch)
@@ -121,8 +122,10 @@ func runDev(ctx context.Context, e *env, args []string) error {
 			done = true
 		case err := <-seeded:
 			seeded, seeding = nil, false
-			if err != nil && work.Err() == nil {
-				failed, done = fmt.Errorf("enqueue the demo jobs: %w", err), true
+			if err != nil {
+				if work.Err() == nil {
+					failed, done = fmt.Errorf("enqueue the demo jobs: %w", err), true
+				}
 				break
 			}
 			endLine()
@@ -135,7 +138,7 @@ func runDev(ctx context.Context, e *env, args []string) error {
 					}
 					break
 				}
-				enqueued.Add(1)
+				extra++
 			}
 		case <-show.C:
 			if tty || time.Since(lastLine) >= 2*time.Second {
@@ -145,7 +148,7 @@ func runDev(ctx context.Context, e *env, args []string) error {
 					break
 				}
 				if seeding {
-					line += fmt.Sprintf("  (enqueueing: %d of %d)", enqueued.Load(), *jobs)
+					line += fmt.Sprintf("  (enqueueing: %d of %d)", seededN.Load(), *jobs)
 				}
 				if tty {
 					fmt.Fprintf(e.stdout, "\r\033[K%s", line)
@@ -165,14 +168,14 @@ func runDev(ctx context.Context, e *env, args []string) error {
 		why, devShutdownTimeout, devShutdownTimeout+shutdownSlack)
 	err = shutdown([]*worker.Pool{pool}, devShutdownTimeout, e.hurry, log)
 	if seeded != nil {
-		<-seeded // work is done: the batch in flight ends at once
+		<-seeded // work is done: at most the batch in flight is still going in
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if line, err := counts.read(sctx, b); err == nil {
 		fmt.Fprintln(e.stdout, line)
 	}
-	fmt.Fprintf(e.stdout, "workerd dev: stopped after %v; %d demo jobs enqueued\n", time.Since(start).Round(100*time.Millisecond), enqueued.Load())
+	fmt.Fprintf(e.stdout, "workerd dev: stopped after %v; %d demo jobs enqueued\n", time.Since(start).Round(100*time.Millisecond), seededN.Load()+int64(extra))
 	return cmp.Or(failed, err)
 }
 
