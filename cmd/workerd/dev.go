@@ -122,11 +122,11 @@ func runDev(ctx context.Context, e *env, args []string) error {
 			done = true
 		case err := <-seeded:
 			seeded, seeding = nil, false
-			if err != nil {
-				if work.Err() == nil {
-					failed, done = fmt.Errorf("enqueue the demo jobs: %w", err), true
-				}
-				break
+			if err != nil && work.Err() == nil {
+				failed, done = fmt.Errorf("enqueue the demo jobs: %w", err), true
+			}
+			if err != nil || work.Err() != nil {
+				break // cut short; the summary counts what went in
 			}
 			endLine()
 			fmt.Fprintf(e.stdout, "workerd dev: enqueued %d demo jobs in %v\n", *jobs, time.Since(start).Round(time.Millisecond))
