@@ -167,7 +167,7 @@ func fileError(file string, idx configIndex, err error) error {
 		}
 		return &configError{errors.New(strings.Join(msgs, "\n"))}
 	}
-	return &configError{errors.New(describe(file, 0, "", err.Error()))}
+	return &configError{errors.New(describe(file, 0, "", strings.TrimPrefix(err.Error(), "yaml: ")))}
 }
 
 var (
@@ -315,7 +315,7 @@ func editDistance(a, b string) int {
 
 // maxLocateLines bounds the files whose syntax errors are located line by
 // line (each try parses a prefix of the file).
-const maxLocateLines = 2000
+const maxLocateLines = 500
 
 // syntaxError explains a file the YAML parser refused. The parser names the
 // line where the enclosing block began, often the first line of the file;
