@@ -82,7 +82,7 @@ func main() {
 	// go-redis prints its dial retries on its own; workerd reports a failed
 	// connection once, with what to do about it.
 	redis.SetLogger(quiet{})
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2) // two signals in quick succession are both seen
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, hurry := interrupts(context.Background(), sigs, func() { signal.Stop(sigs) })
 	os.Exit(run(ctx, &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, hurry: hurry}, os.Args[1:]))
