@@ -3,11 +3,13 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +27,9 @@ const ExecKillGraceDefault = 10 * time.Second
 
 const (
 	// execStderrTail is how much of the end of standard error an error
-	// message keeps: the end is where a failing program says why.
+	// message keeps: the end is where a failing program says why. A
+	// command that succeeds has the same much of the start and of the end
+	// of its standard error logged.
 	execStderrTail = 4 << 10
 	// execOutputDrain bounds the wait for the output pipes to close once the
 	// process group is gone. Only a process that left the group (setsid) can
@@ -40,6 +44,9 @@ type ExecConfig struct {
 	Env                []string      // extra "KEY=value" entries, added to the worker's environment
 	PermanentExitCodes []int         // exit codes that mean "do not retry": the job goes dead
 	KillGrace          time.Duration // after SIGTERM, how long before SIGKILL; 0 means ExecKillGraceDefault (10s)
+	// Logger receives, at info level, the standard error of a command
+	// that succeeded (its first and last 4 KiB). nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Exec returns a Handler that runs a command for each job, so jobs can be
@@ -51,7 +58,10 @@ type ExecConfig struct {
 // generation, in decimal). When it exits 0, its standard output (at most
 // 1 MiB, ending in "[truncated]" when cut) becomes the job's result. An exit
 // code listed in cfg.PermanentExitCodes fails the job permanently; any other
-// failure is retried. Error messages carry the end of standard error.
+// failure is retried. Error messages carry the end of standard error; a
+// command that succeeds has its standard error, if any, logged at info
+// level with the job's queue, kind and id (the first and last 4 KiB, with
+// the number of bytes left out between them).
 //
 // The command runs in its own process group. When the job's context is
 // cancelled the whole group gets SIGTERM, and SIGKILL KillGrace later if the
@@ -105,6 +115,7 @@ func Exec(cfg ExecConfig) (Handler, error) {
 		env:       slices.Clone(cfg.Env),
 		permanent: slices.Clone(cfg.PermanentExitCodes),
 		grace:     grace,
+		log:       cmp.Or(cfg.Logger, slog.Default()),
 	}, nil
 }
 
@@ -115,6 +126,7 @@ type execHandler struct {
 	env       []string
 	permanent []int
 	grace     time.Duration
+	log       *slog.Logger
 }
 
 func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
@@ -178,7 +190,7 @@ func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
 	pgid := cmd.Process.Pid
 
 	stdout := &headBuffer{limit: resultLimit}
-	stderr := &tailBuffer{limit: execStderrTail}
+	stderr := &stderrBuffer{tail: tailBuffer{limit: execStderrTail}}
 	var copies sync.WaitGroup
 	copies.Go(func() {
 		// A command that exits without reading all of its input is not an
@@ -232,10 +244,18 @@ func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
 	}
 	if waitErr == nil {
 		job.SetResult(stdout.Bytes())
+		if stderr.total > 0 {
+			// Warnings of a command that worked are still worth reading.
+			h.log.LogAttrs(ctx, slog.LevelInfo, "exec command succeeded and wrote to standard error",
+				slog.Group("job", slog.String("queue", job.Queue), slog.String("id", job.ID), slog.String("kind", job.Kind),
+					slog.Int("attempt", job.Attempt), slog.Int64("generation", job.Generation)),
+				slog.String("command", name), slog.String("stderr", stderr.text()),
+				slog.Int64("stderr_bytes", stderr.total))
+		}
 		return nil
 	}
 	detail := ""
-	if tail := stderr.String(); tail != "" {
+	if tail := stderr.tail.String(); tail != "" {
 		detail = ": " + tail
 	}
 	var exitErr *exec.ExitError
@@ -276,6 +296,36 @@ func signalGroup(pgid int, sig syscall.Signal) {
 // how the command went.
 func copyAll(w io.Writer, r io.Reader) { _, _ = io.Copy(w, r) }
 
+// stderrBuffer keeps the first execStderrTail bytes of standard error,
+// the last ones (in tail), and how many there were.
+type stderrBuffer struct {
+	head  []byte
+	tail  tailBuffer
+	total int64
+}
+
+func (b *stderrBuffer) Write(p []byte) (int, error) {
+	b.total += int64(len(p))
+	if room := execStderrTail - len(b.head); room > 0 {
+		b.head = append(b.head, p[:min(room, len(p))]...)
+	}
+	return b.tail.Write(p)
+}
+
+// text is the whole of standard error when it was at most twice
+// execStderrTail, else its first and last execStderrTail bytes with a
+// note of how many were left out between them.
+func (b *stderrBuffer) text() string {
+	var s string
+	if rest := b.total - int64(len(b.head)); rest <= execStderrTail {
+		s = string(b.head) + string(b.tail.last(int(rest)))
+	} else {
+		dropped := b.total - 2*execStderrTail
+		s = fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", b.head, dropped, b.tail.last(execStderrTail))
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
+}
+
 // tailBuffer keeps the last limit bytes written to it.
 type tailBuffer struct {
 	limit int
@@ -293,6 +343,9 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// last is the last n bytes written, n at most limit.
+func (t *tailBuffer) last(n int) []byte { return t.buf[len(t.buf)-n:] }
 
 // String is the kept tail, without surrounding white space, starting with
 // "..." when earlier output was dropped.

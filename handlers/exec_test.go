@@ -5,7 +5,10 @@ package handlers_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -189,6 +192,69 @@ func TestExecStderrTail(t *testing.T) {
 	}
 	if n := len(err.Error()); n > 4<<10+200 {
 		t.Errorf("error is %d bytes; stderr should be cut to its last 4 KiB", n)
+	}
+}
+
+// stderrRecords runs cfg on a job with a JSON logger and answers the log
+// records it wrote.
+func stderrRecords(t *testing.T, cfg handlers.ExecConfig) []map[string]any {
+	t.Helper()
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	job := handlers.NewJob("job-9", "mail", "send", nil, 2, 5, 11, nil)
+	if err := mustExec(t, cfg).ProcessJob(context.Background(), job); err != nil {
+		t.Fatalf("ProcessJob: %v", err)
+	}
+	var records []map[string]any
+	for line := range bytes.Lines(logs.Bytes()) {
+		var r map[string]any
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		records = append(records, r)
+	}
+	return records
+}
+
+// A command that succeeds and writes warnings has them logged with its job,
+// not thrown away; one that writes nothing there logs nothing.
+func TestExecStderrOfSuccessIsLogged(t *testing.T) {
+	t.Parallel()
+	records := stderrRecords(t, shell(`echo "warning: template v1 is deprecated" >&2; echo done`))
+	if len(records) != 1 {
+		t.Fatalf("%d log records, want 1: %v", len(records), records)
+	}
+	r := records[0]
+	job, _ := r["job"].(map[string]any)
+	if r["level"] != "INFO" || r["stderr"] != "warning: template v1 is deprecated" || r["stderr_bytes"] != float64(35) ||
+		job["queue"] != "mail" || job["kind"] != "send" || job["id"] != "job-9" || job["attempt"] != float64(2) {
+		t.Errorf("record %v", r)
+	}
+	if records := stderrRecords(t, shell(`echo quiet`)); len(records) != 0 {
+		t.Errorf("a command with empty standard error logged %v", records)
+	}
+}
+
+// A long standard error is logged by its first and last 4 KiB, with the
+// number of bytes left out between them.
+func TestExecStderrOfSuccessIsCapped(t *testing.T) {
+	t.Parallel()
+	// A line "first", a line of 20,000 zeros, a line "last".
+	records := stderrRecords(t, shell(`echo first >&2; printf '%020000d\n' 0 >&2; echo last >&2`))
+	if len(records) != 1 {
+		t.Fatalf("%d log records, want 1", len(records))
+	}
+	text, _ := records[0]["stderr"].(string)
+	total := len("first\n") + 20001 + len("last\n")
+	if records[0]["stderr_bytes"] != float64(total) {
+		t.Errorf("stderr_bytes %v, want %d", records[0]["stderr_bytes"], total)
+	}
+	note := fmt.Sprintf("[... %d bytes left out ...]", total-8<<10)
+	if !strings.HasPrefix(text, "first\n") || !strings.HasSuffix(text, "\nlast") || !strings.Contains(text, note) {
+		t.Errorf("logged stderr (%d bytes) does not keep the start, the end and %q:\n%.80s ... %.80s", len(text), note, text, text[max(len(text)-80, 0):])
+	}
+	if len(text) > 8<<10+len(note)+2 {
+		t.Errorf("logged %d bytes of stderr; want at most 8 KiB and the note", len(text))
 	}
 }
 

@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -175,6 +177,110 @@ handlers:
 	}
 }
 
+// Two SIGINTs: the first starts a graceful shutdown that would wait for
+// the running job (shutdown_timeout is an hour, and the job's command
+// ignores SIGTERM), the second stops workerd at once with exit code 1; the
+// job is released, pending again without waiting for its lease, and its
+// command dies with workerd.
+func TestWorkerdSecondSigintStopsAtOnce(t *testing.T) {
+	client(t)
+	dir := t.TempDir()
+	prefix := fmt.Sprintf("fqsig-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	common := []string{"--redis", redisAddr, "--prefix", prefix} // host:port, no scheme
+	script := filepath.Join(dir, "block.sh")
+	marker := filepath.Join(dir, "pid")
+	writeFile(t, script, "#!/bin/sh\ntrap '' TERM\necho $$ > "+marker+"\nexec sleep 120\n", 0o755)
+	config := filepath.Join(dir, "workerd.yaml")
+	writeFile(t, config, `
+http: "off"
+shutdown_timeout: 1h
+pools:
+  - queues: [sig]
+    poll_interval: 100ms
+handlers:
+  block: {exec: {command: [`+script+`]}}
+`, 0o644)
+	if code, _, errOut := workerd(t, "", append([]string{"enqueue", "sig", "block", "--id", "b"}, common...)...); code != 0 {
+		t.Fatalf("enqueue: exit %d: %s", code, errOut)
+	}
+
+	cmd := exec.Command(workerdBin(t), append([]string{"run", "--config", config, "--log-format", "json"}, common...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := make(chan string, 1000)
+	var log strings.Builder
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	waitLine := func(s string) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatalf("workerd ended its log without %q:\n%s", s, log.String())
+				}
+				log.WriteString(line + "\n")
+				if strings.Contains(line, s) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no %q in 30s:\n%s", s, log.String())
+			}
+		}
+	}
+
+	pid := waitForFile(t, marker, 20*time.Second)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(`"at_most":"1h0m15s"`)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitLine("workerd stopping now (second signal)")
+	// workerd's log ends when it exits (and Wait may only follow the end
+	// of the reads).
+	drained := make(chan struct{})
+	go func() {
+		for range lines {
+		}
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(30 * time.Second):
+		t.Fatal("workerd still runs 30s after a second SIGINT")
+	}
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("workerd after a second SIGINT: %v, want exit code 1", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !processGone(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's command (pid %d) outlived workerd", pid)
+		}
+	}
+	code, out, errOut := workerd(t, "", append([]string{"inspect", "job", "sig", "b", "--json"}, common...)...)
+	var job struct{ State string }
+	if code != 0 || json.Unmarshal([]byte(out), &job) != nil || job.State != "pending" {
+		t.Fatalf("the interrupted job: exit %d, %s%s; want it pending (released)", code, out, errOut)
+	}
+}
+
 // `workerd dev` needs nothing: an embedded Redis, demo jobs, done ones.
 func TestWorkerdDev(t *testing.T) {
 	t.Parallel()
@@ -182,7 +288,7 @@ func TestWorkerdDev(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dev: exit %d\n%s\n%s", code, out, errOut)
 	}
-	m := regexp.MustCompile(`done (\d+)`).FindAllStringSubmatch(out, -1)
+	m := regexp.MustCompile(`done +(\d+)`).FindAllStringSubmatch(out, -1)
 	if len(m) == 0 {
 		t.Fatalf("no counts printed:\n%s", out)
 	}

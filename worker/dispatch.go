@@ -116,6 +116,8 @@ func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.C
 		case <-t.C:
 		case <-p.claimAbort:
 			t.Stop()
+			p.log.Warn("fenceq pool stopped before a lost claim's answer came back; the reaper recovers its jobs when their lease expires",
+				slog.String("queue", queue), slog.String("request", req), slog.Any("error", err))
 			return res, err
 		}
 		delay = min(delay*2, time.Second)

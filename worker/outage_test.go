@@ -193,3 +193,37 @@ func TestStartWithoutRedis(t *testing.T) {
 		t.Fatal("Shutdown of a pool that never started succeeded")
 	}
 }
+
+// A Shutdown whose ctx has already ended stops at once; its log blames no
+// handler for ignoring its context (they return when cancelled) and tells
+// of no lost claim, for none was lost.
+func TestShutdownWithEndedContextBlamesNothing(t *testing.T) {
+	var logs syncBuffer
+	b, p, _ := fusedRig(t, 3, worker.Config{Concurrency: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		func(ctx context.Context, _ *handlers.Job) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); p.Stats().Running < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %+v, want 3 running", p.Stats())
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown = %v, want context.Canceled", err)
+	}
+	out := logs.String()
+	for _, wrong := range []string{"ignored its cancelled context", "lost claim"} {
+		if strings.Contains(out, wrong) {
+			t.Errorf("the log says %q:\n%s", wrong, out)
+		}
+	}
+	if c, err := b.Counts(context.Background(), worker.QueueDefault); err != nil || c.Running != 0 || c.Pending != 3 {
+		t.Fatalf("after Shutdown: %+v, %v; want the 3 jobs pending again", c, err)
+	}
+}

@@ -238,9 +238,9 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-abandon.C:
-			p.abandon()
+			p.abandon(slog.LevelError, "fenceq abandoned a handler that ignored its cancelled context")
 		case <-ctx.Done():
-			p.abandon()
+			p.abandon(slog.LevelWarn, "fenceq stopped waiting for a cancelled handler: shutdown's context ended")
 			err = ctx.Err()
 		}
 	}
@@ -262,8 +262,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	select {
 	case <-claimsDone:
 	case <-ctx.Done():
-		<-claimsDone
-		p.log.Warn("fenceq pool stopped before a lost claim's answer came back; the reaper recovers its jobs when their lease expires")
+		<-claimsDone // claimAbort is closed: they return at once
 		err = ctx.Err()
 	}
 	<-p.schedDone
@@ -273,14 +272,15 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 }
 
 // abandon releases the leases of handlers that did not return after their
-// context was cancelled. Their own settlement, if it ever comes, is stale.
-func (p *Pool) abandon() {
+// context was cancelled: in time (an error: the handler ignores it), or
+// before Shutdown's ctx ended (a warning: the caller chose not to wait).
+// Their own settlement, if it ever comes, is stale.
+func (p *Pool) abandon(level slog.Level, why string) {
 	for _, a := range p.snapshot() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		o, _, err := p.b.Release(ctx, a.lease)
 		cancel()
-		p.log.Error("fenceq abandoned a handler that ignored its cancelled context",
-			middleware.JobAttrs(a.job), slog.String("release", o.String()), slog.Any("error", err))
+		p.log.Log(context.Background(), level, why, middleware.JobAttrs(a.job), slog.String("release", o.String()), slog.Any("error", err))
 	}
 }
 

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"math"
 	"os"
-	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -28,6 +33,9 @@ type fileConfig struct {
 	Pools           []poolConfig             `yaml:"pools"`
 	Periodic        []periodicConfig         `yaml:"periodic"`
 	Handlers        map[string]handlerConfig `yaml:"handlers"`
+
+	file  string      // the file it was loaded from
+	index configIndex // where each field is in it
 }
 
 type poolConfig struct {
@@ -53,15 +61,15 @@ type retentionConfig struct {
 
 // periodicConfig is a job enqueued on a schedule (worker.Periodic).
 type periodicConfig struct {
-	Name        string   `yaml:"name"`
-	Cron        string   `yaml:"cron"`
-	Every       duration `yaml:"every"`
-	Queue       string   `yaml:"queue"`
-	Kind        string   `yaml:"kind"`
-	Payload     any      `yaml:"payload"`
-	MaxAttempts int      `yaml:"max_attempts"`
-	Priority    int      `yaml:"priority"`
-	CatchUp     bool     `yaml:"catch_up"`
+	Name        string    `yaml:"name"`
+	Cron        string    `yaml:"cron"`
+	Every       duration  `yaml:"every"`
+	Queue       string    `yaml:"queue"`
+	Kind        string    `yaml:"kind"`
+	Payload     yaml.Node `yaml:"payload"`
+	MaxAttempts int       `yaml:"max_attempts"`
+	Priority    int       `yaml:"priority"`
+	CatchUp     bool      `yaml:"catch_up"`
 }
 
 type queueConfig struct {
@@ -99,8 +107,16 @@ type duration struct{ time.Duration }
 
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
-	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: %q is not a duration; write it with a unit, like 30s, 5m or 1h", n.Line, n.Value)
+	number := n.Value != "" && strings.Trim(n.Value, "+-0123456789.") == ""
+	switch {
+	case n.Kind != yaml.ScalarNode:
+		return nodeErrorf(n, "a duration is one value with a unit, like 30s, 5m or 1h")
+	case v < 0 || number && strings.HasPrefix(n.Value, "-"):
+		return nodeErrorf(n, "%q is negative; a duration here is 0 or more, like 30s", n.Value)
+	case err != nil && number:
+		return nodeErrorf(n, "%q is not a duration: it has no unit; write it with one, like %ss, %sm or %sh", n.Value, n.Value, n.Value, n.Value)
+	case err != nil:
+		return nodeErrorf(n, "%q is not a duration; write it with a unit, like 30s, 5m or 1h", n.Value)
 	}
 	d.Duration = v
 	return nil
@@ -112,56 +128,81 @@ func (q *queueConfig) UnmarshalYAML(n *yaml.Node) error {
 		q.Name = n.Value
 		return nil
 	}
+	// Node.Decode does not refuse unknown fields as the file's decoder
+	// does, so check them here.
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Value != "name" && k.Value != "weight" {
+				return nodeErrorf(n, "%s", unknownFieldMessage(k.Value, "queueConfig"))
+			}
+		}
+	}
 	type plain queueConfig
 	return n.Decode((*plain)(q))
 }
 
-var unknownField = regexp.MustCompile(`field (\S+) not found in type main\.(\w+)`)
-
 // loadConfig reads and checks a config file. Every error names the file,
-// the line or field, and the fix.
+// the line and the field where it can, and the fix.
 func loadConfig(path string) (*fileConfig, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &configError{fmt.Errorf("read config: %w; pass the file with --config", err)}
 	}
-	defer f.Close()
-	dec := yaml.NewDecoder(f)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, syntaxError(path, data, err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
+		return nil, &configError{fmt.Errorf("%s: the file is empty; a config needs at least pools and handlers, e.g.\n%s", path, minimalConfig)}
+	}
+	if top := doc.Content[0]; top.Kind != yaml.MappingNode {
+		return nil, &configError{fmt.Errorf("%s: line %d: the file must be a map of fields (redis, pools, handlers, ...), not %s; e.g.\n%s",
+			path, top.Line, yamlKinds[strings.TrimPrefix(top.ShortTag(), "!!")], minimalConfig)}
+	}
+	idx := indexConfig(&doc)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var c fileConfig
 	if err := dec.Decode(&c); err != nil {
-		msg := err.Error()
-		msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n  ")
-		msg = unknownField.ReplaceAllString(msg, `unknown field "$1" in $2 (check the spelling against the README's configuration reference)`)
-		msg = strings.NewReplacer("poolConfig", "a pool", "fileConfig", "the top level", "handlerConfig", "a handler",
-			"execConfig", "exec", "httpConfig", "http", "queueConfig", "a queue", "backoffConfig", "backoff",
-			"retentionConfig", "retention", "periodicConfig", "a periodic job").Replace(msg)
-		return nil, &configError{fmt.Errorf("%s: %s", path, msg)}
+		return nil, fileError(path, idx, err)
 	}
 	if err := c.validate(); err != nil {
-		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
+		return nil, fileError(path, idx, err)
 	}
+	c.file, c.index = path, idx
 	return &c, nil
+}
+
+const minimalConfig = `  pools:
+    - queues: [default]
+  handlers:
+    send_email:
+      exec: {command: [./send-email]}`
+
+// errorf is an error at a field of the loaded file, for what is found
+// after loading (a handler's command that cannot run).
+func (c *fileConfig) errorf(path, format string, args ...any) error {
+	return fileError(c.file, c.index, fieldErrorf(path, format, args...))
 }
 
 func (c *fileConfig) validate() error {
 	if len(c.Pools) == 0 {
-		return errors.New("pools: none configured; add at least one pool with its queues, e.g.\n  pools:\n    - queues: [default]\n      concurrency: 10")
+		return fieldErrorf("pools", "none configured; add at least one pool with its queues, e.g.\n  pools:\n    - queues: [default]\n      concurrency: 10")
 	}
 	for i, p := range c.Pools {
 		if len(p.Queues) == 0 {
-			return fmt.Errorf("pools[%d].queues: empty; name the queues this pool serves", i)
+			return fieldErrorf(fmt.Sprintf("pools[%d].queues", i), "empty; name the queues this pool serves, like queues: [default]")
 		}
 		for j, q := range p.Queues {
-			if q.Name == "" {
-				return fmt.Errorf("pools[%d].queues[%d].name: missing", i, j)
+			if err := checkQueueName(fmt.Sprintf("pools[%d].queues[%d]", i, j), q.Name); err != nil {
+				return err
 			}
 		}
 		if r := p.Retention; r != nil && (r.MaxDone < 0 || r.MaxCancelled < 0 || r.MaxDead < 0) {
-			return fmt.Errorf("pools[%d].retention: counts must not be negative (0 or omitted means no limit)", i)
+			return fieldErrorf(fmt.Sprintf("pools[%d].retention", i), "counts must not be negative (0 or omitted means no limit)")
 		}
 		if p.Concurrency < 0 {
-			return fmt.Errorf("pools[%d].concurrency: %d; it must be positive (omit it for %d)", i, p.Concurrency, worker.ConcurrencyDefault)
+			return fieldErrorf(fmt.Sprintf("pools[%d].concurrency", i), "%d; it must be positive (omit it for %d)", p.Concurrency, worker.ConcurrencyDefault)
 		}
 	}
 	for i, p := range c.Periodic {
@@ -170,27 +211,67 @@ func (c *fileConfig) validate() error {
 		}
 	}
 	if len(c.Handlers) == 0 {
-		return errors.New("handlers: none configured; map each job kind to an exec or http handler")
+		return fieldErrorf("handlers", "none configured; map each job kind to an exec or http handler, e.g.\n  handlers:\n    send_email:\n      exec: {command: [./send-email]}")
 	}
-	for kind, h := range c.Handlers {
+	for _, kind := range slices.Sorted(maps.Keys(c.Handlers)) {
+		h, at := c.Handlers[kind], joinPath("handlers", kind)
 		switch {
 		case kind == "":
-			return errors.New(`handlers: a handler has an empty kind; key each handler by the job kind it runs`)
+			return fieldErrorf(at, "a handler has an empty kind; key each handler by the job kind it runs")
 		case h.Exec == nil && h.HTTP == nil:
-			return fmt.Errorf("handlers.%s: give it an exec or an http handler", kind)
+			return fieldErrorf(at, "give it an exec or an http handler")
 		case h.Exec != nil && h.HTTP != nil:
-			return fmt.Errorf("handlers.%s: give it exec or http, not both", kind)
+			return fieldErrorf(at, "give it exec or http, not both")
 		case h.Exec != nil && len(h.Exec.Command) == 0:
-			return fmt.Errorf("handlers.%s.exec.command: missing; give the program and its arguments as a list, e.g. [./send-email, --verbose]", kind)
+			return fieldErrorf(at+".exec.command", "missing; give the program and its arguments as a list, e.g. [./send-email, --verbose]")
 		case h.HTTP != nil && h.HTTP.URL == "":
-			return fmt.Errorf("handlers.%s.http.url: missing", kind)
+			return fieldErrorf(at+".http.url", "missing; give the URL the payload is POSTed to, e.g. http://127.0.0.1:8080/jobs")
+		}
+		if err := checkKind(at, kind); err != nil {
+			return err
+		}
+		if h.Exec != nil {
+			for i, code := range h.Exec.PermanentExitCodes {
+				at := fmt.Sprintf("%s.exec.permanent_exit_codes[%d]", at, i)
+				switch {
+				case code == 0:
+					return fieldErrorf(at, "0 is success, not a failure; list exit codes from 1 to 255 that mean \"do not retry\"")
+				case code < 0 || code > 255:
+					return fieldErrorf(at, "%d is not an exit code: a program exits with 0 to 255; list codes from 1 to 255", code)
+				}
+			}
 		}
 	}
 	return nil
 }
 
+// checkQueueName refuses what the broker refuses in a queue name, and white
+// space: "a b" in a queue list is almost always [a, b] mistyped.
+func checkQueueName(at, name string) error {
+	const allowed = "a queue name is up to 200 bytes of UTF-8 without spaces, control characters, '{' or '}' (which delimit the Redis Cluster hash tag), like mail or reports.daily"
+	switch {
+	case name == "":
+		return fieldErrorf(at, "a queue needs a name; %s", allowed)
+	case len(name) > 200 || !utf8.ValidString(name) || strings.ContainsAny(name, "{}") || strings.ContainsFunc(name, unicode.IsControl):
+		return fieldErrorf(at, "%q is not a valid queue name: %s", name, allowed)
+	case strings.ContainsFunc(name, unicode.IsSpace):
+		return fieldErrorf(at, "%q is not a valid queue name: %s; for two queues write [%s]",
+			name, allowed, strings.Join(strings.Fields(name), ", "))
+	}
+	return nil
+}
+
+// checkKind refuses what the broker refuses in a job kind.
+func checkKind(at, kind string) error {
+	if len(kind) > 200 || !utf8.ValidString(kind) || strings.ContainsFunc(kind, unicode.IsControl) {
+		return fieldErrorf(at, "%q is not a valid job kind: a kind is up to 200 bytes of UTF-8 without control characters, like send_email", kind)
+	}
+	return nil
+}
+
 // mux builds the handlers, and the per-kind timeouts for middleware.Timeout.
-func (c *fileConfig) mux() (*handlers.Mux, map[string]time.Duration, error) {
+// Exec handlers log what their commands write to standard error to log.
+func (c *fileConfig) mux(log *slog.Logger) (*handlers.Mux, map[string]time.Duration, error) {
 	m := handlers.NewMux()
 	timeouts := map[string]time.Duration{}
 	kinds := make([]string, 0, len(c.Handlers))
@@ -210,10 +291,10 @@ func (c *fileConfig) mux() (*handlers.Mux, map[string]time.Duration, error) {
 			sort.Strings(env)
 			h, err = handlers.Exec(handlers.ExecConfig{
 				Command: hc.Exec.Command, Dir: hc.Exec.Dir, Env: env,
-				PermanentExitCodes: hc.Exec.PermanentExitCodes, KillGrace: hc.Exec.KillGrace.Duration,
+				PermanentExitCodes: hc.Exec.PermanentExitCodes, KillGrace: hc.Exec.KillGrace.Duration, Logger: log,
 			})
 			if err != nil {
-				return nil, nil, &configError{fmt.Errorf("handlers.%s.exec: %w", kind, err)}
+				return nil, nil, c.errorf(joinPath("handlers", kind)+".exec", "%v", err)
 			}
 		} else {
 			hdr := map[string][]string{}
@@ -222,7 +303,7 @@ func (c *fileConfig) mux() (*handlers.Mux, map[string]time.Duration, error) {
 			}
 			h, err = handlers.HTTP(handlers.HTTPConfig{URL: hc.HTTP.URL, Header: hdr, Timeout: hc.HTTP.Timeout.Duration})
 			if err != nil {
-				return nil, nil, &configError{fmt.Errorf("handlers.%s.http: %w", kind, err)}
+				return nil, nil, c.errorf(joinPath("handlers", kind)+".http", "%v", err)
 			}
 		}
 		m.Handle(kind, h)
@@ -262,17 +343,105 @@ func (p poolConfig) workerConfig() worker.Config {
 // periodic turns entry i into a worker.Periodic; the worker checks the
 // schedule itself when the pool is built.
 func (c *fileConfig) periodic(i int, p periodicConfig) (worker.Periodic, error) {
+	at := fmt.Sprintf("periodic[%d]", i)
 	if p.Name == "" || p.Queue == "" || p.Kind == "" {
-		return worker.Periodic{}, fmt.Errorf("periodic[%d]: name, queue and kind are required", i)
+		return worker.Periodic{}, fieldErrorf(at, "name, queue and kind are required")
 	}
-	payload := []byte("{}")
-	if p.Payload != nil {
-		b, err := json.Marshal(p.Payload)
-		if err != nil {
-			return worker.Periodic{}, fmt.Errorf("periodic[%d].payload: %v; write it as a YAML map, list or scalar", i, err)
-		}
-		payload = b
+	if err := checkQueueName(at+".queue", p.Queue); err != nil {
+		return worker.Periodic{}, err
+	}
+	if err := checkKind(at+".kind", p.Kind); err != nil {
+		return worker.Periodic{}, err
+	}
+	payload, err := payloadJSON(&p.Payload)
+	if err != nil {
+		return worker.Periodic{}, &fieldError{path: at + ".payload", line: p.Payload.Line, msg: err.Error()}
 	}
 	return worker.Periodic{Name: p.Name, Cron: p.Cron, Every: p.Every.Duration, CatchUp: p.CatchUp,
 		Job: broker.Job{Queue: p.Queue, Kind: p.Kind, Payload: payload, MaxAttempts: p.MaxAttempts, Priority: p.Priority}}, nil
+}
+
+// payloadJSON is a periodic job's payload as JSON: a YAML map, list, number
+// or boolean converted, or a quoted string that holds JSON text, taken as
+// it is. A bare word is refused rather than sent as a JSON string, since
+// payload: '{"to": "ada"}' sent as a string would be the payload encoded
+// twice.
+func payloadJSON(n *yaml.Node) ([]byte, error) {
+	const how = `write it as a YAML map or list (payload: {to: ada}), or as JSON text in quotes (payload: '{"to": "ada"}'; a JSON string is '"text"')`
+	switch {
+	case n.Kind == 0 || n.ShortTag() == "!!null":
+		return []byte("{}"), nil
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str":
+		if !json.Valid([]byte(n.Value)) {
+			return nil, fmt.Errorf("%q is not JSON; %s", short(n.Value), how)
+		}
+		var b bytes.Buffer
+		_ = json.Compact(&b, []byte(n.Value))
+		return b.Bytes(), nil
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, fmt.Errorf("cannot be read (%v); %s", err, how)
+	}
+	v, err := jsonValue(v)
+	if err != nil {
+		return nil, fmt.Errorf("%v; %s", err, how)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be written as JSON (%v); %s", err, how)
+	}
+	return b, nil
+}
+
+// jsonValue makes what yaml decoded encodable as JSON: map keys become
+// strings, as JSON requires; a value JSON has no form for is an error.
+func jsonValue(v any) (any, error) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			e, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			v[k] = e
+		}
+		return v, nil
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			switch k.(type) {
+			case string, int, int64, uint64, float64, bool, nil:
+			default:
+				return nil, fmt.Errorf("a map key of type %T cannot be a JSON object key", k)
+			}
+			e, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			m[fmt.Sprint(k)] = e
+		}
+		return m, nil
+	case []any:
+		for i, e := range v {
+			e, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = e
+		}
+		return v, nil
+	case float64:
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, fmt.Errorf("%v is not a JSON number", v)
+		}
+	}
+	return v, nil
+}
+
+func short(s string) string {
+	if len(s) > 60 {
+		return s[:57] + "..."
+	}
+	return s
 }

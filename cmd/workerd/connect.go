@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -21,7 +23,7 @@ type redisFlags struct {
 }
 
 func (r *redisFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&r.url, "redis", "", "Redis URL: redis://[user:password@]host:port[/db], rediss:// for TLS (default $REDIS_URL, else redis://127.0.0.1:6379)")
+	fs.StringVar(&r.url, "redis", "", "Redis address: host:port, or a URL redis://[user:password@]host:port[/db], rediss:// for TLS (default $REDIS_URL, else 127.0.0.1:6379)")
 	fs.StringVar(&r.sentinelMaster, "sentinel-master", "", "Sentinel master name (with --sentinel)")
 	fs.StringVar(&r.sentinels, "sentinel", "", "comma-separated Sentinel addresses host:port")
 	fs.StringVar(&r.cluster, "cluster", "", "comma-separated Redis Cluster node addresses host:port")
@@ -33,9 +35,13 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 // and Cluster connections.
 func (r *redisFlags) connect(ctx context.Context, e *env) (redis.UniversalClient, *broker.Broker, error) {
 	raw := cmp.Or(r.url, e.getenv("REDIS_URL"), "redis://127.0.0.1:6379")
-	opt, err := redis.ParseURL(raw)
+	opt, err := redis.ParseURL(redisURL(raw))
 	if err != nil {
-		return nil, nil, &configError{fmt.Errorf("bad Redis URL %q: %w (want redis://[user:password@]host:port[/db] or rediss://...)", raw, err)}
+		// url.Error would quote the URL with the scheme we added.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, nil, &configError{fmt.Errorf("bad Redis address %q: %s; write host:port, redis://[user:password@]host:port[/db], or rediss://... for TLS", raw, strings.TrimPrefix(err.Error(), "redis: "))}
 	}
 	u := &redis.UniversalOptions{
 		Addrs: []string{opt.Addr}, Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig,
@@ -68,6 +74,15 @@ func (r *redisFlags) connect(ctx context.Context, e *env) (redis.UniversalClient
 		return nil, nil, &configError{err}
 	}
 	return c, b, nil
+}
+
+// redisURL reads an address without a scheme, host:port, as
+// redis://host:port: what redis-cli users type.
+func redisURL(raw string) string {
+	if strings.Contains(raw, "://") {
+		return raw
+	}
+	return "redis://" + raw
 }
 
 func split(s string) []string {

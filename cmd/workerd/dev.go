@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -15,7 +18,18 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-const devQueue = "demo"
+const (
+	devQueue = "demo"
+	// devBatch is how many of --jobs go to Redis in one round trip.
+	devBatch = 500
+	// devShutdownTimeout is how long running demo jobs may finish at the
+	// end; none takes more than about 1.5 s.
+	devShutdownTimeout = 5 * time.Second
+)
+
+// errTimeUp ends dev at --exit-after: what the user asked for, not an
+// error.
+var errTimeUp = errors.New("--exit-after reached")
 
 // runDev runs everything in one process: an embedded in-memory Redis, a
 // pool with demo handlers, and a trickle of demo jobs, with a live count.
@@ -25,17 +39,26 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	lf.register(fs)
 	fs.Lookup("log-level").DefValue, lf.level = "error", "error" // the counter is the show; logs only for trouble
 	jobs := fs.Int("jobs", 20, "demo jobs to enqueue at start (more follow every second)")
-	exitAfter := fs.Duration("exit-after", 0, "stop by itself after this long (default: run until Ctrl-C)")
+	exitAfter := fs.Duration("exit-after", 0, "stop by itself after this long, with a summary (default: run until Ctrl-C)")
 	if _, err := parse(fs, "[flags]", args, 0, 0); err != nil {
 		return err
+	}
+	switch {
+	case *jobs < 0:
+		return usagef("--jobs %d: give 0 or more", *jobs)
+	case *exitAfter < 0:
+		return usagef("--exit-after %v: give a positive duration such as 30s, or leave it out to run until Ctrl-C", *exitAfter)
 	}
 	log, err := lf.logger(e.stderr)
 	if err != nil {
 		return err
 	}
+	start := time.Now()
+	// ctx is the user's stop (Ctrl-C); work stops at that or at --exit-after.
+	work := ctx
 	if *exitAfter > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *exitAfter)
+		work, cancel = context.WithTimeoutCause(ctx, *exitAfter, errTimeUp)
 		defer cancel()
 	}
 
@@ -65,6 +88,7 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	pool, err := worker.New(b, demoMux(), worker.Config{
 		Queues: []worker.Queue{{Name: devQueue}}, Concurrency: 4, LeaseDuration: 5 * time.Second,
 		Backoff: worker.ExponentialBackoff(500*time.Millisecond, 5*time.Second), Logger: log,
+		ShutdownTimeout: devShutdownTimeout,
 	})
 	if err != nil {
 		return err
@@ -72,58 +96,134 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	if err := pool.Start(ctx); err != nil {
 		return err
 	}
-	for range *jobs {
-		if err := enqueueDemo(ctx, b); err != nil {
-			return err
-		}
+
+	// The first jobs go in batches while the pool already works and the
+	// counter already shows them arriving.
+	var seededN atomic.Int64 // of the --jobs
+	extra := 0               // the trickle that follows
+	seeded := make(chan error, 1)
+	go func() { seeded <- seed(work, b, *jobs, &seededN) }()
+	seeding := *jobs > 0
+	if seeding {
+		fmt.Fprintf(e.stdout, "workerd dev: enqueueing %d demo jobs, %d per round trip; more follow every second\n", *jobs, devBatch)
 	}
 
 	tty := isTerminal(e.stdout)
+	counts := &counter{width: max(4, len(strconv.Itoa(*jobs)))}
 	show := time.NewTicker(250 * time.Millisecond)
 	defer show.Stop()
 	more := time.NewTicker(time.Second)
 	defer more.Stop()
 	lastLine := time.Time{}
+	endLine := func() { // ends the line the counter keeps redrawing
+		if tty && !lastLine.IsZero() {
+			fmt.Fprintln(e.stdout)
+			lastLine = time.Time{}
+		}
+	}
+	var failed error
 	for done := false; !done; {
 		select {
-		case <-ctx.Done():
+		case <-work.Done():
 			done = true
+		case err := <-seeded:
+			seeded, seeding = nil, false
+			if err != nil && work.Err() == nil {
+				failed, done = fmt.Errorf("enqueue the demo jobs: %w", err), true
+			}
+			if err != nil || work.Err() != nil {
+				break // cut short; the summary counts what went in
+			}
+			endLine()
+			fmt.Fprintf(e.stdout, "workerd dev: enqueued %d demo jobs in %v\n", *jobs, time.Since(start).Round(time.Millisecond))
 		case <-more.C:
 			for range 1 + rand.IntN(3) {
-				if err := enqueueDemo(ctx, b); err != nil && ctx.Err() == nil {
-					return err
+				if _, err := b.Enqueue(work, demoJob()); err != nil {
+					if work.Err() == nil {
+						failed, done = fmt.Errorf("enqueue a demo job: %w", err), true
+					}
+					break
 				}
+				extra++
 			}
 		case <-show.C:
 			if tty || time.Since(lastLine) >= 2*time.Second {
 				lastLine = time.Now()
-				printCounts(ctx, e, b, tty)
+				line, err := counts.read(work, b)
+				if err != nil {
+					break
+				}
+				if seeding {
+					line += fmt.Sprintf("  (enqueueing: %d of %d)", seededN.Load(), *jobs)
+				}
+				if tty {
+					fmt.Fprintf(e.stdout, "\r\033[K%s", line)
+				} else {
+					fmt.Fprintln(e.stdout, line)
+				}
 			}
 		}
 	}
-	if tty {
-		fmt.Fprintln(e.stdout) // end the line the counter kept redrawing
+	endLine()
+
+	why := "stopping"
+	if errors.Is(context.Cause(work), errTimeUp) {
+		why = fmt.Sprintf("stopping after %v (--exit-after)", *exitAfter)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	fmt.Fprintf(e.stdout, "workerd dev: %s: running jobs have up to %v to finish (%v at most in all); Ctrl-C again stops at once\n",
+		why, devShutdownTimeout, devShutdownTimeout+shutdownSlack)
+	err = shutdown([]*worker.Pool{pool}, devShutdownTimeout, e.hurry, log)
+	if seeded != nil {
+		<-seeded // work is done: at most the batch in flight is still going in
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = pool.Shutdown(sctx)
-	printCounts(sctx, e, b, false)
-	fmt.Fprintln(e.stdout, "workerd dev: stopped")
-	return err
+	if line, err := counts.read(sctx, b); err == nil {
+		fmt.Fprintln(e.stdout, line)
+	}
+	fmt.Fprintf(e.stdout, "workerd dev: stopped after %v; %d demo jobs enqueued\n", time.Since(start).Round(100*time.Millisecond), seededN.Load()+int64(extra))
+	return cmp.Or(failed, err)
 }
 
-func printCounts(ctx context.Context, e *env, b *broker.Broker, overwrite bool) {
-	c, err := b.Counts(ctx, devQueue)
+// seed enqueues n demo jobs, devBatch per round trip, counting them into
+// enqueued as they are stored. It stops early when ctx ends.
+func seed(ctx context.Context, b *broker.Broker, n int, enqueued *atomic.Int64) error {
+	for left := n; left > 0 && ctx.Err() == nil; {
+		batch := make([]broker.Job, min(left, devBatch))
+		for i := range batch {
+			batch[i] = demoJob()
+		}
+		for _, r := range b.EnqueueMany(ctx, batch) {
+			if r.Err != nil {
+				return r.Err
+			}
+			enqueued.Add(1)
+		}
+		left -= len(batch)
+	}
+	return nil
+}
+
+// counter formats a queue's counts as one line whose columns stay put from
+// line to line: every number takes the same width, which grows (never
+// shrinks) to the widest number seen.
+type counter struct{ width int }
+
+func (c *counter) read(ctx context.Context, b *broker.Broker) (string, error) {
+	n, err := b.Counts(ctx, devQueue)
 	if err != nil {
-		return
+		return "", err
 	}
-	line := fmt.Sprintf("pending %-4d scheduled %-4d running %-2d done %-6d dead %-4d cancelled %d",
-		c.Pending, c.Scheduled, c.Running, c.Done, c.Dead, c.Cancelled)
-	if overwrite {
-		fmt.Fprintf(e.stdout, "\r\033[K%s", line)
-		return
+	return c.line(n), nil
+}
+
+func (c *counter) line(n broker.Counts) string {
+	for _, v := range []int64{n.Pending, n.Scheduled, n.Running, n.Done, n.Dead, n.Cancelled} {
+		c.width = max(c.width, len(strconv.FormatInt(v, 10)))
 	}
-	fmt.Fprintln(e.stdout, line)
+	w := c.width
+	return fmt.Sprintf("pending %*d  scheduled %*d  running %*d  done %*d  dead %*d  cancelled %*d",
+		w, n.Pending, w, n.Scheduled, w, n.Running, w, n.Done, w, n.Dead, w, n.Cancelled)
 }
 
 // demoMux holds the demo handlers: quick greetings, slower resizes that
@@ -161,7 +261,9 @@ func demoMux() *handlers.Mux {
 	return m
 }
 
-func enqueueDemo(ctx context.Context, b *broker.Broker) error {
+// demoJob is a random demo job: mostly greetings (some without a name,
+// which go dead), resizes, and flaky jobs.
+func demoJob() broker.Job {
 	names := []string{"Ada", "Grace", "Edsger", "Barbara", "Ken", "Frances", ""}
 	var j broker.Job
 	switch n := rand.IntN(10); {
@@ -173,8 +275,7 @@ func enqueueDemo(ctx context.Context, b *broker.Broker) error {
 		j = broker.Job{Kind: "demo.flaky", Payload: []byte(`{}`), MaxAttempts: 3}
 	}
 	j.Queue = devQueue
-	_, err := b.Enqueue(ctx, j)
-	return err
+	return j
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -3,17 +3,21 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // FuzzLoadConfig feeds arbitrary bytes to loadConfig as workerd.yaml. It
 // must answer a config or a *configError, never panic; a config it accepts
 // has a pool and a handler, every pool names its queues, every handler is
-// exactly one of exec and http, and building its handlers (what `workerd
+// exactly one of exec and http with exit codes from 1 to 255, every queue
+// name is one the broker takes and has no spaces, every periodic payload
+// is JSON, and building its handlers (what `workerd
 // run` does next) answers handlers or a *configError, never a panic.
 func FuzzLoadConfig(f *testing.F) {
 	for _, s := range []string{
@@ -29,6 +33,10 @@ func FuzzLoadConfig(f *testing.F) {
 		"pools: [null]\nhandlers: {k: null}\n",
 		"pools:\n  - queues: [a]\n    lease: -1s\nhandlers:\n  k: {exec: {command: [true]}}\n",
 		"handlers:\n  k: {exec: {command: [true]}}\n",
+		"pools:\n  - queues: [a b]\nhandlers:\n  k: {exec: {command: [true], permanent_exit_codes: [0, 300]}}\n",
+		"pools:\n  - queues: [a]\nperiodic:\n  - {name: n, every: 1m, queue: a, kind: k, payload: not json}\nhandlers:\n  k: {exec: {command: [true]}}\n",
+		"pools:\n  - queues: [a]\nperiodic:\n  - {name: n, every: 1m, queue: a, kind: k, payload: {1: [x, .inf]}}\nhandlers:\n  k: {exec: {command: [true]}}\n",
+		"pools:\n  - queues: [a]\n   concurrency: 3\nhandlers:\n\tk: {exec: {command: true}}\n",
 		"{}", "", "---\n---\n", "[1, 2]", "pools: &a [*a]\n", "a: !!binary x\n", "\t\x00\xff",
 	} {
 		f.Add([]byte(s))
@@ -61,18 +69,27 @@ func FuzzLoadConfig(f *testing.F) {
 				t.Fatalf("accepted pools[%d] without queues", i)
 			}
 			for j, q := range p.Queues {
-				if q.Name == "" {
-					t.Fatalf("accepted pools[%d].queues[%d] without a name", i, j)
+				if q.Name == "" || strings.ContainsFunc(q.Name, unicode.IsSpace) || strings.ContainsAny(q.Name, "{}") {
+					t.Fatalf("accepted pools[%d].queues[%d] named %q", i, j, q.Name)
 				}
 			}
 			_ = p.workerConfig()
+		}
+		for i, pc := range c.Periodic {
+			per, err := c.periodic(i, pc)
+			if err != nil || !json.Valid(per.Job.Payload) {
+				t.Fatalf("accepted periodic[%d], whose payload is %q (%v)", i, per.Job.Payload, err)
+			}
 		}
 		for kind, h := range c.Handlers {
 			if (h.Exec == nil) == (h.HTTP == nil) {
 				t.Fatalf("accepted handler %q with exec %v and http %v", kind, h.Exec != nil, h.HTTP != nil)
 			}
+			if h.Exec != nil && slices.ContainsFunc(h.Exec.PermanentExitCodes, func(c int) bool { return c < 1 || c > 255 }) {
+				t.Fatalf("accepted handler %q with permanent exit codes %v", kind, h.Exec.PermanentExitCodes)
+			}
 		}
-		m, _, err := c.mux()
+		m, _, err := c.mux(slog.New(slog.DiscardHandler))
 		if err != nil {
 			var ce *configError
 			if !errors.As(err, &ce) {

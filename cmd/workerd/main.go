@@ -37,6 +37,9 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// hurry is closed by a second interrupt: stop without waiting for
+	// running jobs. A nil one (in tests) never closes.
+	hurry <-chan struct{}
 }
 
 type command struct {
@@ -85,9 +88,10 @@ func main() {
 	// go-redis prints its dial retries on its own; workerd reports a failed
 	// connection once, with what to do about it.
 	redis.SetLogger(quiet{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:]))
+	sigs := make(chan os.Signal, 2) // two signals in quick succession are both seen
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, hurry := interrupts(context.Background(), sigs, func() { signal.Stop(sigs) })
+	os.Exit(run(ctx, &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, hurry: hurry}, os.Args[1:]))
 }
 
 func run(ctx context.Context, e *env, args []string) int {

@@ -3,11 +3,13 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -40,9 +42,9 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	mux, timeouts, err := cfg.mux()
+	mux, timeouts, err := cfg.mux(log)
 	if err != nil {
-		return &configError{fmt.Errorf("%s: %w", *path, err)}
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -85,7 +87,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			return &configError{fmt.Errorf("%s: pools[%d]: %w", *path, i, err)}
 		}
 		if err := p.Start(ctx); err != nil {
-			shutdown(m.pools, cfg.ShutdownTimeout.Duration)
+			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
 			return &configError{err}
 		}
 		m.pools = append(m.pools, p)
@@ -96,12 +98,12 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if addr != "off" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			shutdown(m.pools, cfg.ShutdownTimeout.Duration)
+			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
 			return &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
 		}
 		h := endpoints(rdb, b, m)
 		if err := mountDashboard(h, b, cmp.Or(cfg.UIToken, e.getenv("FENCEQ_UI_TOKEN")), log); err != nil {
-			shutdown(m.pools, cfg.ShutdownTimeout.Duration)
+			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
 			return err
 		}
 		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
@@ -111,28 +113,95 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	log.Info("workerd running", slog.Int("pools", len(m.pools)), slog.Any("kinds", mux.Kinds()))
 
 	<-ctx.Done()
-	log.Info("workerd shutting down: finishing running jobs, releasing the rest")
-	shutdown(m.pools, cfg.ShutdownTimeout.Duration)
+	grace := cmp.Or(cfg.ShutdownTimeout.Duration, worker.ShutdownTimeoutDefault)
+	log.Info("workerd shutting down: running jobs may finish within shutdown_timeout, then they are cancelled and released; "+
+		"a second SIGINT or SIGTERM (Ctrl-C) stops at once",
+		slog.Any("reason", context.Cause(ctx)), slog.String("shutdown_timeout", grace.String()),
+		slog.String("at_most", (grace+shutdownSlack+httpShutdownTimeout).String()))
+	err = shutdown(m.pools, grace, e.hurry, log)
 	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err != nil {
+			_ = srv.Close()
+		} else {
+			_ = srv.Shutdown(sctx)
+		}
 	}
 	log.Info("workerd stopped")
+	return err
+}
+
+const (
+	// shutdownSlack is what shutdown waits beyond the grace period: up to
+	// 5 s for handlers that ignore their cancelled context (the worker's
+	// abandon delay), and 5 s to release leases and stop the pools' loops.
+	shutdownSlack = 10 * time.Second
+	// httpShutdownTimeout bounds the wait for requests to the endpoints
+	// once the pools have stopped.
+	httpShutdownTimeout = 5 * time.Second
+)
+
+// errHurried ends a command stopped by a second interrupt.
+var errHurried = errors.New("stopped by a second signal before the running jobs finished; " +
+	"their leases were released, so other workers run them again (any lease that could not be released expires and is reaped)")
+
+// shutdown stops the pools together, waiting at most grace+shutdownSlack.
+// When hurry closes first, it stops waiting: each pool's Shutdown sees its
+// context cancelled, cancels its running handlers (handlers.ErrShutdown)
+// and releases their leases without waiting for them to return; shutdown
+// then answers errHurried.
+func shutdown(pools []*worker.Pool, grace time.Duration, hurry <-chan struct{}, log *slog.Logger) error {
+	grace = cmp.Or(grace, worker.ShutdownTimeoutDefault)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	tctx, tcancel := context.WithTimeout(ctx, grace+shutdownSlack)
+	defer tcancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-hurry:
+			log.Warn("workerd stopping now (second signal): running jobs are cancelled and their leases released, " +
+				"so other workers take them at once; a lease that cannot be released expires and is reaped: no job is lost")
+			cancel(errHurried)
+		case <-tctx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, p := range pools {
+		wg.Go(func() { _ = p.Shutdown(tctx) })
+	}
+	wg.Wait()
+	tcancel()
+	<-watched
+	if errors.Is(context.Cause(ctx), errHurried) {
+		return errHurried
+	}
 	return nil
 }
 
-// shutdown stops the pools together.
-func shutdown(pools []*worker.Pool, grace time.Duration) {
-	grace = cmp.Or(grace, worker.ShutdownTimeoutDefault)
-	ctx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, p := range pools {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = p.Shutdown(ctx) }()
-	}
-	wg.Wait()
+// interrupts turns the signals arriving on sigs into a stop in two steps:
+// the first cancels ctx (its cause names the signal): finish the running
+// jobs, then stop; the second closes hurry: stop now. It then calls done,
+// which gives a third signal its default effect, for a workerd that hangs
+// anyway. Closing sigs ends the watch.
+func interrupts(parent context.Context, sigs <-chan os.Signal, done func()) (ctx context.Context, hurry <-chan struct{}) {
+	ctx, cancel := context.WithCancelCause(parent)
+	h := make(chan struct{})
+	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		cancel(fmt.Errorf("received %v", s))
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		close(h)
+		done()
+	}()
+	return ctx, h
 }
 
 // endpoints serves liveness, readiness and metrics. None changes state.
