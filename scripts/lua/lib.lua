@@ -480,7 +480,6 @@ local function bad_int(f, first, names)
   return nil
 end
 
-
 -- Throughput counters (broker.Throughput). A minute is floor(now / 60000)
 -- of Redis time. The stats hash keeps only the minutes of the window that
 -- ends at its head, [head - STATS_MINUTES + 1, head]: whoever moves the
@@ -584,5 +583,10 @@ local function record_error(key, attempt, now, err)
   while #list > ERRORS_KEPT do
     table.remove(list, 1)
   end
-  redis.call('HSET', key, 'errors', cjson.encode(list))
+  -- An encoding error must not abort the script half-way, after the
+  -- settlement's writes: the history is what is given up.
+  local ok, encoded = pcall(cjson.encode, list)
+  if ok then
+    redis.call('HSET', key, 'errors', encoded)
+  end
 end
