@@ -255,25 +255,27 @@ func testThroughputWindow(t *testing.T, nb NewBackend) {
 	}
 	k := int64(kept)
 
-	t.Run("a gap within the window", func(t *testing.T) {
-		m0 := s.redisMinute(t)
-		s.plant(t, m0-10, m0-k-9, m0-10) // a full window, ten minutes ago
-		m := settle(t)
-		if m < m0 {
-			t.Fatalf("head %d, before the minute %d read before the ack", m, m0)
-		}
-		s.wantWindow(t, "after a gap of 10 minutes", m0-k-9, m0-10, m)
-		ms, err := s.b.Throughput(s.ctx, s.q, kept)
-		noErr(t, "Throughput", err)
-		var d, f int64
-		for _, x := range ms {
-			d, f = d+x.Done, f+x.Failed
-		}
-		// The minutes read end at the read's own, which may be past m.
-		read := ms[len(ms)-1].Start.UnixMilli() / 60000
-		want(t, "done in the window", d, m0-10-(read-k+1)+1+1)
-		want(t, "failed in the window", f, m0-10-(read-k+1)+1)
-	})
+	for _, gap := range []int64{1, 10, k - 1} {
+		t.Run(fmt.Sprint("a gap of ", gap, " minutes"), func(t *testing.T) {
+			m0 := s.redisMinute(t)
+			s.plant(t, m0-gap, m0-gap-k+1, m0-gap) // a full window, gap minutes ago
+			m := settle(t)
+			if m < m0 {
+				t.Fatalf("head %d, before the minute %d read before the ack", m, m0)
+			}
+			s.wantWindow(t, "after the gap", m0-gap-k+1, m0-gap, m)
+			ms, err := s.b.Throughput(s.ctx, s.q, kept)
+			noErr(t, "Throughput", err)
+			var d, f int64
+			for _, x := range ms {
+				d, f = d+x.Done, f+x.Failed
+			}
+			// The minutes read end at the read's own, which may be past m.
+			read := ms[len(ms)-1].Start.UnixMilli() / 60000
+			want(t, "done in the window", d, max(0, m0-gap-(read-k+1)+1)+1)
+			want(t, "failed in the window", f, max(0, m0-gap-(read-k+1)+1))
+		})
+	}
 	t.Run("idle for 7 hours", func(t *testing.T) {
 		m0 := s.redisMinute(t)
 		s.plant(t, m0-420, m0-k-419, m0-420)
