@@ -36,7 +36,8 @@ type JobInfo struct {
 	// (a hand edit): LastError still holds the last one.
 	Errors []AttemptError
 	// Renewals counts the renewals of the last claim (a new claim starts
-	// again from 0). A renew re-sent after a lost reply counts again.
+	// again from 0). A renew re-sent after a lost reply counts again. A
+	// stored value that is not a number (a hand edit) reads as 0.
 	Renewals int
 }
 

@@ -474,7 +474,14 @@ func testRenewals(t *testing.T, nb NewBackend) {
 
 	noErr(t, "corrupt renewals", s.Client.HSet(s.ctx, s.jobKey(a), "renewals", "x").Err())
 	want(t, "renewals that are not a number", s.job(t, a).Renewals, 0)
+	rs, err = s.b.Renew(s.ctx, []broker.Lease{again}, long)
+	noErr(t, "Renew over garbage", err)
+	want(t, "renewal over garbage", rs[0].Outcome, broker.OK)
+	want(t, "renewals over garbage (uncounted)", s.job(t, a).Renewals, 0)
+	_, _, err = s.b.Release(s.ctx, again)
+	noErr(t, "Release", err)
+	again = s.claimOne(t, long)
 	_, err = s.b.Renew(s.ctx, []broker.Lease{again}, long)
 	noErr(t, "Renew", err)
-	want(t, "renewals counted again over garbage", s.job(t, a).Renewals, 1)
+	want(t, "renewals of the next claim", s.job(t, a).Renewals, 1)
 }
