@@ -30,8 +30,8 @@ type JobInfo struct {
 	Result, Progress []byte
 	CancelRequested  bool
 	// Errors are the errors of the job's last ErrorsKept failed attempts,
-	// oldest first: each Fail that retried or ended the job, and each
-	// expired lease the reaper charged an attempt for. A retry keeps them.
+	// oldest first: each Fail (a Snooze is none), and each expired lease
+	// the reaper charged an attempt for. A retry keeps them.
 	// Nil when there are none, or when the stored history does not decode
 	// (a hand edit): LastError still holds the last one.
 	Errors []AttemptError
