@@ -11,7 +11,9 @@
 // single Redis Cluster slot and no script touches two queues:
 //
 //	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, state, attempt,
-//	                                    max_attempts, gen, token, lease_until, ...
+//	                                    max_attempts, gen, token, lease_until,
+//	                                    last_error, errors (the last 10 attempts'
+//	                                    errors, JSON), renewals, ...
 //	<prefix>:{<queue>}:blocked    ZSET  jobs waiting for the jobs they depend on
 //	<prefix>:{<queue>}:ready      ZSET  pending jobs, by priority then FIFO
 //	<prefix>:{<queue>}:scheduled  ZSET  delayed jobs and retries, by run_at
@@ -24,6 +26,10 @@
 //	<prefix>:{<queue>}:gen        STRING the queue's generation counter
 //	<prefix>:{<queue>}:cascade    LIST  finished jobs whose dependents are
 //	                                    still to be released or cancelled
+//	<prefix>:{<queue>}:stats      HASH  jobs done and attempts failed per minute
+//	                                    ("<minute>:d", "<minute>:f") over the
+//	                                    last ThroughputKept; "head": the newest
+//	                                    minute
 //	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
 //	  :children:<id>, :cascade:<n>, :finished:<id>, :claim:<request id>
 //	                                    flow control, events, unique keys,

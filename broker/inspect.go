@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -28,6 +29,31 @@ type JobInfo struct {
 	LastError        string
 	Result, Progress []byte
 	CancelRequested  bool
+	// Errors are the errors of the job's last ErrorsKept failed attempts,
+	// oldest first: each Fail (a Snooze is none), and each expired lease
+	// the reaper charged an attempt for. A retry keeps them.
+	// Nil when there are none, or when the stored history does not decode
+	// (a hand edit): LastError still holds the last one.
+	Errors []AttemptError
+	// Renewals counts the renewals of the last claim (a new claim starts
+	// again from 0). A renew re-sent after a lost reply counts again. A
+	// stored value that is not a number (a hand edit) reads as 0.
+	Renewals int
+}
+
+// ErrorsKept is how many attempts' errors a job keeps (JobInfo.Errors),
+// and ErrorBytesKept how much of each: a longer error is cut there, at a
+// UTF-8 character boundary. LastError keeps up to 32 KiB of the last one.
+const (
+	ErrorsKept     = 10
+	ErrorBytesKept = 2 << 10
+)
+
+// AttemptError is one failed attempt of a job.
+type AttemptError struct {
+	Attempt int       // 1 for the first run
+	At      time.Time // when it was recorded, on Redis's clock
+	Error   string    // at most ErrorBytesKept bytes
 }
 
 // Job reads one job. It answers an error wrapping ErrJobNotFound when there
@@ -97,7 +123,38 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	j.Generation = vals["gen"]
 	j.LeaseUntil, j.RunAt, j.CreatedAt = msTime(vals["lease_until"]), msTime(vals["run_at"]), msTime(vals["created_at"])
 	j.ClaimedAt, j.FinishedAt = msTime(vals["claimed_at"]), msTime(vals["finished_at"])
+	j.Errors = parseErrors(h["errors"])
+	// A display counter: garbage reads as 0 rather than failing the read.
+	if n, err := strconv.Atoi(h["renewals"]); err == nil && n > 0 {
+		j.Renewals = n
+	}
 	return j, nil
+}
+
+// parseErrors reads a job's error history (lib.lua's record_error): a
+// JSON array of {attempt, at, error}. A history that does not decode, or
+// holds entries of another shape, answers nil: the job itself is fine.
+func parseErrors(s string) []AttemptError {
+	if s == "" {
+		return nil
+	}
+	var raw []struct {
+		// Numbers as Lua's cjson writes them, which may be in exponent form.
+		Attempt *float64 `json:"attempt"`
+		At      *float64 `json:"at"`
+		Error   *string  `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(s), &raw); err != nil || len(raw) == 0 {
+		return nil
+	}
+	out := make([]AttemptError, 0, len(raw))
+	for _, e := range raw {
+		if e.Attempt == nil || e.At == nil || e.Error == nil {
+			return nil
+		}
+		out = append(out, AttemptError{Attempt: int(*e.Attempt), At: msTime(int64(*e.At)), Error: *e.Error})
+	}
+	return out
 }
 
 // Counts is how many jobs a queue holds in each state, read from the indexes.

@@ -27,7 +27,7 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 	}
 	base := b.opts.Prefix + ":{" + queue + "}:"
 	k := &queueKeys{name: queue, job: base + "job:"}
-	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused", "limits", "starts", "events", "blocked", "gen", "cascade"} {
+	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused", "limits", "starts", "events", "blocked", "gen", "cascade", "stats"} {
 		k.list = append(k.list, base+s)
 	}
 	actual, _ := b.queues.LoadOrStore(queue, k)

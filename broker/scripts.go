@@ -11,7 +11,7 @@ import (
 // scripts are the atomic operations, each lib.lua followed by the pieces
 // it uses and its own file.
 type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, overview *redis.Script
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, overview, throughput *redis.Script
 }
 
 // pieces are the library files an operation runs besides lib.lua.
@@ -38,6 +38,7 @@ func loadScripts() (*scripts, error) {
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
 		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "overview": &s.overview,
+		"throughput": &s.throughput,
 	} {
 		src := lib
 		for _, f := range append(pieces[name], name+".lua") {
@@ -54,5 +55,5 @@ func loadScripts() (*scripts, error) {
 
 func (s *scripts) all() []*redis.Script {
 	return []*redis.Script{s.enqueue, s.claim, s.renew, s.progress, s.ack, s.fail, s.release,
-		s.releaseUnowned, s.reap, s.cancel, s.retry, s.trim, s.wait, s.leases, s.overview}
+		s.releaseUnowned, s.reap, s.cancel, s.retry, s.trim, s.wait, s.leases, s.overview, s.throughput}
 }

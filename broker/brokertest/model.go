@@ -36,6 +36,17 @@ type mjob struct {
 
 	unique    string // its unique key, if any
 	uniqueTTL bool   // held for an hour rather than until it ends
+
+	errors   []int // the attempts of its error history, the last ErrorsKept
+	renewals int   // renewals of the last claim
+}
+
+// failedAttempt records attempt's error in the job's history.
+func (j *mjob) failedAttempt(attempt int) {
+	j.errors = append(j.errors, attempt)
+	if len(j.errors) > broker.ErrorsKept {
+		j.errors = j.errors[1:]
+	}
 }
 
 // holder is a unique key's holder in the model.
@@ -61,6 +72,9 @@ type model struct {
 	maxRunning int
 	events     int
 	paused     bool
+	// Settlements the throughput counters must show: jobs acked done, and
+	// attempts failed (retried or killed by Fail, charged by the reaper).
+	done, failed int64
 
 	batcher     *broker.Batcher
 	batcherOpts broker.BatcherOptions
@@ -528,8 +542,7 @@ func (m *model) ackClaim(t *rapid.T) {
 		_, resent := again(j, l, "ack")
 		m.wantOutcome(t, "AckClaim's ack", os[0], nil, valid || resent)
 		if valid {
-			j.settled = "ack done"
-			m.finish(l.ID, broker.StateDone)
+			m.acked(l.ID)
 		}
 	}
 	m.took(t, "AckClaim", res, m.claimable(n)) // the acks come first
@@ -581,8 +594,7 @@ func (m *model) resendClaim(t *rapid.T) {
 			_, resent := again(j, l, "ack")
 			m.wantOutcome(t, "re-sent AckClaim's ack", os[0], nil, valid || resent)
 			if valid {
-				j.settled = "ack done"
-				m.finish(l.ID, broker.StateDone)
+				m.acked(l.ID)
 			}
 		}
 	}
@@ -628,8 +640,7 @@ func (m *model) ackClaimMany(t *rapid.T) {
 		_, resent := again(j, l, "ack")
 		wantOK[i] = valid || resent
 		if valid {
-			j.settled = "ack done"
-			m.finish(l.ID, broker.StateDone)
+			m.acked(l.ID)
 		}
 	}
 	n := rapid.IntRange(0, 3).Draw(t, "n")
@@ -686,6 +697,7 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, w int) {
 		}
 		j.keepSettled()
 		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, "", l.Deadline.UnixMilli()
+		j.renewals = 0
 		m.claims = append(m.claims, l)
 	}
 }
@@ -753,11 +765,16 @@ func (m *model) wantOutcome(t *rapid.T, op string, got broker.Outcome, err error
 
 func (m *model) renew(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	rs, err := m.s.b.Renew(m.lostReply(t), []broker.Lease{l}, time.Hour)
+	ctx := m.lostReply(t)
+	rs, err := m.s.b.Renew(ctx, []broker.Lease{l}, time.Hour)
 	noErr(t, "Renew", err)
 	w := broker.Stale
 	if valid {
 		w = broker.OK
+		j.renewals++
+		if ctx != m.s.ctx {
+			j.renewals++ // the re-send renews again, and counts
+		}
 		if j.cancel {
 			w = broker.CancelRequested
 		}
@@ -780,9 +797,15 @@ func (m *model) ack(t *rapid.T) {
 	_, resent := again(j, l, "ack")
 	m.wantOutcome(t, "ack", o, err, valid || resent)
 	if valid {
-		j.settled = "ack done"
-		m.finish(l.ID, broker.StateDone)
+		m.acked(l.ID)
 	}
+}
+
+// acked is a valid ack's effect on the model.
+func (m *model) acked(id string) {
+	m.jobs[id].settled = "ack done"
+	m.finish(id, broker.StateDone)
+	m.done++
 }
 
 func (m *model) fail(t *rapid.T) {
@@ -817,6 +840,12 @@ func (m *model) fail(t *rapid.T) {
 		w = broker.StateScheduled
 	default:
 		w = broker.StatePending
+	}
+	if valid {
+		j.failedAttempt(j.attempt)
+		if w != broker.StateCancelled {
+			m.failed++
+		}
 	}
 	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
 	if claim.N > 0 {
@@ -972,6 +1001,10 @@ func (m *model) reap(t *rapid.T) {
 		}
 		m.newGen(t, "reap", rp.Generation)
 		j.gen, j.token, j.settled = rp.Generation, "", ""
+		if !j.cancel {
+			j.failedAttempt(j.attempt) // the reaper charged it
+			m.failed++
+		}
 		switch {
 		case j.cancel:
 			m.finish(rp.ID, broker.StateCancelled)
@@ -1194,7 +1227,17 @@ func (m *model) check(t *rapid.T) {
 		if j.state == broker.StateRunning && got.LeaseUntil.UnixMilli() != j.deadline {
 			t.Fatalf("job %s: lease_until %d, model %d", id, got.LeaseUntil.UnixMilli(), j.deadline)
 		}
+		var attempts []int
+		for _, e := range got.Errors {
+			attempts = append(attempts, e.Attempt)
+		}
+		if !slices.Equal(attempts, j.errors) {
+			t.Fatalf("job %s: errors of attempts %v, model %v", id, attempts, j.errors)
+		}
+		want(t, "renewals of job "+id, got.Renewals, j.renewals)
 	}
+	// A model run lasts far less than the window: no minute falls out.
+	m.s.wantTotals(t, "settlements counted", m.done, m.failed)
 	for _, id := range m.ids {
 		if m.jobs[id] != nil {
 			continue

@@ -7,6 +7,8 @@
 -- A re-send of an ack whose reply was lost answers 'done' again and writes
 -- nothing (invariant 9): the job still carries the claim's token, settled
 -- as done; the claim, re-sent under its request id, answers its leases.
+-- The jobs this call settled count once in the minute's throughput, in one
+-- HINCRBY; a re-sent or stale ack counts nothing.
 -- ARGV[2] n to claim after the acks (0: claim nothing)  [3] lease_ms
 --     [4] promote_limit  [5] claim request id  [6] cascade budget
 --     [7..] (id, gen, token, result) for each job
@@ -14,6 +16,7 @@
 --        one nested array
 local now = now_ms()
 local out = {}
+local settled_now = 0
 for i = 7, #ARGV, 4 do
   local id, token = ARGV[i], ARGV[i + 2]
   local key = JOB .. id
@@ -23,6 +26,7 @@ for i = 7, #ARGV, 4 do
     redis.call('ZREM', K.leases, id)
     finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7]})
     table.insert(out, 'done')
+    settled_now = settled_now + 1
   elseif resettled(key, f, token, 'ack') then
     table.insert(out, 'done')
   else
@@ -30,6 +34,7 @@ for i = 7, #ARGV, 4 do
     table.insert(out, 'stale')
   end
 end
+count_settled('d', settled_now, now)
 settle_cascade(now)
 local n = tonumber(ARGV[2])
 if n > 0 then

@@ -6,6 +6,9 @@
 -- cancel was requested becomes cancelled whatever the mode.
 -- A re-send whose first reply was lost answers the state that first call
 -- left and writes nothing (invariant 9).
+-- A failure (retry or dead, not snooze) is kept in the job's error history
+-- and, unless it ends in a cancellation, counts as a failed attempt in the
+-- minute's throughput.
 -- It may take the caller's next jobs in the same call (take.lua), after the
 -- settlement, so a pool whose handler failed runs the next job for one
 -- round trip.
@@ -30,12 +33,16 @@ local function settle()
   redis.call('ZREM', K.leases, id)
   if mode ~= 'snooze' then
     redis.call('HSET', key, 'last_error', ARGV[6])
+    record_error(key, f[6], now, ARGV[6])
   end
   local state
   if f[5] == '1' then
     state = 'cancelled'
   elseif mode == 'dead' or (mode == 'retry' and (tonumber(f[6]) or 0) >= (tonumber(f[7]) or 0)) then
     state = 'dead'
+  end
+  if mode ~= 'snooze' and state ~= 'cancelled' then
+    count_settled('f', 1, now)
   end
   if state then
     settled(key, mode, state)

@@ -19,6 +19,9 @@
 --   KEYS[13] blocked   ZSET    jobs waiting for the jobs they depend on; score = created_at
 --   KEYS[14] gen       STRING  the queue's generation counter (invariants 3 and 10)
 --   KEYS[15] cascade   LIST    finished jobs whose dependents are still to be settled
+--   KEYS[16] stats     HASH    settlements per minute of Redis time: "<minute>:d" jobs
+--                              done, "<minute>:f" failed attempts, and "head", the
+--                              newest minute counted (see count_settled)
 -- and, derived from the job key prefix (see derived below):
 --   children:<id>  SET     "<incarnation>:<child id>" of the jobs that wait for job <id>
 --   cascade:<n>    SET     the same, taken from a finished job, being settled
@@ -39,7 +42,7 @@ local K = {
   ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
   done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
   limits = KEYS[10], starts = KEYS[11], events = KEYS[12], blocked = KEYS[13],
-  gen = KEYS[14], cascade = KEYS[15],
+  gen = KEYS[14], cascade = KEYS[15], stats = KEYS[16],
 }
 local JOB = ARGV[1]
 local BASE = string.sub(JOB, 1, -5) -- the queue's prefix: JOB without its 'job:'
@@ -477,3 +480,113 @@ local function bad_int(f, first, names)
   return nil
 end
 
+-- Throughput counters (broker.Throughput). A minute is floor(now / 60000)
+-- of Redis time. The stats hash keeps only the minutes of the window that
+-- ends at its head, [head - STATS_MINUTES + 1, head]: whoever moves the
+-- head deletes the minutes that fall out of it, so the hash never holds
+-- more than 2 * STATS_MINUTES + 1 fields and nothing ever scans it
+-- (invariant 8). STATS_MINUTES is broker.ThroughputKept in minutes.
+local STATS_MINUTES = 360
+
+-- stats_advance moves the stats window's head to minute m. The minutes
+-- that fall out go in one HDEL (at most STATS_MINUTES of them); a jump of
+-- a whole window or more, or a clock gone back past the window (a
+-- failover to a server whose clock is behind), empties the hash, at most
+-- 2 * STATS_MINUTES + 1 fields. It answers whether it emptied the hash.
+-- only_if_kept: leave a hash without a head alone (trim: nothing counted).
+local function stats_advance(m, only_if_kept)
+  local head = redis.pcall('HGET', K.stats, 'head')
+  if type(head) == 'table' then
+    return false -- not a hash (a hand edit): Throughput says so
+  end
+  head = tonumber(head)
+  if not is_int(head) then
+    if only_if_kept then
+      return false
+    end
+    if redis.call('HLEN', K.stats) > 1 then
+      -- Fields without a head (a hand edit): their minutes are unknown.
+      redis.call('DEL', K.stats)
+      return true
+    end
+    redis.call('HSET', K.stats, 'head', int(m))
+    return false
+  end
+  if m > head - STATS_MINUTES and m <= head then
+    return false
+  end
+  if m <= head - STATS_MINUTES or m - head >= STATS_MINUTES then
+    redis.call('DEL', K.stats)
+    return true
+  end
+  local gone = {}
+  for old = head - STATS_MINUTES + 1, m - STATS_MINUTES do
+    table.insert(gone, int(old) .. ':d')
+    table.insert(gone, int(old) .. ':f')
+  end
+  if #gone > 0 then
+    redis.call('HDEL', K.stats, unpack(gone))
+  end
+  redis.call('HSET', K.stats, 'head', int(m))
+  return false
+end
+
+-- count_settled adds n settlements of a kind ('d' done, 'f' failed) to
+-- the minute of now: one HINCRBY, and when that creates the minute's
+-- field (its value is n), a move of the window's head. A stats key that
+-- is not a hash of integers (a hand edit) costs the count, never the
+-- settlement: Redis would not undo the script's earlier writes.
+local function count_settled(kind, n, now)
+  if n <= 0 then
+    return
+  end
+  local m = math.floor(now / 60000)
+  local field = int(m) .. ':' .. kind
+  local v = redis.pcall('HINCRBY', K.stats, field, n)
+  if v == n and stats_advance(m, false) then
+    redis.call('HSET', K.stats, field, n, 'head', int(m))
+  end
+end
+
+-- ERRORS_KEPT and ERROR_BYTES bound a job's error history, the field
+-- 'errors': a JSON array of {attempt, at, error}, oldest first.
+local ERRORS_KEPT = 10
+local ERROR_BYTES = 2048
+
+-- record_error appends one attempt's error to the job's history, keeping
+-- the last ERRORS_KEPT, each cut to ERROR_BYTES at a UTF-8 boundary. A
+-- history that does not decode (a hand edit) starts again from this one.
+local function record_error(key, attempt, now, err)
+  if #err > ERROR_BYTES then
+    local cut = ERROR_BYTES
+    -- Step back over continuation bytes so no character is split.
+    while cut > 0 and string.byte(err, cut + 1) >= 128 and string.byte(err, cut + 1) < 192 do
+      cut = cut - 1
+    end
+    err = string.sub(err, 1, cut)
+  end
+  local list = {}
+  local old = redis.call('HGET', key, 'errors')
+  if old then
+    local ok, decoded = pcall(cjson.decode, old)
+    if ok and type(decoded) == 'table' and #decoded <= ERRORS_KEPT then
+      for k, v in pairs(decoded) do
+        ok = ok and type(k) == 'number' and type(v) == 'table' and type(v.attempt) == 'number'
+          and type(v.at) == 'number' and type(v.error) == 'string'
+      end
+      if ok then
+        list = decoded
+      end
+    end
+  end
+  table.insert(list, {attempt = tonumber(attempt) or 0, at = now, error = err})
+  while #list > ERRORS_KEPT do
+    table.remove(list, 1)
+  end
+  -- An encoding error must not abort the script half-way, after the
+  -- settlement's writes: the history is what is given up.
+  local ok, encoded = pcall(cjson.encode, list)
+  if ok then
+    redis.call('HSET', key, 'errors', encoded)
+  end
+end

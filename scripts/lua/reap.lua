@@ -4,17 +4,20 @@
 -- job hash (a renew may have moved it). Each reaped job gets a new gen and
 -- loses its token, so its old owner is fenced off (invariants 2 and 3); it
 -- becomes pending again, dead when its attempts are spent (the crash charged
--- one), or cancelled when its cancel was requested (invariant 5).
+-- one), or cancelled when its cancel was requested (invariant 5). A charged
+-- attempt goes into the job's error history and counts as a failed attempt
+-- in the minute's throughput (one HINCRBY for the batch).
 -- ARGV[2] limit (of reaped jobs, and of cascade steps beyond the inline
 -- budget every finishing script settles: a small limit never leaves a
 -- reaped job's dependents behind)
 -- Reply: {now, nreaped, (id, new state, new gen) * nreaped, 1 when cascade
 --         work is left else 0, (id, problem) * ...}
+local LEASE_EXPIRED = 'lease expired without renewal (worker lost)'
 local limit = tonumber(ARGV[2])
 local now = now_ms()
 local out = {now, 0}
 local problems = {}
-local reaped = 0
+local reaped, charged = 0, 0
 local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(ids) do
   local key = JOB .. id
@@ -43,6 +46,10 @@ for _, id in ipairs(ids) do
       redis.call('HDEL', key, 'lease_until')
       to_ready(id, key, f[6])
     end
+    if state ~= 'cancelled' then
+      charged = charged + 1
+      record_error(key, f[3], now, LEASE_EXPIRED)
+    end
     event('reaped', id, gen, state)
     reaped = reaped + 1
     table.insert(out, id)
@@ -51,6 +58,7 @@ for _, id in ipairs(ids) do
   end
 end
 out[2] = reaped
+count_settled('f', charged, now)
 local left = cascade_step(math.max(limit, CASCADE_INLINE), now)
 if left then
   wake()

@@ -2,6 +2,11 @@
 -- Guard, per lease: state=running ∧ gen ∧ token (invariant 2). Expiry does
 -- not enter it: a lease past lease_until that no reaper has taken still
 -- belongs to its token and renews (invariant 4).
+-- Each renewal counts in the job's 'renewals' (the claim resets it): one
+-- HINCRBY, measured cheaper than reading the field with the guard's and
+-- writing it with lease_until. A hand-edited value that is not an integer
+-- stays uncounted until the next claim, rather than abort the script after
+-- the lease was extended.
 -- ARGV[2] lease_ms, then (id, gen, token) for each lease.
 -- Reply: {now, (status, lease_until) per lease}; status 1 ok, 0 stale (the
 -- lease is gone), 2 ok but cancel requested (the lease is still extended so
@@ -16,6 +21,7 @@ for i = 3, #ARGV, 3 do
   local f = read(key, 'state', 'gen', 'token', 'cancel')
   if holds(f, gen, token) then
     redis.call('HSET', key, 'lease_until', int(until_ms))
+    redis.pcall('HINCRBY', key, 'renewals', 1)
     redis.call('ZADD', K.leases, int(until_ms), id)
     if f[4] == '1' then
       table.insert(out, 2)

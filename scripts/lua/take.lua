@@ -131,7 +131,7 @@ local function take(lease_ms, n, promote_limit, base, budget)
           local token = base .. '.' .. claimed
           local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
           redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token,
-            'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now)
+            'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0)
           if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
             -- The last settlement's record moves aside, for its re-send; a
             -- claim that never settled (reaped, force-released) left none,
