@@ -47,6 +47,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		values[jv.Key("lease")] = jv.LeaseText()
 		values[jv.Key("finished")] = when(j.FinishedAt)
 		values[jv.Key("error")] = clip(j.LastError, 300)
+		values[jv.Key("renewals")] = count(int64(j.Renewals))
 	default:
 		names := []string{queue}
 		if queue == "" {

@@ -246,6 +246,55 @@ func TestQueuePages(t *testing.T) {
 	}
 }
 
+// TestHistory: the overview charts done and failed per minute, and a job's
+// page lists each failed attempt's error and its claim's renewals.
+func TestHistory(t *testing.T) {
+	r := setup(t, "")
+	ctx := context.Background()
+	if _, err := r.b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "flaky", MaxAttempts: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		res, err := r.b.Claim(ctx, "q", 1, time.Minute)
+		if err != nil || len(res.Leases) != 1 {
+			t.Fatalf("claim %d: %v", attempt, err)
+		}
+		if _, _, err := r.b.Fail(ctx, res.Leases[0], broker.Failure{Error: fmt.Sprintf("<timeout %d>", attempt)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := r.b.Claim(ctx, "q", 1, time.Minute)
+	if err != nil || len(res.Leases) != 1 {
+		t.Fatalf("third claim: %v", err)
+	}
+	for range 3 {
+		if _, err := r.b.Renew(ctx, res.Leases, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := r.b.Claim(ctx, "q", 1, time.Minute)
+	if err != nil || len(ok.Leases) != 1 {
+		t.Fatalf("claim ok: %v", err)
+	}
+	if _, err := r.b.Ack(ctx, ok.Leases[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	c := r.client()
+	_, body := r.get(c, "/ui/queues/q/jobs/flaky")
+	for _, want := range []string{"Errors by attempt", "&lt;timeout 1&gt;", "&lt;timeout 2&gt;", `data-live="job|renewals">3<`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the job's page lacks %q", want)
+		}
+	}
+	_, body = r.get(c, "/ui/")
+	if !strings.Contains(body, `<svg class="chart"`) || !strings.Contains(body, "1 done, 2 failed") {
+		t.Errorf("the overview's chart does not show 1 done and 2 failed:\n%s", body)
+	}
+}
+
 func TestEventsOfAJob(t *testing.T) {
 	r := setup(t, "")
 	ctx := context.Background()
