@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"html/template"
 	"net/http"
 
 	"github.com/fenceq/fenceq/broker"
@@ -14,13 +13,12 @@ const expiredShown = 100
 
 // queueSummary is one queue as the overview shows it.
 type queueSummary struct {
-	Name     string
-	O        broker.Overview
-	Limits   string
-	Expired  int  // expired leases not yet reaped, up to expiredShown
-	More     bool // more than expiredShown expired
-	Chart    template.HTML
-	ChartMsg string
+	Name    string
+	O       broker.Overview
+	Limits  string
+	Expired int  // expired leases not yet reaped, up to expiredShown
+	More    bool // more than expiredShown expired
+	Chart   chartView
 }
 
 // Key names a figure of the queue for the live updates (live.go).
@@ -60,7 +58,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 			s.failErr(w, r, "read queue "+name, err)
 			return
 		}
-		q.Chart, q.ChartMsg = s.chart(ctx, name)
+		q.Chart = s.chart(ctx, name)
 		qs = append(qs, q)
 	}
 	s.render(w, r, http.StatusOK, "overview", page{Title: "Queues", Live: Mount + "live", Data: struct {
