@@ -60,12 +60,21 @@ type jobJSON struct {
 	Result          json.RawMessage `json:"result,omitempty"`
 	Progress        json.RawMessage `json:"progress,omitempty"`
 	LastError       string          `json:"last_error,omitempty"`
+	Errors          []attemptJSON   `json:"errors,omitempty"`
+	Renewals        int             `json:"renewals"`
 	CancelRequested bool            `json:"cancel_requested"`
 	CreatedAt       *time.Time      `json:"created_at,omitempty"`
 	RunAt           *time.Time      `json:"run_at,omitempty"`
 	ClaimedAt       *time.Time      `json:"claimed_at,omitempty"`
 	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
 	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
+}
+
+// attemptJSON is one failed attempt of a job's error history.
+type attemptJSON struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
 }
 
 func runInspect(ctx context.Context, e *env, args []string) error {
@@ -246,18 +255,28 @@ func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJ
 	if j.CancelRequested {
 		row("cancel", "requested")
 	}
+	if j.State == broker.StateRunning {
+		row("renewals", j.Renewals)
+	}
 	if j.LastError != "" {
 		row("last error", j.LastError)
+	}
+	for _, a := range j.Errors {
+		row(fmt.Sprintf("error, attempt %d", a.Attempt), a.At.UTC().Format(time.RFC3339)+" "+shorten(a.Error, 120))
 	}
 	return tw.Flush()
 }
 
 func jobToJSON(j broker.JobInfo) jobJSON {
-	return jobJSON{Queue: j.Queue, ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
+	out := jobJSON{Queue: j.Queue, ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, Generation: j.Generation, Payload: rawOrString(j.Payload), Result: rawOrString(j.Result),
 		Progress: rawOrString(j.Progress), LastError: j.LastError, CancelRequested: j.CancelRequested,
 		CreatedAt: timePtr(j.CreatedAt), RunAt: timePtr(j.RunAt), ClaimedAt: timePtr(j.ClaimedAt),
-		FinishedAt: timePtr(j.FinishedAt), LeaseUntil: timePtr(j.LeaseUntil)}
+		FinishedAt: timePtr(j.FinishedAt), LeaseUntil: timePtr(j.LeaseUntil), Renewals: j.Renewals}
+	for _, a := range j.Errors {
+		out.Errors = append(out.Errors, attemptJSON{Attempt: a.Attempt, At: a.At.UTC(), Error: a.Error})
+	}
+	return out
 }
 
 func printJSON(w io.Writer, v any) error {
