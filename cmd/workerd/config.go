@@ -28,6 +28,7 @@ type fileConfig struct {
 	Redis           string                   `yaml:"redis"`
 	Prefix          string                   `yaml:"prefix"`
 	HTTP            string                   `yaml:"http"`
+	UIToken         string                   `yaml:"ui_token"`
 	ShutdownTimeout duration                 `yaml:"shutdown_timeout"`
 	Pools           []poolConfig             `yaml:"pools"`
 	Periodic        []periodicConfig         `yaml:"periodic"`

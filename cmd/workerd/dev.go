@@ -79,6 +79,12 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	dash, stopDash, err := devDashboard(e, b, log)
+	if err != nil {
+		return err
+	}
+	defer stopDash()
+	fmt.Fprintln(e.stdout, dash)
 	pool, err := worker.New(b, demoMux(), worker.Config{
 		Queues: []worker.Queue{{Name: devQueue}}, Concurrency: 4, LeaseDuration: 5 * time.Second,
 		Backoff: worker.ExponentialBackoff(500*time.Millisecond, 5*time.Second), Logger: log,

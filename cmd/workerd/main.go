@@ -10,6 +10,7 @@
 //	workerd cancel QUEUE ID                  cancel a job
 //	workerd pause QUEUE / resume QUEUE       stop and restart claiming from a queue
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
+//	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
 // found by check, a job or queue that does not exist), 2 a usage or
@@ -62,6 +63,7 @@ func commands() []command {
 		{"events", "record (or stop recording) a queue's lifecycle events", runEvents},
 		{"check", "verify that every job is in the index of its state", runCheck},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
+		{"ui", "serve the web dashboard (read-only without --ui-token)", runUI},
 	}
 }
 

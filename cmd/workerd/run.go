@@ -101,9 +101,14 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
 			return &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
 		}
-		srv = &http.Server{Handler: endpoints(rdb, b, m), ReadHeaderTimeout: 5 * time.Second}
+		h := endpoints(rdb, b, m)
+		if err := mountDashboard(h, b, cmp.Or(cfg.UIToken, e.getenv("FENCEQ_UI_TOKEN")), log); err != nil {
+			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
+			return err
+		}
+		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
-		log.Info("workerd serving /healthz, /readyz and /metrics", slog.String("addr", ln.Addr().String()))
+		log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()))
 	}
 	log.Info("workerd running", slog.Int("pools", len(m.pools)), slog.Any("kinds", mux.Kinds()))
 
@@ -200,7 +205,7 @@ func interrupts(parent context.Context, sigs <-chan os.Signal, done func()) (ctx
 }
 
 // endpoints serves liveness, readiness and metrics. None changes state.
-func endpoints(rdb redis.UniversalClient, b *broker.Broker, m *metrics) http.Handler {
+func endpoints(rdb redis.UniversalClient, b *broker.Broker, m *metrics) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

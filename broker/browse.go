@@ -1,0 +1,367 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// PageLimitDefault and PageLimitMax bound JobQuery.Limit.
+	PageLimitDefault, PageLimitMax = 50, 500
+	// ExamineDefault is how many index entries one JobPage examines at most
+	// when it filters (JobQuery.Examine): a filter that matches nothing in
+	// a queue of a million jobs costs a few milliseconds, not a scan.
+	ExamineDefault = 5000
+	// browseChunk is how many index entries one round trip of a filtered
+	// JobPage reads.
+	browseChunk = 1000
+)
+
+// JobQuery selects one page of a queue's jobs in one state, read from that
+// state's index (never a scan of the queue).
+type JobQuery struct {
+	State State
+	// Newest lists the index from its end: for finished jobs the latest
+	// finished first, for pending jobs the last to be claimed first.
+	Newest bool
+	// Kind and IDPrefix, when set, keep only the jobs of that kind and
+	// whose id starts so.
+	Kind, IDPrefix string
+	// After is a Page.Next cursor: the page starts after it. Empty starts
+	// at the head of the index.
+	After string
+	// Limit is how many jobs a page holds. Default PageLimitDefault, at
+	// most PageLimitMax.
+	Limit int
+	// Examine bounds the index entries a filtered page looks at. Default
+	// ExamineDefault. A page that stopped there says so (Page.Truncated)
+	// and its Next goes on from the last entry examined.
+	Examine int
+}
+
+// Page is one page of JobPage.
+type Page struct {
+	Jobs []JobInfo
+	// Total is how many jobs the state's index holds.
+	Total int64
+	// Examined is how many index entries this page looked at.
+	Examined int
+	// Next is the cursor of the following page, "" when the index ends
+	// here.
+	Next string
+	// Truncated: the page examined JobQuery.Examine entries and found fewer
+	// than Limit matches; more may follow Next.
+	Truncated bool
+}
+
+// JobPage reads one page of a queue's jobs in one state, in the order of
+// the state's index (see Jobs) or its reverse. Without a filter it costs
+// three round trips whatever the queue's size; with one, a round trip per
+// thousand entries examined, at most JobQuery.Examine of them. A cursor
+// stays valid while jobs come and go: a page goes on after the job it
+// names, or, when that job left the index, after its place.
+func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, error) {
+	if err := validName("queue", queue); err != nil {
+		return Page{}, err
+	}
+	if !q.State.valid() {
+		return Page{}, &ValidationError{Field: "state", Value: string(q.State), Reason: fmt.Sprintf("must be one of %v", States)}
+	}
+	if q.Limit < 0 || q.Limit > PageLimitMax {
+		return Page{}, &ValidationError{Field: "limit", Value: fmt.Sprint(q.Limit), Reason: fmt.Sprintf("must be between 1 and %d (0 means %d)", PageLimitMax, PageLimitDefault)}
+	}
+	if q.Examine < 0 {
+		return Page{}, &ValidationError{Field: "examine", Value: fmt.Sprint(q.Examine), Reason: fmt.Sprintf("must be positive (0 means %d)", ExamineDefault)}
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = PageLimitDefault
+	}
+	budget := q.Examine
+	if budget == 0 {
+		budget = ExamineDefault
+	}
+	k := b.queueKeys(queue)
+	index := k.index(q.State)
+
+	start, total, err := b.pageStart(ctx, index, q)
+	if err != nil {
+		return Page{}, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", q.State, queue, err)
+	}
+	page := Page{Total: total}
+	filtered := q.Kind != "" || q.IDPrefix != ""
+	var ids []string
+	var last redis.Z // the last entry examined; start is the rank after it
+	for len(ids) < limit {
+		n := limit - len(ids)
+		if filtered {
+			n = min(browseChunk, budget-page.Examined)
+			if n <= 0 {
+				page.Truncated = start < total // else the budget ran out with the index
+				break
+			}
+		}
+		entries, err := b.indexRange(ctx, index, q.Newest, start, start+int64(n)-1)
+		if err != nil {
+			return Page{}, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", q.State, queue, err)
+		}
+		kinds := make([]*redis.StringCmd, len(entries))
+		if q.Kind != "" {
+			_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for i, e := range entries {
+					if id := e.Member.(string); strings.HasPrefix(id, q.IDPrefix) {
+						kinds[i] = p.HGet(ctx, k.job+id, "kind")
+					}
+				}
+				return nil
+			})
+		}
+		for i, e := range entries {
+			id := e.Member.(string)
+			page.Examined++
+			start++
+			last = e
+			if strings.HasPrefix(id, q.IDPrefix) && (q.Kind == "" || kinds[i] != nil && kinds[i].Val() == q.Kind) {
+				ids = append(ids, id)
+				if len(ids) == limit {
+					break
+				}
+			}
+		}
+		if len(entries) < n {
+			break // the index ends here
+		}
+	}
+	if page.Examined > 0 && (len(ids) == limit || page.Truncated) && start < total {
+		page.Next = cursor(last)
+	}
+	page.Jobs, err = b.readJobs(ctx, k, queue, ids)
+	if err != nil {
+		return Page{}, err
+	}
+	return page, nil
+}
+
+// cursor names an index entry: its score and member.
+func cursor(e redis.Z) string {
+	return strconv.FormatFloat(e.Score, 'f', -1, 64) + ":" + e.Member.(string)
+}
+
+// pageStart finds the rank (in the page's direction) at which a page
+// starts, and the index's size, in one round trip.
+func (b *Broker) pageStart(ctx context.Context, index string, q JobQuery) (int64, int64, error) {
+	if q.After == "" {
+		n, err := b.rdb.ZCard(ctx, index).Result()
+		return 0, n, err
+	}
+	s, id, ok := strings.Cut(q.After, ":")
+	score, err := strconv.ParseFloat(s, 64)
+	if !ok || err != nil {
+		return 0, 0, &ValidationError{Field: "cursor", Value: short(q.After), Reason: "is not a cursor this dashboard made; start from the first page"}
+	}
+	var card, rank, before *redis.IntCmd
+	var at *redis.FloatCmd
+	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		card = p.ZCard(ctx, index)
+		at = p.ZScore(ctx, index, id)
+		bound := strconv.FormatFloat(score, 'f', -1, 64)
+		if q.Newest {
+			rank = p.ZRevRank(ctx, index, id)
+			before = p.ZCount(ctx, index, "("+bound, "+inf")
+		} else {
+			rank = p.ZRank(ctx, index, id)
+			before = p.ZCount(ctx, index, "-inf", "("+bound)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, err
+	}
+	if at.Err() == nil && at.Val() == score && rank.Err() == nil {
+		return rank.Val() + 1, card.Val(), nil
+	}
+	// The job left the index (or moved in it): go on from where it was.
+	return before.Val(), card.Val(), nil
+}
+
+func (b *Broker) indexRange(ctx context.Context, index string, newest bool, start, stop int64) ([]redis.Z, error) {
+	if newest {
+		return b.rdb.ZRevRangeWithScores(ctx, index, start, stop).Result()
+	}
+	return b.rdb.ZRangeWithScores(ctx, index, start, stop).Result()
+}
+
+// readJobs reads the jobs' hashes in one round trip, leaving out those gone
+// meanwhile or unreadable (Check reports those).
+func (b *Broker) readJobs(ctx context.Context, k *queueKeys, queue string, ids []string) ([]JobInfo, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, k.job+id)
+		}
+		return nil
+	})
+	if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return nil, fmt.Errorf("fenceq: read jobs of queue %q: %w", queue, err)
+	}
+	out := make([]JobInfo, 0, len(ids))
+	for i, id := range ids {
+		h, err := cmds[i].Result()
+		if err != nil || len(h) == 0 {
+			continue
+		}
+		if j, err := parseJob(queue, id, h); err == nil {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// Related is one job named by another: a dependency or a dependent.
+type Related struct {
+	ID    string
+	State State // "" when no such job exists (any more)
+}
+
+// JobLinks is what ties a job to others: the jobs it depends on, the jobs
+// waiting for it, and its unique key.
+type JobLinks struct {
+	// DependsOn lists the jobs the job was enqueued to wait for, in their
+	// order, up to the limit JobLinks was given; DependsOnTotal counts them all.
+	DependsOn      []Related
+	DependsOnTotal int
+	// RunIfDependencyFails is the job's policy when a dependency ends dead
+	// or cancelled: run anyway (true) or be cancelled.
+	RunIfDependencyFails bool
+	// Waiting lists jobs blocked on this one, up to the limit, sorted by
+	// id. They are known only while this job is unfinished: once it
+	// finishes they are released (or cancelled) and the list empties.
+	Waiting []Related
+	// WaitingMore: more jobs wait than Waiting lists.
+	WaitingMore bool
+	// UniqueKey is the unique key the job holds until it finishes, ""
+	// when it has none of that sort. (A key held for a fixed time,
+	// UniqueFor, is not recorded on the job.)
+	UniqueKey string
+}
+
+// JobLinks reads a job's dependencies, its waiting dependents (up to limit
+// of each) and its unique key, in two round trips, whatever their numbers.
+func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (JobLinks, error) {
+	if err := validID(queue, id); err != nil {
+		return JobLinks{}, err
+	}
+	if limit < 1 {
+		return JobLinks{}, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
+	}
+	k := b.queueKeys(queue)
+	var fields *redis.SliceCmd
+	var children *redis.StringSliceCmd
+	var nChildren *redis.IntCmd
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		fields = p.HMGet(ctx, k.job+id, "depends_on", "on_parent_failure", "unique_until_done")
+		children = p.SRandMemberN(ctx, k.key("children:"+id), int64(limit))
+		nChildren = p.SCard(ctx, k.key("children:"+id))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return JobLinks{}, fmt.Errorf("fenceq: read links of job %q in queue %q: %w", id, queue, err)
+	}
+	var out JobLinks
+	str := func(i int) string {
+		if fields.Err() != nil {
+			return ""
+		}
+		s, _ := fields.Val()[i].(string)
+		return s
+	}
+	var deps []string
+	if s := str(0); s != "" {
+		if err := json.Unmarshal([]byte(s), &deps); err != nil {
+			return JobLinks{}, &CorruptJobError{Queue: queue, ID: id, Reason: "field depends_on is not a JSON list of job ids"}
+		}
+	}
+	deps = uniq(deps)
+	out.DependsOnTotal = len(deps)
+	deps = deps[:min(len(deps), limit)]
+	out.RunIfDependencyFails = str(1) == "run"
+	if u := str(2); u != "" {
+		out.UniqueKey = strings.TrimPrefix(u, k.key("unique:"))
+	}
+
+	// A dependent is listed as "<incarnation>:<id>"; an entry whose job has
+	// since been retried, cancelled or re-created is not its own any more.
+	type child struct{ id, inc string }
+	var kids []child
+	for _, m := range children.Val() {
+		if inc, cid, ok := strings.Cut(m, ":"); ok {
+			kids = append(kids, child{cid, inc})
+		}
+	}
+	depState := make([]*redis.StringCmd, len(deps))
+	kidState := make([]*redis.SliceCmd, len(kids))
+	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, d := range deps {
+			depState[i] = p.HGet(ctx, k.job+d, "state")
+		}
+		for i, c := range kids {
+			kidState[i] = p.HMGet(ctx, k.job+c.id, "state", "inc")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return JobLinks{}, fmt.Errorf("fenceq: read links of job %q in queue %q: %w", id, queue, err)
+	}
+	for i, d := range deps {
+		out.DependsOn = append(out.DependsOn, Related{ID: d, State: State(depState[i].Val())})
+	}
+	for i, c := range kids {
+		v := kidState[i].Val()
+		if len(v) == 2 && v[0] == string(StateBlocked) && v[1] == c.inc {
+			out.Waiting = append(out.Waiting, Related{ID: c.id, State: StateBlocked})
+		}
+	}
+	slices.SortFunc(out.Waiting, func(a, b Related) int { return strings.Compare(a.ID, b.ID) })
+	out.WaitingMore = nChildren.Val() > int64(len(children.Val()))
+	return out, nil
+}
+
+func uniq(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := ids[:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// RedisTime is the clock of the server that holds queue: the clock of every
+// lease deadline in that queue.
+func (b *Broker) RedisTime(ctx context.Context, queue string) (time.Time, error) {
+	if err := validName("queue", queue); err != nil {
+		return time.Time{}, err
+	}
+	node, err := b.nodeFor(ctx, b.queueKeys(queue).key("leases"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	t, err := node.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("fenceq: read the Redis clock of queue %q: %w", queue, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/internal/dashboard"
+)
+
+const uiDefault = "127.0.0.1:8080"
+
+// runUI serves the dashboard alone, for a deployment whose workers run
+// elsewhere (or under another runner).
+func runUI(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(e, "ui", "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN]")
+	var rf redisFlags
+	rf.register(fs)
+	var lf logFlags
+	lf.register(fs)
+	addr := fs.String("addr", uiDefault, "address to serve the dashboard on (loopback by default: put it behind a proxy with TLS to share it)")
+	token := fs.String("ui-token", "", "admin token that allows actions once signed in (default $FENCEQ_UI_TOKEN; none: read-only)")
+	if _, err := parse(fs, "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN]", args, 0, 0); err != nil {
+		return err
+	}
+	log, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	rdb, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN")), Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return &configError{fmt.Errorf("listen on %s for the dashboard: %w; pick another address with --addr", *addr, err)}
+	}
+	srv := &http.Server{Handler: uiOnly(dash), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(e.stdout, "workerd ui: dashboard at %s (%s)\n", dashboardURL(ln.Addr()), uiMode(*token, e))
+	log.Info("workerd ui serving the dashboard", slog.String("addr", ln.Addr().String()), slog.String("prefix", b.Prefix()))
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// uiOnly serves the dashboard under /ui/ and sends / there.
+func uiOnly(dash http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(dashboard.Mount, dash)
+	mux.Handle("GET /{$}", http.RedirectHandler(dashboard.Mount, http.StatusFound))
+	return mux
+}
+
+// dashboardURL is the address a person opens.
+func dashboardURL(a net.Addr) string { return "http://" + a.String() + dashboard.Mount }
+
+func uiMode(token string, e *env) string {
+	if cmp.Or(token, e.getenv("FENCEQ_UI_TOKEN")) == "" {
+		return "read-only: no --ui-token or FENCEQ_UI_TOKEN"
+	}
+	return "actions allowed once signed in with the admin token"
+}
+
+// mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints.
+func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, log *slog.Logger) error {
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log})
+	if err != nil {
+		return err
+	}
+	mux.Handle(dashboard.Mount, dash)
+	return nil
+}
+
+// devDashboard serves the dashboard for workerd dev on 127.0.0.1:8080, or
+// on a free port when that one is taken, with a fresh admin token (the
+// FENCEQ_UI_TOKEN one when set) so the demo's actions can be tried. It
+// answers the banner line and a stop function.
+func devDashboard(e *env, b *broker.Broker, log *slog.Logger) (string, func(), error) {
+	ln, err := net.Listen("tcp", uiDefault)
+	if err != nil {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return "", nil, fmt.Errorf("listen for the dashboard: %w", err)
+		}
+	}
+	token := e.getenv("FENCEQ_UI_TOKEN")
+	if token == "" {
+		token = broker.NewRequestID()[:16]
+	}
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log})
+	if err != nil {
+		_ = ln.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: uiOnly(dash), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	line := fmt.Sprintf("  dashboard:              %s  (admin token for its actions: %s)", dashboardURL(ln.Addr()), token)
+	return line, func() { _ = srv.Close() }, nil
+}

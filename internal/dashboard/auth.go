@@ -1,0 +1,223 @@
+package dashboard
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	sessionCookie = "fenceq_ui_session"
+	flashCookie   = "fenceq_ui_flash"
+	// sessionLife is how long a sign-in lasts.
+	sessionLife = 12 * time.Hour
+)
+
+// auth signs sessions in with the admin token. The cookie holds a session
+// id, its expiry and an HMAC of both, never the token: the key is derived
+// from the token, so changing the token signs everyone out.
+type auth struct {
+	tokenSum [sha256.Size]byte // compared in constant time, whatever the lengths
+	key      []byte
+}
+
+func newAuth(token string) *auth {
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write([]byte("fenceq dashboard session key"))
+	return &auth{tokenSum: sha256.Sum256([]byte(token)), key: mac.Sum(nil)}
+}
+
+func (a *auth) sign(parts ...string) string {
+	mac := hmac.New(sha256.New, a.key)
+	mac.Write([]byte(strings.Join(parts, "\x00")))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (a *auth) tokenOK(t string) bool {
+	sum := sha256.Sum256([]byte(t))
+	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
+}
+
+// newSession answers a signed session cookie value.
+func (a *auth) newSession(now time.Time) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id, exp := hex.EncodeToString(b[:]), strconv.FormatInt(now.Add(sessionLife).Unix(), 10)
+	return id + "." + exp + "." + a.sign("session", id, exp)
+}
+
+// sessionID answers the id of a valid, unexpired session cookie value.
+func (a *auth) sessionID(v string, now time.Time) (string, bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	if !hmac.Equal([]byte(parts[2]), []byte(a.sign("session", parts[0], parts[1]))) {
+		return "", false
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || now.Unix() >= exp {
+		return "", false
+	}
+	return parts[0], true
+}
+
+// csrf is the token a session's forms carry: an HMAC of the session id.
+func (a *auth) csrf(sessionID string) string { return a.sign("csrf", sessionID) }
+
+// sessionOf is the viewer's standing.
+func (s *Server) sessionOf(r *http.Request) session {
+	if s.auth == nil {
+		return session{ReadOnly: true}
+	}
+	next := r.URL.RequestURI()
+	if r.Method != http.MethodGet {
+		next = Mount
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session{Next: next}
+	}
+	id, ok := s.auth.sessionID(c.Value, time.Now())
+	if !ok {
+		return session{Next: next}
+	}
+	return session{SignedIn: true, CSRF: s.auth.csrf(id), Next: next}
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if s.auth == nil {
+		s.fail(w, r, http.StatusNotFound, "Read-only dashboard", readOnlyText)
+		return
+	}
+	s.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: localPath(r.URL.Query().Get("next"))})
+}
+
+const readOnlyText = "This dashboard is read-only: it was started without an admin token, so there is nothing to sign in to. Start it with --ui-token (or FENCEQ_UI_TOKEN; ui_token in workerd run's config) to allow actions."
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if s.auth == nil {
+		s.refuse(w, r, "login", "", "", readOnlyText)
+		return
+	}
+	if !sameOrigin(r) {
+		s.refuse(w, r, "login", "", "", "The sign-in came from another site's page; sign in from this dashboard.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if !s.auth.tokenOK(r.PostFormValue("token")) {
+		s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr))
+		s.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in", Flash: "That is not the admin token. Nothing was changed.", Data: localPath(r.PostFormValue("next"))})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: s.auth.newSession(time.Now()), Path: Mount, MaxAge: int(sessionLife.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	s.log.Info("dashboard: signed in", slog.String("remote", r.RemoteAddr))
+	s.setFlash(w, "Signed in: actions are enabled.")
+	http.Redirect(w, r, localPath(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) (string, string, string) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Mount, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	return "", "", "Signed out."
+}
+
+// sameOrigin rejects a POST that a browser says came from another origin.
+// (SameSite=Strict already keeps the session cookie off such a request;
+// this also covers the sign-in form, which has no session yet.)
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" && r.Header.Get("Sec-Fetch-Site") == "" {
+		return true // not a browser that says; the CSRF token still decides
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+// action is one POST handler: it does the work and answers the queue and
+// job it acted on (for the log) and the message to show.
+type action func(w http.ResponseWriter, r *http.Request) (queue, id, outcome string)
+
+// act checks that the POST comes from a signed-in session's own form, runs
+// the action, logs it, and sends the user back with its outcome.
+func (s *Server) act(do action) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, Mount), "act/")
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			s.refuse(w, r, name, "", "", "The form could not be read: "+err.Error())
+			return
+		}
+		queue, id := r.PostForm.Get("queue"), r.PostForm.Get("id")
+		if s.auth == nil {
+			s.refuse(w, r, name, queue, id, readOnlyText)
+			return
+		}
+		sess := s.sessionOf(r)
+		switch {
+		case !sess.SignedIn:
+			s.refuse(w, r, name, queue, id, "You are not signed in (or your sign-in expired). Sign in with the admin token, then try again.")
+			return
+		case !sameOrigin(r):
+			s.refuse(w, r, name, queue, id, "The request came from another site's page. Use the dashboard's own buttons.")
+			return
+		case !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(sess.CSRF)):
+			s.refuse(w, r, name, queue, id, "The form's CSRF token is missing or wrong (the page may be from an earlier sign-in). Reload the page and try again.")
+			return
+		}
+		queue, id, outcome := do(w, r)
+		s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),
+			slog.String("queue", queue), slog.String("id", id), slog.String("outcome", outcome))
+		s.setFlash(w, outcome)
+		http.Redirect(w, r, localPath(r.PostForm.Get("next")), http.StatusSeeOther)
+	}
+}
+
+// refuse answers 403 to an action, logs it, and changes nothing.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, name, queue, id, why string) {
+	s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
+		slog.String("queue", queue), slog.String("id", id), slog.String("reason", why))
+	s.fail(w, r, http.StatusForbidden, "Action refused", why+" Nothing was changed.")
+}
+
+// setFlash leaves a message for the next page, signed so that no one else
+// can put words there.
+func (s *Server) setFlash(w http.ResponseWriter, msg string) {
+	if s.auth == nil || msg == "" {
+		return
+	}
+	v := base64.RawURLEncoding.EncodeToString([]byte(msg))
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: v + "." + s.auth.sign("flash", v), Path: Mount, MaxAge: 60,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode})
+}
+
+func (s *Server) takeFlash(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(flashCookie)
+	if err != nil || s.auth == nil {
+		return ""
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: Mount, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	v, mac, ok := strings.Cut(c.Value, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(s.auth.sign("flash", v))) {
+		return ""
+	}
+	msg, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return ""
+	}
+	return string(msg)
+}

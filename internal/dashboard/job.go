@@ -1,0 +1,145 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+const (
+	// linksShown bounds the dependencies and dependents a job's page lists.
+	linksShown = 100
+	// eventsSearched is how many of a queue's latest events a job's page
+	// looks through for the job's own.
+	eventsSearched = 1000
+)
+
+// leaseView is a running job's lease on its page.
+type leaseView struct {
+	Generation int64
+	Deadline   time.Time
+	Left       time.Duration // on the Redis clock; negative once expired
+	Expired    bool
+}
+
+// jobView is a job's page.
+type jobView struct {
+	Job            broker.JobInfo
+	Payload        shown
+	Result         shown
+	Progress       shown
+	Lease          *leaseView
+	Links          broker.JobLinks
+	EventsOn       bool
+	Events         []broker.Event
+	Retryable      bool
+	Cancelable     bool
+	Here           string
+	EventsSearched int
+}
+
+// Key names a figure of the job for the live updates (live.go).
+func (jobView) Key(field string) string { return "job|" + field }
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("view") == "release" {
+		s.confirmRelease(w, r)
+		return
+	}
+	queue, id := queueParam(r), idParam(r)
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	if !s.knownQueue(ctx, w, r, queue) {
+		return
+	}
+	jv, err := s.readJob(ctx, queue, id)
+	if err != nil {
+		s.failErr(w, r, "read job "+id, err)
+		return
+	}
+	if jv.Links, err = s.b.JobLinks(ctx, queue, id, linksShown); err != nil {
+		s.failErr(w, r, "read the dependencies of job "+id, err)
+		return
+	}
+	kept, err := s.b.EventsKept(ctx, queue)
+	if err != nil {
+		s.failErr(w, r, "read the event settings of "+queue, err)
+		return
+	}
+	if jv.EventsOn = kept > 0; jv.EventsOn {
+		evs, err := s.b.RecentEvents(ctx, queue, eventsSearched)
+		if err != nil {
+			s.failErr(w, r, "read the events of "+queue, err)
+			return
+		}
+		for _, e := range evs {
+			if e.JobID == id {
+				jv.Events = append(jv.Events, e)
+			}
+		}
+		jv.EventsSearched = len(evs)
+	}
+	jv.Payload, jv.Result, jv.Progress = show(jv.Job.Payload), show(jv.Job.Result), show(jv.Job.Progress)
+	jv.Retryable = jv.Job.State == broker.StateDead || jv.Job.State == broker.StateCancelled
+	jv.Cancelable = !jv.Job.State.Final() && !jv.Job.CancelRequested
+	jv.Here = jobURL(queue, id)
+	s.render(w, r, http.StatusOK, "job", page{Title: "Job " + id, Queue: queue, Live: liveURL(queue, id), Data: jv})
+}
+
+// readJob reads a job and, while it runs, its lease on the Redis clock.
+func (s *Server) readJob(ctx context.Context, queue, id string) (jobView, error) {
+	j, err := s.b.Job(ctx, queue, id)
+	if err != nil {
+		return jobView{}, err
+	}
+	jv := jobView{Job: j}
+	if j.State == broker.StateRunning {
+		now, err := s.b.RedisTime(ctx, queue)
+		if err != nil {
+			return jobView{}, err
+		}
+		left := j.LeaseUntil.Sub(now)
+		jv.Lease = &leaseView{Generation: j.Generation, Deadline: j.LeaseUntil, Left: left, Expired: left <= 0}
+	}
+	return jv, nil
+}
+
+// leaseText is the lease line of a job's page, as the live updates
+// refresh it.
+func (jv jobView) LeaseText() string {
+	switch {
+	case jv.Lease == nil:
+		return "no lease: the job is " + string(jv.Job.State)
+	case jv.Lease.Expired:
+		return fmt.Sprintf("expired %s ago, not yet reaped (generation %d still holds it)", age(-jv.Lease.Left), jv.Lease.Generation)
+	default:
+		return fmt.Sprintf("%s left (generation %d)", age(jv.Lease.Left), jv.Lease.Generation)
+	}
+}
+
+// releaseView is the confirmation page of a force release.
+type releaseView struct {
+	Job   jobView
+	Here  string
+	Back  string
+	Queue string
+}
+
+func (s *Server) confirmRelease(w http.ResponseWriter, r *http.Request) {
+	queue, id := queueParam(r), idParam(r)
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	if !s.knownQueue(ctx, w, r, queue) {
+		return
+	}
+	jv, err := s.readJob(ctx, queue, id)
+	if err != nil {
+		s.failErr(w, r, "read job "+id, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "release", page{Title: "Release job " + id, Queue: queue,
+		Data: releaseView{Job: jv, Here: releaseURL(queue, id), Back: jobURL(queue, id), Queue: queue}})
+}

@@ -1,0 +1,284 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// Mount is the path the dashboard is served under.
+const Mount = "/ui/"
+
+// requestTimeout bounds the Redis work of one request.
+const requestTimeout = 5 * time.Second
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures a Server.
+type Config struct {
+	// Broker is how the dashboard reads and acts on Redis. Required.
+	Broker *broker.Broker
+	// Token is the admin token that signs a user in to act. Empty: the
+	// dashboard is read-only for everyone.
+	Token string
+	// Logger receives one line per action taken or refused. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the dashboard, an http.Handler for the paths under Mount.
+type Server struct {
+	b     *broker.Broker
+	log   *slog.Logger
+	auth  *auth // nil when read-only
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+// New builds the dashboard.
+func New(cfg Config) (*Server, error) {
+	if cfg.Broker == nil {
+		return nil, errors.New("dashboard: Config.Broker is required")
+	}
+	s := &Server{b: cfg.Broker, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if cfg.Token != "" {
+		s.auth = newAuth(cfg.Token)
+	}
+	var err error
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+	m.HandleFunc("GET /ui/{$}", s.overview)
+	m.HandleFunc("GET /ui/live", s.live)
+	m.HandleFunc("GET /ui/queues/{queue}", s.queue)
+	m.HandleFunc("GET /ui/queues/{queue}/leases", s.leases)
+	m.HandleFunc("GET /ui/queues/{queue}/jobs/{id}", s.job)
+	m.HandleFunc("GET /ui/queues/{queue}/jobs/{id}/release", s.confirmRelease)
+	// Names that a browser would read as a path's "." or ".." segment
+	// travel in the query instead (see queueURL).
+	m.HandleFunc("GET /ui/queue", s.queue)
+	m.HandleFunc("GET /ui/job", s.job)
+	m.HandleFunc("GET /ui/login", s.loginPage)
+	m.HandleFunc("POST /ui/login", s.login)
+	m.HandleFunc("POST /ui/logout", s.act(s.logout))
+	m.HandleFunc("POST /ui/act/retry", s.act(s.retry))
+	m.HandleFunc("POST /ui/act/cancel", s.act(s.cancel))
+	m.HandleFunc("POST /ui/act/release", s.act(s.release))
+	m.HandleFunc("POST /ui/act/retry-dead", s.act(s.retryDead))
+	m.HandleFunc("POST /ui/act/pause", s.act(s.pause))
+	m.HandleFunc("POST /ui/act/resume", s.act(s.resume))
+	m.HandleFunc("POST /ui/act/limits", s.act(s.setLimits))
+	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && (strings.HasPrefix(r.URL.Path, Mount+"act/") || r.URL.Path == Mount+"logout") {
+			w.Header().Set("Allow", http.MethodPost)
+			s.fail(w, r, http.StatusMethodNotAllowed, "Actions are POST only", "An action is taken only by a form's POST, never by opening a link. Nothing was changed.")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.fail(w, r, http.StatusMethodNotAllowed, "Method not allowed", r.Method+" is not served here: pages answer GET, actions answer POST.")
+			return
+		}
+		s.fail(w, r, http.StatusNotFound, "Not found", "There is no dashboard page at "+r.URL.Path+". Start from the overview.")
+	})
+	s.mux = m
+}
+
+// ServeHTTP serves the dashboard's paths, with headers that keep its pages
+// from being framed, sniffed or fed script from elsewhere.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	s.mux.ServeHTTP(w, r)
+}
+
+func cacheFor(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(d.Seconds())))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Queue   string // the queue the page is about, for the navigation
+	Session session
+	Flash   string
+	Live    string // the page's live-update URL, "" for none (live.go)
+	Data    any
+}
+
+// session is the viewer's standing, as the templates need it.
+type session struct {
+	ReadOnly bool   // no admin token configured
+	SignedIn bool   // may act
+	CSRF     string // the token every form carries
+	Next     string // where the sign-in form returns to
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	p.Session = s.sessionOf(r)
+	if p.Flash == "" {
+		p.Flash = s.takeFlash(w, r)
+	}
+	var buf bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
+		s.log.Error("dashboard: render page", slog.String("page", name), slog.Any("error", err))
+		http.Error(w, "the dashboard could not render this page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// problem is the error page's data.
+type problem struct {
+	Status  int
+	Message string
+}
+
+// fail answers an error page that says what was wrong and what to do.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, title, msg string) {
+	s.render(w, r, status, "error", page{Title: title, Data: problem{Status: status, Message: msg}})
+}
+
+// failErr answers the error page for a broker error: 404 for a job that
+// does not exist, 400 for a name the broker refuses, else 502 (Redis).
+func (s *Server) failErr(w http.ResponseWriter, r *http.Request, what string, err error) {
+	var ve *broker.ValidationError
+	switch {
+	case errors.Is(err, broker.ErrJobNotFound):
+		s.fail(w, r, http.StatusNotFound, "Job not found", err.Error()+". It may never have existed, or retention deleted it after it finished.")
+	case errors.As(err, &ve):
+		s.fail(w, r, http.StatusBadRequest, "Bad request", err.Error())
+	case errors.Is(err, broker.ErrCorruptJob):
+		s.fail(w, r, http.StatusInternalServerError, "Corrupt job", err.Error()+". Its hash was edited by hand or written by another program; the next script that meets it in an index marks it dead with this reason. Run workerd check to see every such job.")
+	case errors.Is(err, context.DeadlineExceeded):
+		s.fail(w, r, http.StatusGatewayTimeout, "Redis is slow", what+": Redis did not answer within "+requestTimeout.String()+". Reload to try again.")
+	default:
+		s.fail(w, r, http.StatusBadGateway, "Redis error", what+": "+err.Error())
+	}
+}
+
+func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), requestTimeout)
+}
+
+// queueParam is the queue a request names, in its path or, for a name a
+// path cannot carry, its query.
+func queueParam(r *http.Request) string {
+	if q := r.PathValue("queue"); q != "" {
+		return q
+	}
+	return r.URL.Query().Get("queue")
+}
+
+func idParam(r *http.Request) string {
+	if id := r.PathValue("id"); id != "" {
+		return id
+	}
+	return r.URL.Query().Get("id")
+}
+
+// knownQueue answers whether queue is one of the deployment's queues, and
+// otherwise answers 404 itself.
+func (s *Server) knownQueue(ctx context.Context, w http.ResponseWriter, r *http.Request, queue string) bool {
+	qs, err := s.b.Queues(ctx)
+	if err != nil {
+		s.failErr(w, r, "list queues", err)
+		return false
+	}
+	for _, q := range qs {
+		if q == queue {
+			return true
+		}
+	}
+	if queue == "" {
+		s.fail(w, r, http.StatusNotFound, "No queue named", "Name a queue: /ui/queues/NAME.")
+	} else {
+		s.fail(w, r, http.StatusNotFound, "Queue not found", fmt.Sprintf("No queue named %q has ever had a job enqueued under this key prefix (%q). Check the name, or the --prefix workerd was started with.", queue, s.b.Prefix()))
+	}
+	return false
+}
+
+// segment escapes a name for one path segment. A name a browser would take
+// for a "." or ".." segment cannot be carried in a path at all.
+func segment(name string) (string, bool) {
+	if strings.Trim(name, ".") == "" {
+		return "", false
+	}
+	return url.PathEscape(name), true
+}
+
+func queueURL(queue string) string {
+	if seg, ok := segment(queue); ok {
+		return Mount + "queues/" + seg
+	}
+	return Mount + "queue?" + url.Values{"queue": {queue}}.Encode()
+}
+
+func leasesURL(queue string) string {
+	if seg, ok := segment(queue); ok {
+		return Mount + "queues/" + seg + "/leases"
+	}
+	return queueURL(queue) + "&view=leases"
+}
+
+func jobURL(queue, id string) string {
+	qs, ok1 := segment(queue)
+	is, ok2 := segment(id)
+	if ok1 && ok2 {
+		return Mount + "queues/" + qs + "/jobs/" + is
+	}
+	return Mount + "job?" + url.Values{"queue": {queue}, "id": {id}}.Encode()
+}
+
+func releaseURL(queue, id string) string {
+	qs, ok1 := segment(queue)
+	is, ok2 := segment(id)
+	if ok1 && ok2 {
+		return Mount + "queues/" + qs + "/jobs/" + is + "/release"
+	}
+	return Mount + "job?" + url.Values{"queue": {queue}, "id": {id}, "view": {"release"}}.Encode()
+}
+
+// localPath accepts a return address only when it is a path of this
+// dashboard, so that no form can send a user elsewhere.
+func localPath(p string) string {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, Mount) || strings.HasPrefix(p, "//") || strings.Contains(p, "\\") {
+		return Mount
+	}
+	return u.RequestURI()
+}
