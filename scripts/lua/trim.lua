@@ -31,8 +31,10 @@ local function drop(index, state, ids)
       end
       deleted = deleted + 1
     end
-    redis.call('ZREM', index, id)
     budget = budget - 1
+  end
+  if #ids > 0 then
+    redis.call('ZREM', index, unpack(ids)) -- one call for the batch
   end
 end
 for i, state in ipairs({'done', 'cancelled', 'dead'}) do
