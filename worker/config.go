@@ -23,24 +23,27 @@ const (
 	// Retention defaults: how long, and how many, finished jobs of each
 	// queue are kept when Config.Retention leaves a field 0. Whichever limit
 	// is reached first deletes a job. The counts bound Redis memory whatever
-	// the throughput: a done job of a no-op handler takes about 500 bytes
+	// the throughput: a done job of a no-op handler takes about 600 bytes
 	// (its hash plus its entry in the done index), so 10,000 of them about
-	// 5 MB per queue, where keeping a day of them at 13,000 jobs/s would
-	// take hundreds of gigabytes. Dead jobs wait for an operator to look at
-	// them (and retry them), and they are rare when all is well: they get
-	// ten times the room, about 100 MB per queue at 1 KB each (a dead job
-	// keeps its last errors).
+	// 6 MB per queue, where keeping a day of them at 13,000 jobs/s would
+	// take hundreds of gigabytes. Dead jobs wait for an operator, who wants
+	// the newest (a week of them, or 10,000), but they are far larger: a
+	// dead job keeps its last 10 errors (up to 2 KiB each) and its last
+	// error whole (up to 32 KiB), measured 1.7 KB after 3 short errors,
+	// 4 KB after 10 errors of 200 bytes, 67 KB at the most. A failure storm
+	// (a dependency down, every job dead) must not fill Redis and stop
+	// every queue with it: 10,000 dead jobs are 17-40 MB in the usual case.
 	RetainDoneDefault         = 24 * time.Hour
 	RetainCancelledDefault    = 24 * time.Hour
 	RetainDeadDefault         = 7 * 24 * time.Hour
 	RetainMaxDoneDefault      = 10_000
 	RetainMaxCancelledDefault = 10_000
-	RetainMaxDeadDefault      = 100_000
+	RetainMaxDeadDefault      = 10_000
 
 	// KeepForever, as a field of Config.Retention (an age or a count),
 	// lifts that limit. Memory then grows with the rate of finished jobs:
-	// about 500 bytes per done job, so 1,000 jobs/s kept for a day is about
-	// 43 GB. Redis refuses every write once it reaches maxmemory (under the
+	// about 600 bytes per done job, so 1,000 jobs/s kept for a day is about
+	// 52 GB. Redis refuses every write once it reaches maxmemory (under the
 	// noeviction policy a queue needs), so choose it with a bound of the
 	// other kind, or with Redis room to spare.
 	KeepForever = -1
@@ -97,7 +100,7 @@ type Config struct {
 	// pool's queues are kept; the reaper deletes the others, oldest first,
 	// in its upkeep. Each field's 0 (and nil, for all of them) means its
 	// default: done and cancelled jobs for a day, dead ones for a week, and
-	// at most the newest 10,000 done, 10,000 cancelled and 100,000 dead
+	// at most the newest 10,000 done, 10,000 cancelled and 10,000 dead
 	// jobs (RetainDoneDefault ... RetainMaxDeadDefault), whichever comes
 	// first. KeepForever (-1) lifts one limit; every field KeepForever keeps
 	// everything (mind Redis's memory: see KeepForever). Pools of one queue

@@ -50,7 +50,7 @@ type poolConfig struct {
 
 // retentionConfig is a pool's retention of finished jobs; each omitted
 // field takes the worker's default (done and cancelled a day, dead a week;
-// at most 10,000 done, 10,000 cancelled and 100,000 dead), and "forever"
+// at most 10,000 of each), and "forever"
 // (an age) or -1 (a count) lifts that limit.
 type retentionConfig struct {
 	Done         retainAge `yaml:"done"`
