@@ -28,7 +28,8 @@ type Footprint struct {
 	Jobs map[State]int64
 	// Sampled is how many job hashes were measured; PerState is their mean
 	// size by state (a state without a sample is absent), and PerJob the
-	// mean over all of them: 0 when the queue has no job.
+	// mean hash of the queue, each state weighted by its count: 0 when the
+	// queue has no job.
 	Sampled  int
 	PerState map[State]int64
 	PerJob   int64
@@ -41,8 +42,8 @@ type Footprint struct {
 	// stats, the event stream, the wake list.
 	OtherBytes int64
 	// Estimate is the queue's whole footprint: each state's jobs times that
-	// state's mean hash size (PerJob for a state whose samples vanished
-	// while being read), plus IndexBytes and OtherBytes.
+	// state's mean hash size (the mean of all samples for a state whose
+	// samples vanished while being read), plus IndexBytes and OtherBytes.
 	Estimate int64
 }
 
@@ -164,20 +165,25 @@ func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error)
 		f.Sampled++
 	}
 	f.Measured = true
+	var mean int64 // of every sample, for a state whose samples all vanished
 	if f.Sampled > 0 {
-		f.PerJob = all / int64(f.Sampled)
+		mean = all / int64(f.Sampled)
 	}
-	f.Estimate = f.IndexBytes + f.OtherBytes
+	var hashes int64
 	for _, s := range States {
-		per := f.PerJob
+		per := mean
 		if count[s] > 0 {
 			per = sum[s] / count[s]
 			f.PerState[s] = per
 		}
-		f.Estimate += f.Jobs[s] * per
+		hashes += f.Jobs[s] * per
 	}
+	f.Estimate = hashes + f.IndexBytes + f.OtherBytes
 	if n := f.TotalJobs(); n > 0 {
 		f.PerIndexEntry = f.IndexBytes / n
+		if f.Sampled > 0 {
+			f.PerJob = hashes / n
+		}
 	}
 	return f, nil
 }
