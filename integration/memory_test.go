@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -267,4 +268,50 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// workerd inspect shows each queue's bytes per job and footprint as
+// broker.Footprint measures them.
+func TestWorkerdInspectMemory(t *testing.T) {
+	t.Parallel()
+	rdb := startServer(t)
+	b := mustBroker(t, rdb)
+	fill(t, b, "mail", 300, 100, 100)
+	f, err := b.Footprint(context.Background(), "mail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://" + rdb.Options().Addr
+	code, out, errOut := workerd(t, "", "inspect", "--json", "--redis", url)
+	if code != 0 {
+		t.Fatalf("inspect --json: exit %d\n%s%s", code, out, errOut)
+	}
+	var all struct {
+		Queues []struct {
+			Queue              string           `json:"queue"`
+			Memory             string           `json:"memory"`
+			BytesPerJob        *int64           `json:"bytes_per_job"`
+			BytesPerJobByState map[string]int64 `json:"bytes_per_job_by_state"`
+			IndexEntryBytes    *int64           `json:"index_entry_bytes"`
+			FootprintBytes     *int64           `json:"footprint_bytes"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all.Queues) != 1 {
+		t.Fatalf("inspect --json: %v\n%s", err, out)
+	}
+	q := all.Queues[0]
+	if q.Memory != "measured" || q.BytesPerJob == nil || *q.BytesPerJob != f.PerJob || q.IndexEntryBytes == nil ||
+		q.FootprintBytes == nil || q.BytesPerJobByState["dead"] != f.PerState[broker.StateDead] {
+		t.Fatalf("inspect --json: %s\nwant the footprint %+v", out, f)
+	}
+	// Within 5% of what broker measured: the claim replies of fill may
+	// have expired between the two reads.
+	if d := *q.FootprintBytes - f.Estimate; d*20 > f.Estimate || -d*20 > f.Estimate {
+		t.Fatalf("footprint %d, broker measured %d", *q.FootprintBytes, f.Estimate)
+	}
+	code, out, errOut = workerd(t, "", "inspect", "mail", "--redis", url)
+	if code != 0 || !strings.Contains(out, "memory: about") || !strings.Contains(out, "per index entry") {
+		t.Fatalf("inspect mail: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("inspect mail:\n%s", out)
 }
