@@ -108,7 +108,7 @@ func BenchmarkRetentionKeepsPace(b *testing.B) {
 			<-sampled
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 			b.ReportMetric(float64(doneMax.Load()), "done-max")
-			b.ReportMetric(usedMemory(b, c)/1e6, "MB-end")
+			b.ReportMetric(redisUsedMemory(b, c)/1e6, "MB-end")
 			slow, err := c.SlowLogGet(ctx, 128).Result()
 			if err != nil {
 				b.Fatal(err)
@@ -122,8 +122,8 @@ func BenchmarkRetentionKeepsPace(b *testing.B) {
 	}
 }
 
-// usedMemory is Redis's used_memory, in bytes.
-func usedMemory(b *testing.B, c *redis.Client) float64 {
+// redisUsedMemory is Redis's used_memory, in bytes.
+func redisUsedMemory(b *testing.B, c *redis.Client) float64 {
 	b.Helper()
 	info, err := c.Info(context.Background(), "memory").Result()
 	if err != nil {
