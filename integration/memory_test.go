@@ -203,7 +203,8 @@ func TestStartupWarnsAboutMaxmemory(t *testing.T) {
 		// 3000 done in the last hour, kept for a week: 50 a minute, 504,000
 		// jobs of a few hundred bytes.
 		fill(t, mustBroker(t, rdb), "mail", 3000, 0, 0)
-		logs := startLogs(t, rdb, &broker.Retention{Done: 7 * 24 * time.Hour, MaxDone: worker.KeepForever, MaxCancelled: 10, MaxDead: 10})
+		logs := startLogs(t, rdb, &broker.Retention{Done: 7 * 24 * time.Hour, MaxDone: worker.KeepForever,
+			Cancelled: worker.KeepForever, MaxCancelled: 10, Dead: worker.KeepForever, MaxDead: 10})
 		if !strings.Contains(logs, "maxmemory may be too small") || !strings.Contains(logs, "retained_jobs=504040") {
 			t.Fatalf("no warning with the numbers in:\n%s", logs)
 		}
