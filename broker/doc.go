@@ -31,11 +31,16 @@
 //	                                    last ThroughputKept; "head": the newest
 //	                                    minute
 //	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
-//	  :children:<id>, :cascade:<n>, :finished:<id>, :claim:<request id>
+//	  :children:<id>, :cascade:<n>, :finished:<id>, :final:<id>,
+//	  :claim:<request id>
 //	                                    flow control, events, unique keys,
-//	                                    dependents, Wait's wake-ups and the
-//	                                    leases a claim request took
+//	                                    dependents, Wait's wake-ups, waited-on
+//	                                    jobs trimmed before their callers read
+//	                                    them, and the leases a claim request took
 //	<prefix>:queues               SET   every queue this prefix has seen
+//
+// Every one of them is bounded by default; docs/operations.md gives each
+// bound.
 //
 // All times inside the scripts come from the Redis server's TIME. A worker
 // never compares its clock with Redis or with another worker; it measures

@@ -321,7 +321,8 @@ func (b *Broker) enqueued(c *enqueueCall) Enqueued {
 		}
 	case "no_parent":
 		if parent := r.str(); r.err == nil {
-			return Enqueued{ID: id, Err: &ValidationError{Field: "depends on", Value: parent, Reason: "no such job in queue " + queue}}
+			return Enqueued{ID: id, Err: &ValidationError{Field: "depends on", Value: parent, Reason: "no such job in queue " + queue +
+				": it was never enqueued, or it finished and retention deleted it (enqueue a dependent while its parent is kept, or keep more)"}}
 		}
 	}
 	return Enqueued{ID: id, Err: r.err}

@@ -20,6 +20,13 @@ const waitRecheck = 30 * time.Second
 // to look: Wait returns a job only when it has read it finished. It returns
 // ctx's error when ctx ends first (nothing is left behind to undo), and
 // ErrJobNotFound for an unknown id.
+//
+// However short the retention, a caller that was waiting when the job
+// finished gets it: trimming keeps a waited-on job for Wait for a minute
+// after it finished (the caller must read it within that). A new job
+// enqueued under the same id after the old one was trimmed is not the one
+// a caller registered on: it gets the old job, or ErrJobNotFound once the
+// minute has passed.
 func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	if err := validID(queue, id); err != nil {
 		return JobInfo{}, err
@@ -27,6 +34,7 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	k := b.queueKeys(queue)
 	finished := k.base() + "finished:" + id
 	woken := "0"
+	mine := "" // the created_at of the job this caller registered on
 	for {
 		// A caller that took a wake-up passes it on (wait.lua) even when
 		// its own context has ended meanwhile: the other callers must not
@@ -37,7 +45,7 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 			runCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			defer cancel()
 		}
-		v, err := b.run(runCtx, b.scripts.wait, k, id, woken).StringSlice()
+		v, err := b.run(runCtx, b.scripts.wait, k, id, woken, mine).StringSlice()
 		if err == nil && ctx.Err() != nil {
 			return JobInfo{}, ctx.Err()
 		}
@@ -51,12 +59,14 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 		case "missing":
 			return JobInfo{}, notFound(queue, id)
 		case "final":
-			j, err := b.Job(ctx, queue, id)
-			if err != nil || j.State.Final() {
-				return j, err
+			h := make(map[string]string, len(v)/2)
+			for i := 1; i+1 < len(v); i += 2 {
+				h[v[i]] = v[i+1]
 			}
-			woken = "0" // retried in between: wait for its next end
-			continue
+			return parseJob(queue, id, h)
+		}
+		if len(v) > 1 {
+			mine = v[1]
 		}
 		woken = "0"
 		recheck := time.Now().Add(waitRecheck)

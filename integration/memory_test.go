@@ -171,7 +171,8 @@ func TestStartupWarnsAboutMaxmemory(t *testing.T) {
 		}
 		return logs.String()
 	}
-	counted := &broker.Retention{MaxDone: 10_000, MaxCancelled: 10_000, MaxDead: 100_000}
+	counted := &broker.Retention{Done: worker.KeepForever, Cancelled: worker.KeepForever, Dead: worker.KeepForever,
+		MaxDone: 10_000, MaxCancelled: 10_000, MaxDead: 100_000}
 
 	t.Run("no maxmemory", func(t *testing.T) {
 		t.Parallel()
@@ -202,14 +203,15 @@ func TestStartupWarnsAboutMaxmemory(t *testing.T) {
 		// 3000 done in the last hour, kept for a week: 50 a minute, 504,000
 		// jobs of a few hundred bytes.
 		fill(t, mustBroker(t, rdb), "mail", 3000, 0, 0)
-		logs := startLogs(t, rdb, &broker.Retention{Done: 7 * 24 * time.Hour, MaxCancelled: 10, MaxDead: 10})
+		logs := startLogs(t, rdb, &broker.Retention{Done: 7 * 24 * time.Hour, MaxDone: worker.KeepForever,
+			Cancelled: worker.KeepForever, MaxCancelled: 10, Dead: worker.KeepForever, MaxDead: 10})
 		if !strings.Contains(logs, "maxmemory may be too small") || !strings.Contains(logs, "retained_jobs=504040") {
 			t.Fatalf("no warning with the numbers in:\n%s", logs)
 		}
 	})
 	t.Run("retention that keeps everything", func(t *testing.T) {
 		t.Parallel()
-		logs := startLogs(t, startServer(t, "--maxmemory", "1gb"), &broker.Retention{MaxDone: 10, MaxCancelled: 10})
+		logs := startLogs(t, startServer(t, "--maxmemory", "1gb"), &broker.Retention{MaxDone: 10, MaxCancelled: 10, Dead: worker.KeepForever, MaxDead: worker.KeepForever})
 		if !strings.Contains(logs, "maxmemory may be too small") || !strings.Contains(logs, "kept_forever=\"[mail dead resize dead]\"") {
 			t.Fatalf("no warning about dead jobs kept forever in:\n%s", logs)
 		}

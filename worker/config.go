@@ -20,11 +20,33 @@ const (
 	ShutdownTimeoutDefault = 30 * time.Second
 	ReapBatchDefault       = 100
 
-	// Retention defaults: how long finished jobs are kept when
-	// Config.Retention is nil.
-	RetainDoneDefault      = 24 * time.Hour
-	RetainCancelledDefault = 24 * time.Hour
-	RetainDeadDefault      = 7 * 24 * time.Hour
+	// Retention defaults: how long, and how many, finished jobs of each
+	// queue are kept when Config.Retention leaves a field 0. Whichever limit
+	// is reached first deletes a job. The counts bound Redis memory whatever
+	// the throughput: a done job of a no-op handler takes about 600 bytes
+	// (its hash plus its entry in the done index), so 10,000 of them about
+	// 6 MB per queue, where keeping a day of them at 13,000 jobs/s would
+	// take hundreds of gigabytes. Dead jobs wait for an operator, who wants
+	// the newest (a week of them, or 10,000), but they are far larger: a
+	// dead job keeps its last 10 errors (up to 2 KiB each) and its last
+	// error whole (up to 32 KiB), measured 1.7 KB after 3 short errors,
+	// 4 KB after 10 errors of 200 bytes, 67 KB at the most. A failure storm
+	// (a dependency down, every job dead) must not fill Redis and stop
+	// every queue with it: 10,000 dead jobs are 17-40 MB in the usual case.
+	RetainDoneDefault         = 24 * time.Hour
+	RetainCancelledDefault    = 24 * time.Hour
+	RetainDeadDefault         = 7 * 24 * time.Hour
+	RetainMaxDoneDefault      = 10_000
+	RetainMaxCancelledDefault = 10_000
+	RetainMaxDeadDefault      = 10_000
+
+	// KeepForever, as a field of Config.Retention (an age or a count),
+	// lifts that limit. Memory then grows with the rate of finished jobs:
+	// about 600 bytes per done job, so 1,000 jobs/s kept for a day is about
+	// 52 GB. Redis refuses every write once it reaches maxmemory (under the
+	// noeviction policy a queue needs), so choose it with a bound of the
+	// other kind, or with Redis room to spare.
+	KeepForever = -1
 
 	// MinLeaseDuration is the shortest lease the pool accepts: the heartbeat
 	// renews every lease/3.
@@ -74,10 +96,15 @@ type Config struct {
 	Backoff BackoffFunc
 	// KindBackoff overrides Backoff for some job kinds.
 	KindBackoff map[string]BackoffFunc
-	// Retention says how long finished jobs of the pool's queues are kept;
-	// the reaper deletes older ones in its bounded upkeep. nil means done
-	// and cancelled jobs for a day, dead ones for a week; &broker.Retention{}
-	// keeps everything. Pools of one queue should agree: the strictest wins.
+	// Retention says how long and how many finished jobs of each of the
+	// pool's queues are kept; the reaper deletes the others, oldest first,
+	// in its upkeep. Each field's 0 (and nil, for all of them) means its
+	// default: done and cancelled jobs for a day, dead ones for a week, and
+	// at most the newest 10,000 done, 10,000 cancelled and 10,000 dead
+	// jobs (RetainDoneDefault ... RetainMaxDeadDefault), whichever comes
+	// first. KeepForever (-1) lifts one limit; every field KeepForever keeps
+	// everything (mind Redis's memory: see KeepForever). Pools of one queue
+	// should agree: each trims by its own, so the strictest wins.
 	Retention *broker.Retention
 	// Periodic jobs this pool enqueues on their schedules (see Periodic).
 	Periodic []Periodic
@@ -115,8 +142,14 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Retention == nil {
-		c.Retention = &broker.Retention{Done: RetainDoneDefault, Cancelled: RetainCancelledDefault, Dead: RetainDeadDefault}
+	var r broker.Retention
+	if c.Retention != nil {
+		r = *c.Retention // the caller's struct is theirs: never written
+	}
+	c.Retention = &broker.Retention{
+		Done: cmp.Or(r.Done, RetainDoneDefault), Cancelled: cmp.Or(r.Cancelled, RetainCancelledDefault),
+		Dead: cmp.Or(r.Dead, RetainDeadDefault), MaxDone: cmp.Or(r.MaxDone, RetainMaxDoneDefault),
+		MaxCancelled: cmp.Or(r.MaxCancelled, RetainMaxCancelledDefault), MaxDead: cmp.Or(r.MaxDead, RetainMaxDeadDefault),
 	}
 	return c
 }
@@ -144,7 +177,33 @@ func (c Config) validate() error {
 	case c.ReapBatch < 1:
 		return fmt.Errorf("fenceq: worker config: ReapBatch is %d; it must be at least 1 (0 means %d)", c.ReapBatch, ReapBatchDefault)
 	}
+	r := c.Retention
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Done", r.Done}, {"Cancelled", r.Cancelled}, {"Dead", r.Dead}} {
+		if f.v < 0 && f.v != KeepForever {
+			return fmt.Errorf("fenceq: worker config: Retention.%s is %v; an age must be positive, 0 for the default, or KeepForever (-1) for no age limit", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxDone", r.MaxDone}, {"MaxCancelled", r.MaxCancelled}, {"MaxDead", r.MaxDead}} {
+		if f.v < 0 && f.v != KeepForever {
+			return fmt.Errorf("fenceq: worker config: Retention.%s is %d; a count must be positive, 0 for the default, or KeepForever (-1) for no count limit", f.name, f.v)
+		}
+	}
 	return nil
+}
+
+// trimRetention is the Retention the pool passes to broker.Trim, whose 0
+// means no limit: the config's KeepForever.
+func (c Config) trimRetention() broker.Retention {
+	r := *c.Retention
+	r.Done, r.Cancelled, r.Dead = max(r.Done, 0), max(r.Cancelled, 0), max(r.Dead, 0)
+	r.MaxDone, r.MaxCancelled, r.MaxDead = max(r.MaxDone, 0), max(r.MaxCancelled, 0), max(r.MaxDead, 0)
+	return r
 }
 
 // reapInterval is how often the dispatch loop reaps (invariant 5).

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -32,6 +34,51 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
+// Retention bounds Redis memory by default: by count as well as by age,
+// each field on its own, with KeepForever lifting one limit.
+func TestConfigRetention(t *testing.T) {
+	defaults := broker.Retention{
+		Done: RetainDoneDefault, Cancelled: RetainCancelledDefault, Dead: RetainDeadDefault,
+		MaxDone: RetainMaxDoneDefault, MaxCancelled: RetainMaxCancelledDefault, MaxDead: RetainMaxDeadDefault,
+	}
+	forever := broker.Retention{Done: KeepForever, Cancelled: KeepForever, Dead: KeepForever,
+		MaxDone: KeepForever, MaxCancelled: KeepForever, MaxDead: KeepForever}
+	cases := []struct {
+		name       string
+		given      *broker.Retention
+		kept, trim broker.Retention
+	}{
+		{"Nil", nil, defaults, defaults},
+		{"Zero", &broker.Retention{}, defaults, defaults},
+		{"OneField", &broker.Retention{MaxDone: 50}, func() broker.Retention { r := defaults; r.MaxDone = 50; return r }(),
+			func() broker.Retention { r := defaults; r.MaxDone = 50; return r }()},
+		{"CountOnly", &broker.Retention{Done: KeepForever}, func() broker.Retention { r := defaults; r.Done = KeepForever; return r }(),
+			func() broker.Retention { r := defaults; r.Done = 0; return r }()},
+		{"KeepForever", &forever, forever, broker.Retention{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var before broker.Retention
+			if tc.given != nil {
+				before = *tc.given
+			}
+			c := Config{Retention: tc.given}.withDefaults()
+			if err := c.validate(); err != nil {
+				t.Fatalf("validate() = %v", err)
+			}
+			if *c.Retention != tc.kept {
+				t.Fatalf("Retention = %+v, want %+v", *c.Retention, tc.kept)
+			}
+			if got := c.trimRetention(); got != tc.trim {
+				t.Fatalf("trimRetention() = %+v, want %+v (0: no limit)", got, tc.trim)
+			}
+			if tc.given != nil && *tc.given != before {
+				t.Fatalf("withDefaults wrote the caller's Retention: %+v", *tc.given)
+			}
+		})
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	cases := []struct {
 		name string
@@ -45,6 +92,8 @@ func TestConfigValidate(t *testing.T) {
 		{"NegativeReapBatch", func(c *Config) { c.ReapBatch = -5 }, "ReapBatch"},
 		{"NegativeWeight", func(c *Config) { c.Queues = []Queue{{Name: "a", Weight: -1}} }, "weight"},
 		{"DuplicateQueue", func(c *Config) { c.Queues = []Queue{{Name: "a"}, {Name: "a"}} }, "twice"},
+		{"NegativeRetentionAge", func(c *Config) { c.Retention = &broker.Retention{Dead: -time.Hour} }, "Retention.Dead"},
+		{"NegativeRetentionCount", func(c *Config) { c.Retention = &broker.Retention{MaxDone: -2} }, "Retention.MaxDone"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

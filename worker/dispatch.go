@@ -28,6 +28,17 @@ func (p *Pool) dispatch() {
 				nextReap = time.Now() // a full batch: more may be waiting
 			}
 		}
+		// Retention keeps pace with the pool's own settlements, not only
+		// with the reaper's clock: a busy pool finishes tens of thousands
+		// of jobs between two reaps, which the index would hold past its
+		// bound until then.
+		if n := p.stats.finished(); n-p.trimMark.Load() >= int64(p.cfg.ReapBatch) || p.trimBehind {
+			p.trimMark.Store(n)
+			p.trimBehind = false
+			for _, q := range p.cfg.Queues {
+				p.trimBehind = p.trim(q.Name) || p.trimBehind
+			}
+		}
 		free := cap(p.slots) - len(p.slots)
 		if free == 0 {
 			p.waitSlot(time.Until(nextReap))
@@ -218,7 +229,8 @@ func (p *Pool) block(d time.Duration) (woken bool, err error) {
 	return err == nil, err
 }
 
-// waitSlot blocks until a handler finishes, the pool stops, or d passes.
+// waitSlot blocks until a handler finishes, a trim is due, the pool
+// stops, or d passes.
 func (p *Pool) waitSlot(d time.Duration) {
 	if d <= 0 {
 		return
@@ -227,6 +239,7 @@ func (p *Pool) waitSlot(d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-p.slotFreed:
+	case <-p.trimDue:
 	case <-p.stop:
 	case <-t.C:
 	}
@@ -251,14 +264,35 @@ func (p *Pool) reap() (more bool) {
 		}
 		more = more || len(res.Reaped) == p.cfg.ReapBatch || res.CascadeLeft
 		// Retention is upkeep of the same kind: bounded, on the same clock.
-		trimmed, err := p.b.Trim(context.Background(), q.Name, *p.cfg.Retention, p.cfg.ReapBatch)
-		if err != nil {
-			p.log.Warn("fenceq could not trim finished jobs", slog.String("queue", q.Name), slog.Any("error", err))
-			continue
-		}
-		more = more || trimmed == p.cfg.ReapBatch
+		more = p.trim(q.Name) || more
 	}
 	return more
+}
+
+// trimStepsMax bounds how far a trim's batch grows while retention is
+// behind, in ReapBatches: 1,000 jobs by default, a few milliseconds of
+// Redis (invariant 8).
+const trimStepsMax = 10
+
+// trim deletes one batch of queue's finished jobs past retention, and
+// reports whether the batch was full. Jobs finish as fast as the pool runs
+// them, which can be far more than one ReapBatch per dispatch round: a full
+// batch doubles the next (up to trimStepsMax ReapBatches), so trimming
+// catches up with any rate the pool reaches, and one that was not full
+// falls back to ReapBatch.
+func (p *Pool) trim(queue string) (full bool) {
+	step := max(p.trimStep[queue], p.cfg.ReapBatch)
+	trimmed, err := p.b.Trim(context.Background(), queue, p.cfg.trimRetention(), step)
+	if err != nil {
+		p.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
+		return false
+	}
+	full = trimmed == step
+	p.trimStep[queue] = p.cfg.ReapBatch
+	if full {
+		p.trimStep[queue] = min(2*step, trimStepsMax*p.cfg.ReapBatch)
+	}
+	return full
 }
 
 func (p *Pool) logProblems(queue, op string, problems []broker.CorruptJobError) {

@@ -50,6 +50,10 @@ type Pool struct {
 	hbDone       chan struct{}
 	acks         chan *ackReq            // successes for the acker to batch
 	drained      map[string]*atomic.Bool // per queue: its last claim found too little ready
+	trimStep     map[string]int          // per queue: the next trim's batch (dispatch goroutine only)
+	trimMark     atomic.Int64            // jobs the pool had finished at its last trim
+	trimBehind   bool                    // the last trim had a full batch (dispatch only)
+	trimDue      chan struct{}           // nudges the dispatcher: ReapBatch jobs finished since the last trim
 	scheds       []*schedule             // parsed Config.Periodic
 	schedDone    chan struct{}           // closed when the scheduler has returned
 	relayDone    chan struct{}           // closed when the outbox relay has returned
@@ -115,6 +119,8 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		acks:      make(chan *ackReq, cfg.Concurrency),
 		ackerDone: make(chan struct{}),
 		drained:   map[string]*atomic.Bool{},
+		trimStep:  map[string]int{},
+		trimDue:   make(chan struct{}, 1),
 
 		dispatchDone: make(chan struct{}),
 		claimAbort:   make(chan struct{}),

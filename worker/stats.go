@@ -40,12 +40,23 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) count(op string, state broker.State) {
 	s := &p.stats
 	switch {
-	case state == broker.StateDone:
-		s.succeeded.Add(1)
-	case state == broker.StateDead:
-		s.dead.Add(1)
-	case state == broker.StateCancelled:
-		s.cancelled.Add(1)
+	case state.Final():
+		switch state {
+		case broker.StateDone:
+			s.succeeded.Add(1)
+		case broker.StateDead:
+			s.dead.Add(1)
+		default:
+			s.cancelled.Add(1)
+		}
+		// A pool whose slots the acker keeps full may not come back to
+		// its loop head for a whole reap interval: tell it to trim.
+		if s.finished()-p.trimMark.Load() >= int64(p.cfg.ReapBatch) {
+			select {
+			case p.trimDue <- struct{}{}:
+			default:
+			}
+		}
 	case op == "snooze":
 		s.snoozed.Add(1)
 	case op == "release":
@@ -53,4 +64,9 @@ func (p *Pool) count(op string, state broker.State) {
 	default:
 		s.retried.Add(1)
 	}
+}
+
+// finished is how many jobs the pool has taken to a final state.
+func (s *stats) finished() int64 {
+	return s.succeeded.Load() + s.dead.Load() + s.cancelled.Load()
 }

@@ -762,3 +762,66 @@ func testFailClaim(t *testing.T, nb NewBackend) {
 	want(t, "job after the refused FailClaim", s.job(t, c).State, broker.StateRunning)
 	s.consistent(t)
 }
+
+// A caller of Wait registered before the job finished gets it, with its
+// result, even when retention deletes the job before the caller reads it:
+// trimming keeps a waited-on job for Wait (final:<id>) for a minute after
+// it finished, and only a job somebody waited for.
+func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	register := func(id string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
+		defer cancel()
+		_, err := s.b.Wait(ctx, s.q, id) // registers, then gives up before the ack
+		wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
+		s.waitedOn(t, id)
+	}
+	ack := func(result string) {
+		t.Helper()
+		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), []byte(result))
+		noErr(t, "Ack", err)
+	}
+
+	waited := s.enqueue(t, broker.Job{})
+	register(waited)
+	ack("answer")
+	unwatched := s.enqueue(t, broker.Job{})
+	ack("nobody asks")
+	s.enqueue(t, broker.Job{})
+	ack("kept by the count")
+	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
+	noErr(t, "Trim", err)
+	want(t, "jobs trimmed past a count of 1", n, 2)
+	_, err = s.b.Job(s.ctx, s.q, waited)
+	wantErr(t, "Job of the trimmed job", err, broker.ErrJobNotFound)
+
+	j, err := s.b.Wait(s.ctx, s.q, waited)
+	noErr(t, "Wait of a job trimmed after it finished with a caller waiting", err)
+	if j.State != broker.StateDone || string(j.Result) != "answer" {
+		t.Fatalf("Wait returned %s with result %q; want done with %q", j.State, j.Result, "answer")
+	}
+	_, err = s.b.Wait(s.ctx, s.q, unwatched)
+	wantErr(t, "Wait of a trimmed job nobody waited for", err, broker.ErrJobNotFound)
+
+	// The same by age: retention of 1 ms.
+	aged := s.enqueue(t, broker.Job{})
+	register(aged)
+	ack("old at once")
+	s.Advance(past)
+	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 100)
+	noErr(t, "Trim", err)
+	_, err = s.b.Job(s.ctx, s.q, aged)
+	wantErr(t, "Job of the aged-out job", err, broker.ErrJobNotFound)
+	j, err = s.b.Wait(s.ctx, s.q, aged)
+	noErr(t, "Wait of a job trimmed by age with a caller waiting", err)
+	want(t, "result", string(j.Result), "old at once")
+
+	// Its id is free: an Enqueue makes a new job, which a new Wait waits for.
+	s.enqueue(t, broker.Job{ID: waited})
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
+	defer cancel()
+	_, err = s.b.Wait(ctx, s.q, waited)
+	wantErr(t, "Wait of the new, pending job under the id", err, context.DeadlineExceeded)
+	s.consistent(t)
+}

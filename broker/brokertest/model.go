@@ -43,6 +43,9 @@ type mjob struct {
 	// counts again, and how many a client sends (a Cluster client's
 	// hooks and retries) is its own business: renewals is then a floor.
 	resent bool
+
+	waited     bool // a Wait registered on it while unfinished
+	keptToWait bool // it had Wait callers when it finished: trim keeps it for them
 }
 
 // failedAttempt records attempt's error in the job's history.
@@ -67,11 +70,12 @@ type holder struct {
 // after each step compares every job with Redis and runs Check.
 type model struct {
 	s          *bundle
-	jobs       map[string]*mjob // live jobs; a trimmed job leaves
-	ids        []string         // every id ever used
-	claims     []broker.Lease   // every claim ever made, most of them stale
-	requests   []mrequest       // claims of an hour that took jobs: re-sent later by resendClaim
-	maxGen     int64            // the largest generation Redis has answered
+	jobs       map[string]*mjob        // live jobs; a trimmed job leaves
+	keptToWait map[string]broker.State // trimmed jobs that Wait still answers (trim.lua's final:<id>)
+	ids        []string                // every id ever used
+	claims     []broker.Lease          // every claim ever made, most of them stale
+	requests   []mrequest              // claims of an hour that took jobs: re-sent later by resendClaim
+	maxGen     int64                   // the largest generation Redis has answered
 	uniq       map[string]holder
 	maxRunning int
 	events     int
@@ -97,7 +101,7 @@ func testModel(t *testing.T, nb NewBackend) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s, cleanup := on(rt, be)
 		defer cleanup()
-		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}}
+		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}, keptToWait: map[string]broker.State{}}
 		m.batcherOpts = broker.BatcherOptions{MaxJobs: rapid.IntRange(1, 3).Draw(rt, "batcher max jobs")}
 		m.newBatcher(rt)
 		defer func() { _ = m.batcher.Close() }()
@@ -477,6 +481,7 @@ func (j *mjob) ready() {
 func (m *model) finish(id string, st broker.State) {
 	j := m.jobs[id]
 	j.state, j.deadline = st, 0
+	j.keptToWait, j.waited = j.waited, false
 	if h, ok := m.uniq[j.unique]; ok && !h.ttl && h.id == id {
 		delete(m.uniq, j.unique)
 	}
@@ -1174,6 +1179,9 @@ func (m *model) trim(t *rapid.T) {
 		if !j.state.Final() {
 			t.Fatalf("Trim deleted job %s, which was %s", id, j.state)
 		}
+		if j.keptToWait {
+			m.keptToWait[id] = j.state
+		}
 		delete(m.jobs, id)
 		deleted++
 	}
@@ -1191,7 +1199,12 @@ func (m *model) wait(t *rapid.T) {
 	ctx, cancel := context.WithTimeout(m.s.ctx, d)
 	defer cancel()
 	got, err := m.s.b.Wait(ctx, m.s.q, id)
+	kept, isKept := m.keptToWait[id]
 	switch {
+	case j == nil && isKept:
+		// Kept for a minute of Redis time; a run advances it far less.
+		noErr(t, "Wait of a job trimmed after it finished with callers waiting", err)
+		want(t, "Wait's state of a trimmed job", got.State, kept)
 	case j == nil:
 		wantErr(t, "Wait of a trimmed job", err, broker.ErrJobNotFound)
 	case j.state.Final():
@@ -1202,6 +1215,7 @@ func (m *model) wait(t *rapid.T) {
 			t.Fatalf("Wait returned job %s as %s; the model has it %s", id, got.State, j.state)
 		}
 		wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
+		j.waited = true
 	}
 }
 

@@ -53,6 +53,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"FailClaim", testFailClaim},
 		{"Wait", testWait},
 		{"WaitAfterRetry", testWaitAfterRetry},
+		{"WaitAcrossShortRetention", testWaitAcrossShortRetention},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
 		{"LostReplies", testLostReplies},

@@ -48,15 +48,17 @@ type poolConfig struct {
 	Retention      *retentionConfig `yaml:"retention"`
 }
 
-// retentionConfig is a pool's retention of finished jobs; omitted, the
-// worker's defaults apply (done and cancelled a day, dead a week).
+// retentionConfig is a pool's retention of finished jobs; each omitted
+// field takes the worker's default (done and cancelled a day, dead a week;
+// at most 10,000 of each), and "forever"
+// (an age) or -1 (a count) lifts that limit.
 type retentionConfig struct {
-	Done         duration `yaml:"done"`
-	Cancelled    duration `yaml:"cancelled"`
-	Dead         duration `yaml:"dead"`
-	MaxDone      int      `yaml:"max_done"`
-	MaxCancelled int      `yaml:"max_cancelled"`
-	MaxDead      int      `yaml:"max_dead"`
+	Done         retainAge `yaml:"done"`
+	Cancelled    retainAge `yaml:"cancelled"`
+	Dead         retainAge `yaml:"dead"`
+	MaxDone      int       `yaml:"max_done"`
+	MaxCancelled int       `yaml:"max_cancelled"`
+	MaxDead      int       `yaml:"max_dead"`
 }
 
 // periodicConfig is a job enqueued on a schedule (worker.Periodic).
@@ -120,6 +122,17 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	d.Duration = v
 	return nil
+}
+
+// retainAge is a retention age: a duration, or "forever".
+type retainAge struct{ duration }
+
+func (a *retainAge) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "forever" {
+		a.Duration = worker.KeepForever
+		return nil
+	}
+	return a.duration.UnmarshalYAML(n)
 }
 
 // A queue may be written as its bare name.
@@ -198,8 +211,8 @@ func (c *fileConfig) validate() error {
 				return err
 			}
 		}
-		if r := p.Retention; r != nil && (r.MaxDone < 0 || r.MaxCancelled < 0 || r.MaxDead < 0) {
-			return fieldErrorf(fmt.Sprintf("pools[%d].retention", i), "counts must not be negative (0 or omitted means no limit)")
+		if r := p.Retention; r != nil && (r.MaxDone < -1 || r.MaxCancelled < -1 || r.MaxDead < -1) {
+			return fieldErrorf(fmt.Sprintf("pools[%d].retention", i), "counts must be positive, or -1 for no limit (omitted means the default)")
 		}
 		if p.Concurrency < 0 {
 			return fieldErrorf(fmt.Sprintf("pools[%d].concurrency", i), "%d; it must be positive (omit it for %d)", p.Concurrency, worker.ConcurrencyDefault)

@@ -298,6 +298,25 @@ func TestConfigRetention(t *testing.T) {
 	}
 }
 
+// "forever" and -1 keep finished jobs without a limit of that kind; any
+// other negative count is refused with what to write instead.
+func TestConfigRetentionForever(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.yaml")
+	os.WriteFile(path, []byte("pools:\n  - queues: [a]\n    retention: {done: forever, max_done: -1}\nhandlers:\n  k: {exec: {command: [\"true\"]}}\n"), 0o644)
+	cfg, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Pools[0].workerConfig().Retention
+	if r == nil || r.Done != -1 || r.MaxDone != -1 || r.Dead != 0 {
+		t.Fatalf("retention %+v", r)
+	}
+	os.WriteFile(path, []byte("pools:\n  - queues: [a]\n    retention: {max_dead: -5}\nhandlers:\n  k: {exec: {command: [\"true\"]}}\n"), 0o644)
+	if _, err := loadConfig(path); err == nil || !strings.Contains(err.Error(), "-1 for no limit") {
+		t.Fatalf("loadConfig of max_dead: -5 = %v, want an error saying -1 means no limit", err)
+	}
+}
+
 func TestConfigPeriodic(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")

@@ -25,7 +25,11 @@
 -- and, derived from the job key prefix (see derived below):
 --   children:<id>  SET     "<incarnation>:<child id>" of the jobs that wait for job <id>
 --   cascade:<n>    SET     the same, taken from a finished job, being settled
---   finished:<id>  LIST    a wake-up for Broker.Wait callers of job <id>
+--   finished:<id>  LIST    a wake-up for Broker.Wait callers of job <id>; expires
+--                          WAIT_KEEP_MS after the job finished
+--   final:<id>     HASH    a waited-on job trimmed before its callers read it:
+--                          its hash, renamed by trim.lua; expires at its
+--                          'wait_until' (WAIT_KEEP_MS after it finished)
 --   claim:<req>    STRING  the ids one claim request took, for its re-send
 -- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
 -- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
@@ -157,6 +161,11 @@ local function release_blocked(id, key, now)
   event('unblocked', id, 0)
 end
 
+-- WAIT_KEEP_MS is how long a finished job's Broker.Wait callers have to
+-- read it: their wake-up lasts that long, and retention does not delete the
+-- job before then (trim.lua keeps it as final:<id>), however short it is.
+local WAIT_KEEP_MS = 60000
+
 -- wake_waiters leaves one wake-up for the Broker.Wait callers of job id.
 -- A key of another type there (a hand edit) costs the callers their
 -- wake-up, never the script its remaining writes: they look again within
@@ -166,7 +175,7 @@ local function wake_waiters(id, state)
   local n = redis.pcall('RPUSH', finished, state)
   if type(n) == 'number' then
     redis.call('LTRIM', finished, -1, -1)
-    redis.call('PEXPIRE', finished, 60000)
+    redis.call('PEXPIRE', finished, WAIT_KEEP_MS)
   end
 end
 
@@ -191,11 +200,18 @@ local function finish(id, key, state, now, set, owed)
   for _, v in ipairs(set or {}) do
     table.insert(fields, v)
   end
+  if f[3] then
+    -- Its callers of Broker.Wait read it within this, trimmed or not.
+    table.insert(fields, 'wait_until')
+    table.insert(fields, int(now + WAIT_KEEP_MS))
+  end
   redis.call('HSET', key, unpack(fields))
   if f[3] or f[4] then
     redis.call('HDEL', key, 'lease_until', 'waited', 'has_children')
   else
-    redis.call('HDEL', key, 'lease_until')
+    -- An earlier end's wait_until (the job was retried since) keeps
+    -- nothing for Wait now: nobody waits.
+    redis.call('HDEL', key, 'lease_until', 'wait_until')
   end
   redis.call('ZADD', INDEX[state], now, id)
   -- A unique key held until the job ends is free from now on.

@@ -5,6 +5,11 @@
 -- is listed in; another entry is only dropped from the index (invariant 6).
 -- ARGV[2] limit, then (max_age_ms, max_count) for done, cancelled and dead;
 --     0 means no limit of that kind
+-- A job that Broker.Wait callers were waiting for when it finished is not
+-- lost to them: until its 'wait_until' (lib.lua's WAIT_KEEP_MS after it
+-- finished) its hash is renamed to final:<id>, which expires then and which
+-- only wait.lua reads. Bounded: one such key per waited-on job trimmed in
+-- the last WAIT_KEEP_MS.
 -- It also moves the throughput window (lib.lua's stats_advance) to now, so
 -- an idle queue's counters leave within ThroughputKept.
 -- Reply: the number of jobs deleted
@@ -14,13 +19,22 @@ local deleted = 0
 local function drop(index, state, ids)
   for _, id in ipairs(ids) do
     local key = JOB .. id
-    local f = read(key, 'state')
+    local f = read(key, 'state', 'wait_until')
     if f and f[1] == state then
-      redis.call('DEL', key)
+      local wait_until = tonumber(f[2])
+      if wait_until and wait_until > now then
+        local final = derived('final', id)
+        redis.call('RENAME', key, final)
+        redis.call('PEXPIREAT', final, int(wait_until))
+      else
+        redis.call('DEL', key)
+      end
       deleted = deleted + 1
     end
-    redis.call('ZREM', index, id)
     budget = budget - 1
+  end
+  if #ids > 0 then
+    redis.call('ZREM', index, unpack(ids)) -- one call for the batch
   end
 end
 for i, state in ipairs({'done', 'cancelled', 'dead'}) do

@@ -302,6 +302,38 @@ func testRetentionUpkeep(t *testing.T, nc NewClient) {
 	s.consistent(t)
 }
 
+// Retention bounds a queue by count with the ages left at their defaults,
+// and keeps pace with the pool's own settlements: the reaper's clock (10 s
+// here) is never waited for.
+func testRetentionByCount(t *testing.T, nc NewClient) {
+	s := setup(t, nc)
+	const jobs, kept = 40, 3
+	var ran sync.WaitGroup
+	ran.Add(jobs)
+	s.pool(t, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { ran.Done(); return nil }),
+		func(c *worker.Config) {
+			c.ReapBatch = 5
+			c.Retention = &broker.Retention{MaxDone: kept}
+		})
+	for range jobs {
+		s.enqueue(t, broker.Job{})
+	}
+	ran.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := s.b.Counts(s.ctx, s.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Done == kept {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d done jobs kept 10s after the last ran; retention keeps %d", c.Done, kept)
+		}
+	}
+	s.consistent(t)
+}
+
 // Two pools carrying one schedule never enqueue a tick twice: each tick's
 // job id comes from the schedule's name and the tick's time.
 func testPeriodic(t *testing.T, nc NewClient) {

@@ -24,6 +24,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"WeightedQueues", testWeighted},
 		{"PauseAndResume", testPauseResume},
 		{"RetentionUpkeep", testRetentionUpkeep},
+		{"RetentionByCount", testRetentionByCount},
 		{"PeriodicJobsOncePerTick", testPeriodic},
 		{"LimitsHoldAcrossPools", testLimitsAcrossPools},
 	}

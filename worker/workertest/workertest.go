@@ -123,8 +123,11 @@ func (e *Env) Work(t testing.TB, h handlers.Handler, queues ...string) worker.St
 	if len(queues) == 0 {
 		queues = []string{worker.QueueDefault}
 	}
+	// Every finished job is kept, so that a test can read them all.
+	keepAll := broker.Retention{Done: worker.KeepForever, Cancelled: worker.KeepForever, Dead: worker.KeepForever,
+		MaxDone: worker.KeepForever, MaxCancelled: worker.KeepForever, MaxDead: worker.KeepForever}
 	cfg := worker.Config{PollInterval: 5 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
-		Logger: slog.New(slog.DiscardHandler), Retention: &broker.Retention{}}
+		Logger: slog.New(slog.DiscardHandler), Retention: &keepAll}
 	for _, q := range queues {
 		cfg.Queues = append(cfg.Queues, worker.Queue{Name: q})
 	}
