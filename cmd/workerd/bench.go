@@ -24,7 +24,7 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-const benchSynopsis = "[--redis URL] [--json] [--jobs N | --soak DURATION [--soak-concurrency N] [--retention default|age-only|keep-all]]"
+const benchSynopsis = "[--redis URL] [--json] [--jobs N | --soak DURATION [--soak-concurrency N] [--retention default|age-only]]"
 
 // benchResult is what `workerd bench --json` prints. Field names are
 // stable: scripts track them.
@@ -72,7 +72,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&so.concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
 	fs.IntVar(&so.backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
 	fs.DurationVar(&so.every, "soak-every", 5*time.Second, "how often the soak reads used_memory")
-	fs.StringVar(&so.retentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults), age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15) or keep-all")
+	fs.StringVar(&so.retentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)")
 	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
 		return err
 	}

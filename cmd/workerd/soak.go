@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,7 +56,7 @@ type soakOptions struct {
 // soakRetention is the retention a soak's pool runs with, by name.
 // "default" leaves Config.Retention nil, so that a soak measures whatever
 // the pool's defaults are in this build; "age-only" spells out the
-// defaults before issue #15 (done and cancelled jobs kept a day, dead ones
+// retention before issue #15 (done and cancelled jobs kept a day, dead ones
 // a week, no count limit), so that the comparison keeps its meaning after
 // the defaults change.
 func soakRetention(name string) (*broker.Retention, error) {
@@ -63,12 +64,16 @@ func soakRetention(name string) (*broker.Retention, error) {
 	case "default":
 		return nil, nil
 	case "age-only":
-		return &broker.Retention{Done: 24 * time.Hour, Cancelled: 24 * time.Hour, Dead: 7 * 24 * time.Hour}, nil
-	case "keep-all":
-		return &broker.Retention{}, nil
+		return &broker.Retention{Done: 24 * time.Hour, Cancelled: 24 * time.Hour, Dead: 7 * 24 * time.Hour,
+			MaxDone: noCountLimit, MaxCancelled: noCountLimit, MaxDead: noCountLimit}, nil
 	}
-	return nil, usagef("--retention %q: want default (the pool's defaults), age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15) or keep-all", name)
+	return nil, usagef("--retention %q: want default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)", name)
 }
+
+// noCountLimit is a count of finished jobs that no soak reaches: "no
+// limit" that reads the same whether a 0 count means no limit (before
+// issue #15) or the pool's default (after it).
+const noCountLimit = math.MaxInt32
 
 // soak runs a producer and a pool of no-op handlers at full speed for
 // o.duration (rounded up to a whole o.every), the producers keeping about o.backlog jobs pending (a backlog
