@@ -85,7 +85,8 @@ func TestBenchSoakJSONFieldNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"soak_backlog_target", "soak_concurrency", "soak_done", "soak_duration_s", "soak_jobs_per_s",
-		"soak_memory_peak_bytes", "soak_memory_slope_bytes_per_s", "soak_memory_start_bytes", "soak_retention", "soak_samples"}
+		"soak_memory_peak_bytes", "soak_memory_slope_bytes_per_job", "soak_memory_slope_bytes_per_s", "soak_memory_start_bytes", "soak_retention",
+		"soak_samples", "soak_second_half_jobs_per_s"}
 	if names := slices.Sorted(maps.Keys(top)); !slices.Equal(names, want) {
 		t.Errorf("bench --soak --json fields\n%v\nwant\n%v", names, want)
 	}

@@ -20,16 +20,20 @@ import (
 // soakResult is what `workerd bench --soak D --json` prints. Field names
 // are stable: scripts track them.
 type soakResult struct {
-	DurationS      float64      `json:"soak_duration_s"`
-	Concurrency    int          `json:"soak_concurrency"`
-	Retention      string       `json:"soak_retention"`
-	BacklogTarget  int          `json:"soak_backlog_target"`
-	Done           int64        `json:"soak_done"`
-	JobsPerS       float64      `json:"soak_jobs_per_s"`
-	SlopeBytesPerS float64      `json:"soak_memory_slope_bytes_per_s"`
-	PeakBytes      int64        `json:"soak_memory_peak_bytes"`
-	StartBytes     int64        `json:"soak_memory_start_bytes"`
-	Samples        []soakSample `json:"soak_samples"`
+	DurationS      float64 `json:"soak_duration_s"`
+	Concurrency    int     `json:"soak_concurrency"`
+	Retention      string  `json:"soak_retention"`
+	BacklogTarget  int     `json:"soak_backlog_target"`
+	Done           int64   `json:"soak_done"`
+	JobsPerS       float64 `json:"soak_jobs_per_s"`
+	SlopeBytesPerS float64 `json:"soak_memory_slope_bytes_per_s"`
+	// The slope over the second half's jobs/s: what each job done leaves
+	// behind, beside the size of a kept job (about 500 bytes).
+	SlopeBytesPerJob float64      `json:"soak_memory_slope_bytes_per_job"`
+	SecondHalfPerS   float64      `json:"soak_second_half_jobs_per_s"`
+	PeakBytes        int64        `json:"soak_memory_peak_bytes"`
+	StartBytes       int64        `json:"soak_memory_start_bytes"`
+	Samples          []soakSample `json:"soak_samples"`
 }
 
 // soakSample is one reading, taken every --soak-every.
@@ -43,7 +47,7 @@ type soakSample struct {
 }
 
 // soakProducers is how many goroutines enqueue during a soak.
-const soakProducers = 2
+const soakProducers = 4
 
 type soakOptions struct {
 	duration, every time.Duration
@@ -190,15 +194,22 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 	last := r.Samples[len(r.Samples)-1]
 	r.Done, r.JobsPerS = last.Done, float64(last.Done)/last.ElapsedS
 	var xs, ys []float64
+	var half []soakSample
 	for _, s := range r.Samples {
 		r.PeakBytes = max(r.PeakBytes, s.UsedMemory)
 		if s.ElapsedS >= o.duration.Seconds()/2 {
 			xs, ys = append(xs, s.ElapsedS), append(ys, float64(s.UsedMemory))
+			half = append(half, s)
 		}
 	}
 	var ok bool
 	if r.SlopeBytesPerS, ok = slope(xs, ys); !ok {
 		return r, fmt.Errorf("only %d samples in the second half of the soak: give --soak-every at most a quarter of --soak", len(xs))
+	}
+	first, final := half[0], half[len(half)-1]
+	r.SecondHalfPerS = float64(final.Done-first.Done) / (final.ElapsedS - first.ElapsedS)
+	if r.SecondHalfPerS > 0 {
+		r.SlopeBytesPerJob = r.SlopeBytesPerS / r.SecondHalfPerS
 	}
 	return r, nil
 }
@@ -277,5 +288,6 @@ func printSoak(w io.Writer, r soakResult) {
 	fmt.Fprintf(w, "jobs done              %d (%.0f/s)\n", r.Done, r.JobsPerS)
 	fmt.Fprintf(w, "used_memory at start   %d bytes (%.1f MB)\n", r.StartBytes, float64(r.StartBytes)/1e6)
 	fmt.Fprintf(w, "used_memory peak       %d bytes (%.1f MB)\n", r.PeakBytes, float64(r.PeakBytes)/1e6)
-	fmt.Fprintf(w, "slope, second half     %.0f bytes/s (%.2f MB/min)\n", r.SlopeBytesPerS, r.SlopeBytesPerS*60/1e6)
+	fmt.Fprintf(w, "slope, second half     %.0f bytes/s (%.2f MB/min), %.0f bytes per job done (%.0f jobs/s)\n",
+		r.SlopeBytesPerS, r.SlopeBytesPerS*60/1e6, r.SlopeBytesPerJob, r.SecondHalfPerS)
 }
