@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -88,6 +89,22 @@ type Limits struct {
 	// Rate and Per: at most Rate jobs start in any window of Per.
 	Rate int
 	Per  time.Duration
+}
+
+// String describes the limits as an operator reads them: "at most 5
+// running, at most 100 starts per 1m0s", or "no limits".
+func (l Limits) String() string {
+	var parts []string
+	if l.MaxRunning > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxRunning))
+	}
+	if l.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d starts per %v", l.Rate, l.Per))
+	}
+	if len(parts) == 0 {
+		return "no limits"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // SetLimits sets queue's limits: each zero field removes its limit, so the

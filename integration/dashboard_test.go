@@ -427,13 +427,18 @@ func TestDashboardLargeQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n, batch = 100_000, 2000
+	// Four pipelines in flight at a time: Redis runs them one after the
+	// other anyway, and fifty at once wait long enough, on a loaded CI
+	// machine, for a client's read timeout.
+	const n, batch, inFlight = 100_000, 1000, 4
 	var wg sync.WaitGroup
 	errs := make(chan error, n/batch)
+	sem := make(chan struct{}, inFlight)
 	for start := 0; start < n; start += batch {
 		wg.Add(1)
+		sem <- struct{}{}
 		go func() {
-			defer wg.Done()
+			defer func() { <-sem; wg.Done() }()
 			jobs := make([]broker.Job, batch)
 			for i := range jobs {
 				jobs[i] = broker.Job{Queue: "big", Kind: "resize", ID: fmt.Sprintf("img-%06d", start+i), Payload: []byte(`{}`)}

@@ -148,7 +148,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 
 // Start checks the Redis server (reachable, recent enough, running the
 // scripts for this user, and warns when its eviction policy could drop
-// jobs), then starts claiming. It returns at
+// jobs or its maxmemory is unset or too small for retention), then starts claiming. It returns at
 // once; the pool runs until Shutdown.
 func (p *Pool) Start(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
@@ -162,6 +162,7 @@ func (p *Pool) Start(ctx context.Context) error {
 		p.started.Store(false)
 		return fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)
 	}
+	p.checkMemory(ctx)
 	go p.dispatch()
 	go p.heartbeat()
 	go p.acker()

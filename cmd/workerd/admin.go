@@ -294,23 +294,10 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(e.stdout, "%s: %s\n", q, describeLimits(l))
+	fmt.Fprintf(e.stdout, "%s: %s\n", q, l)
 	return nil
 }
 
-func describeLimits(l broker.Limits) string {
-	var parts []string
-	if l.MaxRunning > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxRunning))
-	}
-	if l.Rate > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d starts per %v", l.Rate, l.Per))
-	}
-	if len(parts) == 0 {
-		return "no limits"
-	}
-	return strings.Join(parts, ", ")
-}
 
 func runEvents(ctx context.Context, e *env, args []string) error {
 	const synopsis = "QUEUE [--keep N | --off] [--create]"

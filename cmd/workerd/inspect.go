@@ -30,6 +30,15 @@ type queueJSON struct {
 	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
 	DoneLastMinute       int64   `json:"done_last_minute"`
 	Paused               bool    `json:"paused"`
+	// The queue's memory, sampled with MEMORY USAGE (broker.Footprint):
+	// Memory is "measured", or "unknown" when the server cannot say
+	// (miniredis), and then the byte fields are null, as bytes_per_job is
+	// for a queue without a job to sample.
+	Memory             string           `json:"memory"`
+	BytesPerJob        *int64           `json:"bytes_per_job"`
+	BytesPerJobByState map[string]int64 `json:"bytes_per_job_by_state,omitempty"`
+	IndexEntryBytes    *int64           `json:"index_entry_bytes"`
+	FootprintBytes     *int64           `json:"footprint_bytes"`
 }
 
 type leaseJSON struct {
@@ -123,9 +132,51 @@ func overviewJSON(ctx context.Context, b *broker.Broker, q string) (queueJSON, e
 	if err != nil {
 		return queueJSON{}, err
 	}
-	return queueJSON{Queue: q, Blocked: o.Blocked, Scheduled: o.Scheduled, Pending: o.Pending, Running: o.Running, Done: o.Done,
+	f, err := b.Footprint(ctx, q)
+	if err != nil {
+		return queueJSON{}, err
+	}
+	out := queueJSON{Queue: q, Blocked: o.Blocked, Scheduled: o.Scheduled, Pending: o.Pending, Running: o.Running, Done: o.Done,
 		Dead: o.Dead, Cancelled: o.Cancelled, OldestPendingSeconds: o.HeadAge.Seconds(), DoneLastMinute: o.DoneLastMinute,
-		Paused: o.Paused}, nil
+		Paused: o.Paused, Memory: "unknown"}
+	if f.Measured {
+		out.Memory = "measured"
+		out.FootprintBytes = &f.Estimate
+		if f.Sampled > 0 {
+			out.BytesPerJob, out.IndexEntryBytes = &f.PerJob, &f.PerIndexEntry
+			out.BytesPerJobByState = map[string]int64{}
+			for s, n := range f.PerState {
+				out.BytesPerJobByState[string(s)] = n
+			}
+		}
+	}
+	return out, nil
+}
+
+// byteSize prints a byte count for a person: "612 B", "8.1 MiB", or "unknown".
+func byteSize(n *int64) string {
+	if n == nil {
+		return "unknown"
+	}
+	v := float64(*n)
+	for _, unit := range []string{"B", "KiB", "MiB", "GiB"} {
+		if v < 1024 || unit == "GiB" {
+			if unit == "B" {
+				return fmt.Sprintf("%d B", *n)
+			}
+			return fmt.Sprintf("%.1f %s", v, unit)
+		}
+		v /= 1024
+	}
+	return ""
+}
+
+// perJob prints bytes per job: "-" for a queue with nothing to sample.
+func perJob(o queueJSON) string {
+	if o.Memory == "measured" && o.BytesPerJob == nil {
+		return "-"
+	}
+	return byteSize(o.BytesPerJob)
 }
 
 func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) error {
@@ -151,16 +202,22 @@ func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) erro
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tBLOCKED\tRUNNING\tDONE\tDEAD\tCANCELLED\tOLDEST PENDING\tDONE/MIN\t")
+	fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tBLOCKED\tRUNNING\tDONE\tDEAD\tCANCELLED\tOLDEST PENDING\tDONE/MIN\tBYTES/JOB\tMEMORY\t")
 	for _, o := range out.Queues {
 		name := o.Queue
 		if o.Paused {
 			name += " (paused)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", name, o.Pending, o.Scheduled, o.Blocked, o.Running, o.Done,
-			o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t\n", name, o.Pending, o.Scheduled, o.Blocked, o.Running, o.Done,
+			o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute, perJob(o), byteSize(o.FootprintBytes))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(out.Queues) > 0 && out.Queues[0].Memory == "unknown" {
+		fmt.Fprintln(e.stdout, "\nmemory unknown: this Redis does not answer MEMORY USAGE ... SAMPLES (miniredis does not)")
+	}
+	return nil
 }
 
 func inspectQueue(ctx context.Context, e *env, b *broker.Broker, q string, limit int, asJSON bool) error {
@@ -187,8 +244,10 @@ func inspectQueue(ctx context.Context, e *env, b *broker.Broker, q string, limit
 	if o.Paused {
 		fmt.Fprintf(e.stdout, "queue %s is PAUSED: nothing is claimed until 'workerd resume %s'\n", q, q)
 	}
-	fmt.Fprintf(e.stdout, "queue %s: %d pending, %d scheduled, %d running, %d done, %d dead, %d cancelled; oldest pending %s; %d done in the last minute\n\n",
+	fmt.Fprintf(e.stdout, "queue %s: %d pending, %d scheduled, %d running, %d done, %d dead, %d cancelled; oldest pending %s; %d done in the last minute\n",
 		q, o.Pending, o.Scheduled, o.Running, o.Done, o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)
+	fmt.Fprintln(e.stdout, memoryLine(o))
+	fmt.Fprintln(e.stdout)
 	if len(ls) == 0 {
 		fmt.Fprintln(e.stdout, "no running jobs")
 		return nil
@@ -209,6 +268,24 @@ func inspectQueue(ctx context.Context, e *env, b *broker.Broker, q string, limit
 		fmt.Fprintf(e.stdout, "\n%d lease(s) expired and not yet reaped: their workers are gone or stalled. A running pool of this queue\nreaps them within a third of the lease; if the list does not shrink, no pool serves this queue.\n", expired)
 	}
 	return nil
+}
+
+// memoryLine says what the queue holds in Redis, and how that was found.
+func memoryLine(o queueJSON) string {
+	switch {
+	case o.Memory != "measured":
+		return "memory: unknown (this Redis does not answer MEMORY USAGE ... SAMPLES)"
+	case o.BytesPerJob == nil:
+		return fmt.Sprintf("memory: about %s (no job to sample)", byteSize(o.FootprintBytes))
+	}
+	var states []string
+	for _, s := range broker.States {
+		if n, ok := o.BytesPerJobByState[string(s)]; ok {
+			states = append(states, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	return fmt.Sprintf("memory: about %s; %s per job (%s), %s per index entry (MEMORY USAGE of the newest %d jobs of each state)",
+		byteSize(o.FootprintBytes), byteSize(o.BytesPerJob), strings.Join(states, ", "), byteSize(o.IndexEntryBytes), broker.FootprintSamples)
 }
 
 func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJSON bool) error {

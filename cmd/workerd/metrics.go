@@ -15,8 +15,8 @@ import (
 )
 
 // metrics are workerd's Prometheus metrics: handler runs observed by a
-// middleware, the pools' own counters, renew latency, and queue depth read
-// from Redis at each scrape.
+// middleware, the pools' own counters, renew latency, and queue depth and
+// Redis's memory read from Redis at each scrape.
 type metrics struct {
 	reg      *prometheus.Registry
 	runs     *prometheus.CounterVec
@@ -85,6 +85,10 @@ var (
 	}
 	runningDesc = prometheus.NewDesc("fenceq_jobs_running", "Handlers running now.", []string{"pool"}, nil)
 	depthDesc   = prometheus.NewDesc("fenceq_queue_jobs", "Jobs in a queue by state, read from Redis at scrape time.", []string{"queue", "state"}, nil)
+	usedDesc    = prometheus.NewDesc("fenceq_redis_used_memory_bytes",
+		"Redis used_memory (INFO memory) of each server that holds data (each Cluster master), read at scrape time.", []string{"node"}, nil)
+	maxDesc = prometheus.NewDesc("fenceq_redis_maxmemory_bytes",
+		"Redis maxmemory of each server that holds data, read at scrape time; 0 means no limit. With noeviction, writes fail once used_memory reaches it.", []string{"node"}, nil)
 )
 
 func desc(name, help string) *prometheus.Desc {
@@ -99,6 +103,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- runningDesc
 	ch <- depthDesc
+	ch <- usedDesc
+	ch <- maxDesc
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -123,6 +129,25 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		} {
 			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(n), q, string(state))
 		}
+	}
+	m.collectMemory(ctx, ch)
+}
+
+// collectMemory exports each server's used_memory and maxmemory. A server
+// that does not report them (miniredis, or INFO denied by an ACL) leaves
+// the two gauges out; a read that fails fails the scrape, as depth does.
+func (m *metrics) collectMemory(ctx context.Context, ch chan<- prometheus.Metric) {
+	ms, err := m.b.ServerMemory(ctx)
+	switch {
+	case errors.Is(err, broker.ErrNoMemoryInfo):
+		return
+	case err != nil:
+		ch <- prometheus.NewInvalidMetric(usedDesc, err)
+		return
+	}
+	for _, s := range ms {
+		ch <- prometheus.MustNewConstMetric(usedDesc, prometheus.GaugeValue, float64(s.Used), s.Node)
+		ch <- prometheus.MustNewConstMetric(maxDesc, prometheus.GaugeValue, float64(s.Max), s.Node)
 	}
 }
 

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,7 +79,7 @@ func (s *Server) release(_ http.ResponseWriter, r *http.Request) (string, string
 
 func (s *Server) retryDead(_ http.ResponseWriter, r *http.Request) (string, string, string) {
 	queue := r.PostForm.Get("queue")
-	n, err := strconv.Atoi(cmpOr(r.PostForm.Get("limit"), "1000"))
+	n, err := strconv.Atoi(cmp.Or(r.PostForm.Get("limit"), "1000"))
 	if err != nil || n < 1 {
 		return queue, "", fmt.Sprintf("Nothing retried: %q is not a number of jobs (give a whole number, at least 1).", r.PostForm.Get("limit"))
 	}
@@ -122,7 +123,7 @@ func (s *Server) setLimits(_ http.ResponseWriter, r *http.Request) (string, stri
 	if err := s.b.SetLimits(ctx, queue, l); err != nil {
 		return queue, "", "Limits unchanged: " + err.Error()
 	}
-	return queue, "", "Limits of " + queue + " set: " + limitsText(l) + "."
+	return queue, "", "Limits of " + queue + " set: " + l.String() + "."
 }
 
 func parseLimits(maxRunning, rate, per string) (broker.Limits, error) {
@@ -147,25 +148,4 @@ func parseLimits(maxRunning, rate, per string) (broker.Limits, error) {
 		return l, errors.New("a rate needs its period, like 1s or 1m")
 	}
 	return l, nil
-}
-
-func limitsText(l broker.Limits) string {
-	var parts []string
-	if l.MaxRunning > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxRunning))
-	}
-	if l.Rate > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d starts per %s", l.Rate, l.Per))
-	}
-	if len(parts) == 0 {
-		return "no limits"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

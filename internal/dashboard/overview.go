@@ -34,7 +34,7 @@ func (s *Server) summarize(ctx context.Context, queue string) (queueSummary, err
 	if err != nil {
 		return q, err
 	}
-	q.Limits = limitsText(l)
+	q.Limits = l.String()
 	exp, err := s.b.ExpiredLeases(ctx, queue, expiredShown+1)
 	if err != nil {
 		return q, err

@@ -81,8 +81,8 @@ func testLateAck(t *testing.T, nc NewClient) {
 		j.SetResult([]byte("A"))
 		return nil
 	}), func(c *worker.Config) {
-		c.LeaseDuration = 6 * time.Second // heartbeat every 2s: A acks before it notices
-		c.Concurrency = 1                 // and A cannot take the job back itself
+		c.LeaseDuration = time.Minute // heartbeat every 20s: A acks before it notices, on a loaded machine too
+		c.Concurrency = 1             // and A cannot take the job back itself
 	})
 	id := s.enqueue(t, broker.Job{})
 	ja := recv(t, "A to start", aStarted, 10*time.Second)
