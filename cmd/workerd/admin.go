@@ -298,7 +298,6 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-
 func runEvents(ctx context.Context, e *env, args []string) error {
 	const synopsis = "QUEUE [--keep N | --off] [--create]"
 	fs := newFlags(e, "events", synopsis)
