@@ -1,14 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,11 +80,11 @@ func soakRetention(name string) (*broker.Retention, error) {
 // issue #15) or the pool's default (after it).
 const noCountLimit = math.MaxInt32
 
-// soak runs a producer and a pool of no-op handlers at full speed for
-// o.duration (rounded up to a whole o.every), the producers keeping about o.backlog jobs pending (a backlog
-// that grew without bound would be what the memory measured), and reads
-// Redis's used_memory every o.every. Each sample goes to report as it is
-// taken.
+// soak runs producers and a pool of no-op handlers at full speed for
+// o.duration (rounded up to a whole o.every), the producers keeping about
+// o.backlog jobs pending (a backlog that grew without bound would be what
+// the memory measured), and reads Redis's used_memory every o.every. Each
+// sample goes to report as it is taken.
 func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, error) {
 	r := soakResult{DurationS: o.duration.Seconds(), Concurrency: o.concurrency, Retention: o.retentionName, BacklogTarget: o.backlog}
 	c, b, _, q, err := bn.client(o.concurrency + 10)
@@ -138,44 +139,35 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 	}
 	shutdown := shutdownOnce(bn.ctx, p)
 	defer shutdown()
+	// The first producer to fail stops the others; so does the end.
 	pctx, stopProducing := context.WithCancel(bn.ctx)
-	defer stopProducing()
-	produced := make(chan error, soakProducers)
+	var producing sync.WaitGroup
+	var failed error
+	var failOnce sync.Once
 	for range soakProducers {
-		go func() { produced <- produce(pctx, b, q, o.backlog, &enqueued, &done, handled) }()
+		producing.Go(func() {
+			if err := produce(pctx, b, q, o.backlog, &enqueued, &done, handled); err != nil {
+				failOnce.Do(func() { failed = fmt.Errorf("producer: %w", err) })
+				stopProducing()
+			}
+		})
 	}
-	// The first error, or nil once every producer has stopped.
-	stopProducer := func() error {
+	stopProducers := sync.OnceValue(func() error {
 		stopProducing()
-		var errs []error
-		for range soakProducers {
-			errs = append(errs, <-produced)
-		}
-		return errors.Join(errs...)
-	}
+		producing.Wait()
+		return failed
+	})
 	// Run before the pool's shutdown (deferred calls run last first), so
 	// that nothing enqueues after bench deleted its keys.
-	var once atomic.Bool
-	defer func() {
-		if once.CompareAndSwap(false, true) {
-			_ = stopProducer()
-		}
-	}()
+	defer stopProducers()
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
 	// The soak ends at the first sample at or past o.duration.
 	for r.Samples[len(r.Samples)-1].ElapsedS < o.duration.Seconds() {
 		select {
 		case <-tick.C:
-		case err := <-produced: // a producer stops early only on an error
-			once.Store(true)
-			stopProducing()
-			for range soakProducers - 1 {
-				<-produced
-			}
-			return r, fmt.Errorf("producer: %w", err)
-		case <-bn.ctx.Done():
-			return r, bn.ctx.Err()
+		case <-pctx.Done(): // a producer failed, or bench was interrupted
+			return r, cmp.Or(stopProducers(), bn.ctx.Err())
 		}
 		s, err := sample(start, r.Samples[len(r.Samples)-1])
 		if err != nil {
@@ -184,9 +176,8 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 		r.Samples = append(r.Samples, s)
 		report(s)
 	}
-	once.Store(true)
-	if err := stopProducer(); err != nil {
-		return r, fmt.Errorf("producer: %w", err)
+	if err := stopProducers(); err != nil {
+		return r, err
 	}
 	if err := shutdown(); err != nil {
 		return r, err
