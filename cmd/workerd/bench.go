@@ -24,7 +24,7 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-const benchSynopsis = "[--redis URL] [--json] [--jobs N]"
+const benchSynopsis = "[--redis URL] [--json] [--jobs N | --soak DURATION [--soak-concurrency N] [--retention default|age-only]]"
 
 // benchResult is what `workerd bench --json` prints. Field names are
 // stable: scripts track them.
@@ -67,6 +67,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flush := fs.Bool("flush", false, "ignored, kept so that older scripts still run: bench deletes only its own keys and never flushes a database")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	jobs := fs.Int("jobs", 20000, "jobs per throughput measurement")
+	var so soakOptions
+	fs.DurationVar(&so.duration, "soak", 0, "instead of the measurements, run a producer and a pool of no-op handlers for this long (e.g. 5m) and follow Redis's used_memory")
+	fs.IntVar(&so.concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
+	fs.IntVar(&so.backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
+	fs.DurationVar(&so.every, "soak-every", 5*time.Second, "how often the soak reads used_memory")
+	fs.StringVar(&so.retentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)")
 	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
 		return err
 	}
@@ -80,15 +86,18 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	case *jobs < 1:
 		return usagef("--jobs %d: must be at least 1", *jobs)
 	}
+	if err := checkSoakFlags(given, &so); err != nil {
+		return err
+	}
 	if *flush {
 		fmt.Fprintln(e.stderr, "bench: --flush is ignored: bench deletes only its own keys and never flushes a database")
 	}
 	var tag [4]byte
 	_, _ = rand.Read(tag[:]) // crypto/rand never fails on Linux; a zero tag is still a prefix of bench's own
 	rf.prefix = "fenceq-bench-" + hex.EncodeToString(tag[:])
-	rdb, _, err := rf.connect(ctx, e)
-	if err != nil {
-		return err
+	rdb, _, cerr := rf.connect(ctx, e)
+	if cerr != nil {
+		return cerr
 	}
 	defer rdb.Close()
 	fmt.Fprintf(e.stderr, "bench: writing only keys under %s:, deleted when it ends\n", rf.prefix)
@@ -98,7 +107,13 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	bn := &bencher{ctx: ctx, rdb: rdb, url: rf, e: e}
-	r, err := bn.measure(*jobs, progress)
+	var r any
+	var err error
+	if so.duration > 0 {
+		r, err = bn.soakReporting(so, *asJSON)
+	} else {
+		r, err = bn.measure(*jobs, progress)
+	}
 	// Deleted on the way out even when interrupted: its own context, so
 	// that a Ctrl-C (whose context bench's is) does not stop the deleting.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -114,8 +129,53 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	case *asJSON:
 		return printJSON(e.stdout, r)
 	}
-	printBench(e, r)
+	switch r := r.(type) {
+	case soakResult:
+		printSoak(e.stdout, r)
+	case benchResult:
+		printBench(e, r)
+	}
 	return nil
+}
+
+// checkSoakFlags refuses soak flags without --soak and values that cannot
+// run, and resolves --retention.
+func checkSoakFlags(given map[string]bool, so *soakOptions) error {
+	if !given["soak"] {
+		for _, f := range []string{"soak-concurrency", "soak-backlog", "soak-every", "retention"} {
+			if given[f] {
+				return usagef("--%s applies to a soak: give --soak DURATION too", f)
+			}
+		}
+		return nil
+	}
+	var err error
+	switch {
+	case given["jobs"]:
+		return usagef("--jobs sizes the measurements that --soak replaces: drop one of them")
+	case so.duration <= 0:
+		return usagef("--soak %s: must be positive, e.g. 5m", so.duration)
+	case so.concurrency < 1:
+		return usagef("--soak-concurrency %d: must be at least 1", so.concurrency)
+	case so.backlog < 1:
+		return usagef("--soak-backlog %d: must be at least 1", so.backlog)
+	case so.every <= 0 || so.every > so.duration/4:
+		return usagef("--soak-every %s: must be positive and at most a quarter of --soak %s, so that its second half has two samples to fit a slope to", so.every, so.duration)
+	}
+	so.retention, err = soakRetention(so.retentionName)
+	return err
+}
+
+// soakReporting runs the soak, writing each sample as it is taken: to
+// standard output under a header, or with --json (whose standard output is
+// the one JSON object) to standard error.
+func (bn *bencher) soakReporting(so soakOptions, asJSON bool) (soakResult, error) {
+	w := bn.e.stdout
+	if asJSON {
+		w = bn.e.stderr
+	}
+	printSoakHeader(w)
+	return bn.soak(so, func(s soakSample) { printSoakSample(w, s) })
 }
 
 // measure runs every phase, deleting the phase's keys after each so that

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -69,5 +71,87 @@ func TestBenchJSONFieldNames(t *testing.T) {
 	}
 	if len(run["1"]) != 3 || run["1"]["per_s"] == nil || run["1"]["round_trips_per_job"] == nil || run["1"]["commands_per_job"] == nil {
 		t.Errorf("process_by_concurrency entries: %v", run["1"])
+	}
+}
+
+// The soak's --json field names are read by other tools too.
+func TestBenchSoakJSONFieldNames(t *testing.T) {
+	b, err := json.Marshal(soakResult{Samples: []soakSample{{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"soak_backlog_target", "soak_concurrency", "soak_done", "soak_duration_s", "soak_jobs_per_s",
+		"soak_memory_peak_bytes", "soak_memory_slope_bytes_per_job", "soak_memory_slope_bytes_per_s", "soak_memory_start_bytes", "soak_retention",
+		"soak_samples", "soak_second_half_jobs_per_s"}
+	if names := slices.Sorted(maps.Keys(top)); !slices.Equal(names, want) {
+		t.Errorf("bench --soak --json fields\n%v\nwant\n%v", names, want)
+	}
+	var samples []map[string]any
+	if err := json.Unmarshal(top["soak_samples"], &samples); err != nil {
+		t.Fatal(err)
+	}
+	wantSample := []string{"backlog", "done", "elapsed_s", "jobs_per_s", "kept", "used_memory"}
+	if names := slices.Sorted(maps.Keys(samples[0])); !slices.Equal(names, wantSample) {
+		t.Errorf("soak_samples entries\n%v\nwant\n%v", names, wantSample)
+	}
+}
+
+func TestSlope(t *testing.T) {
+	t.Run("a straight line is its own slope", func(t *testing.T) {
+		xs := []float64{150, 155, 160, 170, 180}
+		var ys []float64
+		for _, x := range xs {
+			ys = append(ys, 6_800_000*x+1e9)
+		}
+		if got, ok := slope(xs, ys); !ok || math.Abs(got-6_800_000) > 1e-3 {
+			t.Errorf("slope %v (%v), want 6800000", got, ok)
+		}
+	})
+	t.Run("scattered points: the least-squares line", func(t *testing.T) {
+		// mean (1.5, 1.5); Σ dx·dy = 4, Σ dx² = 5.
+		if got, ok := slope([]float64{0, 1, 2, 3}, []float64{0, 2, 1, 3}); !ok || math.Abs(got-0.8) > 1e-12 {
+			t.Errorf("slope %v (%v), want 0.8", got, ok)
+		}
+	})
+	t.Run("a level that goes up and comes back has no slope", func(t *testing.T) {
+		if got, ok := slope([]float64{0, 1, 2, 3, 4}, []float64{10, 12, 14, 12, 10}); !ok || got != 0 {
+			t.Errorf("slope %v (%v), want 0", got, ok)
+		}
+	})
+	t.Run("no line through fewer than two distinct times", func(t *testing.T) {
+		for _, xs := range [][]float64{nil, {5}, {5, 5}} {
+			if got, ok := slope(xs, make([]float64, len(xs))); ok {
+				t.Errorf("slope over %v: %v, want none", xs, got)
+			}
+		}
+	})
+}
+
+// Soak flags that cannot run are usage errors, named, before bench
+// connects to anything.
+func TestBenchSoakUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--soak-concurrency", "10"}, "--soak-concurrency applies to a soak: give --soak DURATION too"},
+		{[]string{"--retention", "age-only"}, "--retention applies to a soak"},
+		{[]string{"--soak", "1m", "--jobs", "10"}, "--jobs sizes the measurements that --soak replaces"},
+		{[]string{"--soak", "-1s"}, "--soak -1s: must be positive"},
+		{[]string{"--soak", "1m", "--soak-concurrency", "0"}, "--soak-concurrency 0: must be at least 1"},
+		{[]string{"--soak", "1m", "--soak-backlog", "0"}, "--soak-backlog 0: must be at least 1"},
+		{[]string{"--soak", "10s", "--soak-every", "5s"}, "at most a quarter of --soak 10s"},
+		{[]string{"--soak", "1m", "--retention", "24h"}, `--retention "24h": want default (the pool's defaults) or age-only`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runBare(append([]string{"bench", "--redis", "127.0.0.1:1"}, tc.args...)...)
+			if code != 2 || out != "" || !strings.HasPrefix(errOut, "workerd bench: ") || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and a usage error saying %q", code, out, errOut, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/worker"
+)
+
+// soakResult is what `workerd bench --soak D --json` prints. Field names
+// are stable: scripts track them.
+type soakResult struct {
+	DurationS      float64 `json:"soak_duration_s"`
+	Concurrency    int     `json:"soak_concurrency"`
+	Retention      string  `json:"soak_retention"`
+	BacklogTarget  int     `json:"soak_backlog_target"`
+	Done           int64   `json:"soak_done"`
+	JobsPerS       float64 `json:"soak_jobs_per_s"`
+	SlopeBytesPerS float64 `json:"soak_memory_slope_bytes_per_s"`
+	// The slope over the second half's jobs/s: what each job done leaves
+	// behind, beside the size of a kept job (about 500 bytes).
+	SlopeBytesPerJob float64      `json:"soak_memory_slope_bytes_per_job"`
+	SecondHalfPerS   float64      `json:"soak_second_half_jobs_per_s"`
+	PeakBytes        int64        `json:"soak_memory_peak_bytes"`
+	StartBytes       int64        `json:"soak_memory_start_bytes"`
+	Samples          []soakSample `json:"soak_samples"`
+}
+
+// soakSample is one reading, taken every --soak-every.
+type soakSample struct {
+	ElapsedS   float64 `json:"elapsed_s"`
+	UsedMemory int64   `json:"used_memory"`
+	Done       int64   `json:"done"`
+	JobsPerS   float64 `json:"jobs_per_s"` // since the sample before
+	Backlog    int64   `json:"backlog"`    // enqueued and not yet handled
+	Kept       int64   `json:"kept"`       // finished jobs still in Redis
+}
+
+// soakProducers is how many goroutines enqueue during a soak.
+const soakProducers = 4
+
+type soakOptions struct {
+	duration, every time.Duration
+	concurrency     int
+	backlog         int
+	retentionName   string
+	retention       *broker.Retention
+}
+
+// soakRetention is the retention a soak's pool runs with, by name.
+// "default" leaves Config.Retention nil, so that a soak measures whatever
+// the pool's defaults are in this build; "age-only" spells out the
+// retention before issue #15 (done and cancelled jobs kept a day, dead ones
+// a week, no count limit), so that the comparison keeps its meaning after
+// the defaults change.
+func soakRetention(name string) (*broker.Retention, error) {
+	switch name {
+	case "default":
+		return nil, nil
+	case "age-only":
+		return &broker.Retention{Done: 24 * time.Hour, Cancelled: 24 * time.Hour, Dead: 7 * 24 * time.Hour,
+			MaxDone: noCountLimit, MaxCancelled: noCountLimit, MaxDead: noCountLimit}, nil
+	}
+	return nil, usagef("--retention %q: want default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)", name)
+}
+
+// noCountLimit is a count of finished jobs that no soak reaches: "no
+// limit" that reads the same whether a 0 count means no limit (before
+// issue #15) or the pool's default (after it).
+const noCountLimit = math.MaxInt32
+
+// soak runs producers and a pool of no-op handlers at full speed for
+// o.duration (rounded up to a whole o.every), the producers keeping about
+// o.backlog jobs pending (a backlog that grew without bound would be what
+// the memory measured), and reads Redis's used_memory every o.every. Each
+// sample goes to report as it is taken.
+func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, error) {
+	r := soakResult{DurationS: o.duration.Seconds(), Concurrency: o.concurrency, Retention: o.retentionName, BacklogTarget: o.backlog}
+	c, b, _, q, err := bn.client(o.concurrency + 10)
+	if err != nil {
+		return r, err
+	}
+	defer c.Close()
+	var done, enqueued atomic.Int64
+	handled := make(chan struct{}, 1) // wakes a producer waiting for room
+	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
+		done.Add(1)
+		select {
+		case handled <- struct{}{}:
+		default:
+		}
+		return nil
+	}), worker.Config{Queues: []worker.Queue{{Name: q}}, Concurrency: o.concurrency, Retention: o.retention,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return r, err
+	}
+	sample := func(start time.Time, prev soakSample) (soakSample, error) {
+		info, err := bn.rdb.Info(bn.ctx, "memory").Result()
+		if err != nil {
+			return soakSample{}, fmt.Errorf("read used_memory: %w", err)
+		}
+		used, err := strconv.ParseInt(strings.TrimSpace(infoValue(info, "used_memory")), 10, 64)
+		if err != nil {
+			return soakSample{}, fmt.Errorf("read used_memory: INFO memory has no number for it: %w", err)
+		}
+		n, err := b.Counts(bn.ctx, q)
+		if err != nil {
+			return soakSample{}, err
+		}
+		s := soakSample{ElapsedS: time.Since(start).Seconds(), UsedMemory: used, Done: done.Load(),
+			Kept: n.Done + n.Cancelled + n.Dead}
+		s.Backlog = enqueued.Load() - s.Done
+		if dt := s.ElapsedS - prev.ElapsedS; dt > 0 {
+			s.JobsPerS = float64(s.Done-prev.Done) / dt
+		}
+		return s, nil
+	}
+	start := time.Now()
+	s, err := sample(start, soakSample{})
+	if err != nil {
+		return r, err
+	}
+	r.Samples, r.StartBytes = append(r.Samples, s), s.UsedMemory
+	report(s)
+	if err := p.Start(bn.ctx); err != nil {
+		return r, err
+	}
+	shutdown := shutdownOnce(bn.ctx, p)
+	defer shutdown()
+	// The first producer to fail stops the others; so does the end.
+	pctx, stopProducing := context.WithCancel(bn.ctx)
+	var producing sync.WaitGroup
+	var failed error
+	var failOnce sync.Once
+	for range soakProducers {
+		producing.Go(func() {
+			if err := produce(pctx, b, q, o.backlog, &enqueued, &done, handled); err != nil {
+				failOnce.Do(func() { failed = fmt.Errorf("producer: %w", err) })
+				stopProducing()
+			}
+		})
+	}
+	stopProducers := sync.OnceValue(func() error {
+		stopProducing()
+		producing.Wait()
+		return failed
+	})
+	// Run before the pool's shutdown (deferred calls run last first), so
+	// that nothing enqueues after bench deleted its keys.
+	defer stopProducers()
+	tick := time.NewTicker(o.every)
+	defer tick.Stop()
+	// The soak ends at the first sample at or past o.duration.
+	for r.Samples[len(r.Samples)-1].ElapsedS < o.duration.Seconds() {
+		select {
+		case <-tick.C:
+		case <-pctx.Done(): // a producer failed, or bench was interrupted
+			return r, cmp.Or(stopProducers(), bn.ctx.Err())
+		}
+		s, err := sample(start, r.Samples[len(r.Samples)-1])
+		if err != nil {
+			return r, err
+		}
+		r.Samples = append(r.Samples, s)
+		report(s)
+	}
+	if err := stopProducers(); err != nil {
+		return r, err
+	}
+	if err := shutdown(); err != nil {
+		return r, err
+	}
+	last := r.Samples[len(r.Samples)-1]
+	r.Done, r.JobsPerS = last.Done, float64(last.Done)/last.ElapsedS
+	var xs, ys []float64
+	var half []soakSample
+	for _, s := range r.Samples {
+		r.PeakBytes = max(r.PeakBytes, s.UsedMemory)
+		if s.ElapsedS >= o.duration.Seconds()/2 {
+			xs, ys = append(xs, s.ElapsedS), append(ys, float64(s.UsedMemory))
+			half = append(half, s)
+		}
+	}
+	var ok bool
+	if r.SlopeBytesPerS, ok = slope(xs, ys); !ok {
+		return r, fmt.Errorf("only %d samples in the second half of the soak: give --soak-every at most a quarter of --soak", len(xs))
+	}
+	first, final := half[0], half[len(half)-1]
+	r.SecondHalfPerS = float64(final.Done-first.Done) / (final.ElapsedS - first.ElapsedS)
+	if r.SecondHalfPerS > 0 {
+		r.SlopeBytesPerJob = r.SlopeBytesPerS / r.SecondHalfPerS
+	}
+	return r, nil
+}
+
+// produce keeps about backlog jobs enqueued and not yet handled, in
+// batches of up to enqueueBatch, until ctx ends (then it answers nil).
+// Several run at once, so that the pool never waits for one round trip of
+// enqueues; each counts a batch as enqueued before it sends it, so that the
+// backlog never reads below what Redis holds, and together they overshoot
+// backlog by at most a batch each.
+func produce(ctx context.Context, b *broker.Broker, q string, backlog int, enqueued, done *atomic.Int64, handled <-chan struct{}) error {
+	payload := []byte(`{}`)
+	batch := make([]broker.Job, 0, enqueueBatch)
+	for {
+		room := int64(backlog) - (enqueued.Load() - done.Load())
+		// A batch at a time, not a job at a time: below a batch's worth of
+		// room, wait for the pool to make more.
+		if room < int64(min(enqueueBatch, backlog)) {
+			select {
+			case <-handled:
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		batch = batch[:0]
+		for range min(room, enqueueBatch) {
+			batch = append(batch, broker.Job{Queue: q, Kind: "noop", Payload: payload})
+		}
+		enqueued.Add(int64(len(batch)))
+		for _, res := range b.EnqueueMany(ctx, batch) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if res.Err != nil {
+				return res.Err
+			}
+		}
+	}
+}
+
+// slope is the least-squares slope of ys over xs, and false when xs holds
+// fewer than two distinct values (then no line fits).
+func slope(xs, ys []float64) (float64, bool) {
+	if len(xs) != len(ys) || len(xs) < 2 {
+		return 0, false
+	}
+	var mx, my float64
+	for i := range xs {
+		mx += xs[i]
+		my += ys[i]
+	}
+	mx /= float64(len(xs))
+	my /= float64(len(ys))
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if sxx == 0 {
+		return 0, false
+	}
+	return sxy / sxx, true
+}
+
+func printSoakHeader(w io.Writer) {
+	fmt.Fprintf(w, "%9s  %13s  %11s  %9s  %8s  %9s\n", "elapsed", "used_memory", "done", "jobs/s", "backlog", "kept")
+}
+
+func printSoakSample(w io.Writer, s soakSample) {
+	fmt.Fprintf(w, "%8.1fs  %13d  %11d  %9.0f  %8d  %9d\n", s.ElapsedS, s.UsedMemory, s.Done, s.JobsPerS, s.Backlog, s.Kept)
+}
+
+func printSoak(w io.Writer, r soakResult) {
+	fmt.Fprintf(w, "soak %s, concurrency %d, retention %s, backlog ~%d\n", time.Duration(r.DurationS*float64(time.Second)), r.Concurrency, r.Retention, r.BacklogTarget)
+	fmt.Fprintf(w, "jobs done              %d (%.0f/s)\n", r.Done, r.JobsPerS)
+	fmt.Fprintf(w, "used_memory at start   %d bytes (%.1f MB)\n", r.StartBytes, float64(r.StartBytes)/1e6)
+	fmt.Fprintf(w, "used_memory peak       %d bytes (%.1f MB)\n", r.PeakBytes, float64(r.PeakBytes)/1e6)
+	fmt.Fprintf(w, "slope, second half     %.0f bytes/s (%.2f MB/min), %.0f bytes per job done (%.0f jobs/s)\n",
+		r.SlopeBytesPerS, r.SlopeBytesPerS*60/1e6, r.SlopeBytesPerJob, r.SecondHalfPerS)
+}
