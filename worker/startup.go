@@ -144,8 +144,8 @@ func (p *Pool) checkMemory(ctx context.Context) {
 
 // keptJobs is how many finished jobs of queue retention r keeps at most: a
 // count bound as it is, an age bound times the queue's recent rate (done
-// jobs per minute for done; failed attempts, an upper bound, for dead),
-// the smaller when both are set. It also answers the states r keeps
+// jobs per minute for done; failed attempts, an upper bound, for dead)
+// only when no count bounds it. It also answers the states r keeps
 // forever. A cancelled job counts nothing under an age-only bound: no
 // counter records cancellations.
 func keptJobs(ctx context.Context, b *broker.Broker, queue string, r broker.Retention) (int64, []string, error) {
@@ -174,9 +174,9 @@ func keptJobs(ctx context.Context, b *broker.Broker, queue string, r broker.Rete
 	} {
 		byAge := int64(s.rate * s.age.Minutes())
 		switch {
-		case s.count > 0 && s.age > 0:
-			kept += min(int64(s.count), byAge)
 		case s.count > 0:
+			// What the count lets retention keep, whatever the rate: a
+			// fresh queue's rate (0) would promise nothing.
 			kept += int64(s.count)
 		case s.age > 0:
 			kept += byAge

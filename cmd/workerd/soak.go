@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,15 +69,10 @@ func soakRetention(name string) (*broker.Retention, error) {
 		return nil, nil
 	case "age-only":
 		return &broker.Retention{Done: 24 * time.Hour, Cancelled: 24 * time.Hour, Dead: 7 * 24 * time.Hour,
-			MaxDone: noCountLimit, MaxCancelled: noCountLimit, MaxDead: noCountLimit}, nil
+			MaxDone: worker.KeepForever, MaxCancelled: worker.KeepForever, MaxDead: worker.KeepForever}, nil
 	}
 	return nil, usagef("--retention %q: want default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)", name)
 }
-
-// noCountLimit is a count of finished jobs that no soak reaches: "no
-// limit" that reads the same whether a 0 count means no limit (before
-// issue #15) or the pool's default (after it).
-const noCountLimit = math.MaxInt32
 
 // soak runs producers and a pool of no-op handlers at full speed for
 // o.duration (rounded up to a whole o.every), the producers keeping about
