@@ -190,6 +190,15 @@ func TestStartupWarnsAboutMaxmemory(t *testing.T) {
 			t.Fatalf("no warning with the numbers in:\n%s", logs)
 		}
 	})
+	t.Run("the defaults, on queues that never ran a job", func(t *testing.T) {
+		t.Parallel()
+		// Count and age bounds both set: the counts decide, though no rate
+		// was measured yet. Two queues of 30,000 at 600 bytes: 36 MB.
+		logs := startLogs(t, startServer(t, "--maxmemory", "20mb"), nil)
+		if !strings.Contains(logs, "maxmemory may be too small") || !strings.Contains(logs, "retained_jobs=60000") {
+			t.Fatalf("no warning with the numbers in:\n%s", logs)
+		}
+	})
 	t.Run("count bounds that fit", func(t *testing.T) {
 		t.Parallel()
 		logs := startLogs(t, startServer(t, "--maxmemory", "200mb"), counted)
