@@ -49,17 +49,13 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		s.confirmRelease(w, r)
 		return
 	}
-	queue, id := queueParam(r), idParam(r)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	if !s.knownQueue(ctx, w, r, queue) {
+	queue, id, jv, ok := s.requestedJob(ctx, w, r)
+	if !ok {
 		return
 	}
-	jv, err := s.readJob(ctx, queue, id)
-	if err != nil {
-		s.failErr(w, r, "read job "+id, err)
-		return
-	}
+	var err error
 	if jv.Links, err = s.b.JobLinks(ctx, queue, id, linksShown); err != nil {
 		s.failErr(w, r, "read the dependencies of job "+id, err)
 		return
@@ -129,17 +125,27 @@ type releaseView struct {
 }
 
 func (s *Server) confirmRelease(w http.ResponseWriter, r *http.Request) {
-	queue, id := queueParam(r), idParam(r)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	if !s.knownQueue(ctx, w, r, queue) {
-		return
-	}
-	jv, err := s.readJob(ctx, queue, id)
-	if err != nil {
-		s.failErr(w, r, "read job "+id, err)
+	queue, id, jv, ok := s.requestedJob(ctx, w, r)
+	if !ok {
 		return
 	}
 	s.render(w, r, http.StatusOK, "release", page{Title: "Release job " + id, Queue: queue,
 		Data: releaseView{Job: jv, Here: releaseURL(queue, id), Back: jobURL(queue, id), Queue: queue}})
+}
+
+// requestedJob reads the job a request names, in a queue that exists. When
+// it cannot, it has answered the request, and ok is false.
+func (s *Server) requestedJob(ctx context.Context, w http.ResponseWriter, r *http.Request) (queue, id string, jv jobView, ok bool) {
+	queue, id = queueParam(r), idParam(r)
+	if !s.knownQueue(ctx, w, r, queue) {
+		return queue, id, jv, false
+	}
+	jv, err := s.readJob(ctx, queue, id)
+	if err != nil {
+		s.failErr(w, r, "read job "+id, err)
+		return queue, id, jv, false
+	}
+	return queue, id, jv, true
 }
