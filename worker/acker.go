@@ -145,34 +145,6 @@ func (p *Pool) claimSpec(n int) broker.ClaimSpec {
 	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: p.cfg.LeaseDuration}
 }
 
-// settleThen runs a failure's settlement with a claim for a's slot after
-// it (fused), when the slot can be passed on to a job of a's queue, and
-// starts the job it took in that slot; else the settlement alone (plain).
-// When the fused call fails the claim is asked for again under its id,
-// as the acker does.
-func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
-	fused func(broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)) (broker.Outcome, broker.State, error) {
-	spec := broker.ClaimSpec{}
-	if !a.passed.Load() {
-		spec = p.claimSpec(1)
-	}
-	if spec.N == 0 || spec.Queue != a.lease.Queue {
-		return plain()
-	}
-	sent := time.Now()
-	o, st, claimed, err := fused(spec)
-	if err != nil {
-		claimed = p.reask(spec, sent)
-	} else {
-		p.took(spec, claimed)
-	}
-	for _, l := range claimed.Leases {
-		a.passed.Store(true)
-		p.run(l)
-	}
-	return o, st, err
-}
-
 // hold takes the slots of the batch's acked jobs that can pass theirs on,
 // for a claim whose answer is still to come; it answers how many.
 func (p *Pool) hold(batch []*ackReq) int {

@@ -37,7 +37,7 @@ func (p *Pool) Stats() Stats {
 }
 
 // count records a settlement that went through.
-func (p *Pool) count(op string, state broker.State) {
+func (p *Pool) count(o outcome, state broker.State) {
 	s := &p.stats
 	switch {
 	case state.Final():
@@ -57,9 +57,9 @@ func (p *Pool) count(op string, state broker.State) {
 			default:
 			}
 		}
-	case op == "snooze":
+	case o == outcomeSnooze:
 		s.snoozed.Add(1)
-	case op == "release":
+	case o == outcomeInterrupted, o == outcomeNotRun:
 		s.released.Add(1)
 	default:
 		s.retried.Add(1)
