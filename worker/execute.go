@@ -49,7 +49,7 @@ func (p *Pool) run(l broker.Lease) {
 		<-p.slots
 		return
 	}
-	if p.stopping() {
+	if p.dispatcher.stopping() {
 		go p.finishWith(a, func() { p.settleAs(a, outcomeNotRun, nil) })
 		return
 	}

@@ -109,7 +109,7 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		call = func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Release(ctx, a.lease) }
 	case outcomeDone:
 		call = func(context.Context) (broker.Outcome, broker.State, error) {
-			o, err := p.ack(a) // batched with other successes
+			o, err := p.acker.ack(a) // batched with other successes
 			return o, broker.StateDone, err
 		}
 	case outcomeSnooze:
@@ -176,7 +176,7 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	fused func(broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)) (broker.Outcome, broker.State, error) {
 	spec := broker.ClaimSpec{}
 	if !a.passed.Load() {
-		spec = p.claimSpec(1)
+		spec = p.dispatcher.claimSpec(1)
 	}
 	if spec.N == 0 || spec.Queue != a.lease.Queue {
 		return plain()
@@ -186,7 +186,7 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	if err != nil {
 		claimed = p.reask(spec, sent)
 	} else {
-		p.took(spec, claimed)
+		p.dispatcher.took(spec, claimed)
 	}
 	for _, l := range claimed.Leases {
 		a.passed.Store(true)

@@ -49,14 +49,10 @@ func (p *Pool) count(o outcome, state broker.State) {
 		default:
 			s.cancelled.Add(1)
 		}
-		// A pool whose slots the acker keeps full may not come back to
-		// its loop head for a whole reap interval: tell it to trim.
-		if s.finished()-p.trimMark.Load() >= int64(p.cfg.ReapBatch) {
-			select {
-			case p.trimDue <- struct{}{}:
-			default:
-			}
-		}
+		// Maintenance waits up to a reap interval between rounds, while
+		// a busy pool finishes far more than one trim's batch: a trim
+		// falls due every ReapBatch jobs.
+		p.maintenance.finished(s.finished())
 	case o == outcomeSnooze:
 		s.snoozed.Add(1)
 	case o == outcomeInterrupted, o == outcomeNotRun:
