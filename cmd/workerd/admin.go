@@ -96,39 +96,21 @@ func runCancel(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// runCheck verifies that every job of a queue, or of every queue, is in
+// the index of its state (the design's invariant 6), and exits 1 when one
+// is not.
 func runCheck(ctx context.Context, e *env, args []string) error {
-	const synopsis = "[QUEUE]"
-	fs := newFlags(e, "check", synopsis)
-	var rf redisFlags
-	rf.register(fs)
-	pos, err := parse(fs, synopsis, args, 0, 1)
+	b, queues, err := checkTargets(ctx, e, args)
 	if err != nil {
 		return err
-	}
-	_, b, err := rf.connect(ctx, e)
-	if err != nil {
-		return err
-	}
-	queues := pos
-	if len(queues) == 1 {
-		if err := requireQueue(ctx, b, queues[0], ""); err != nil {
-			return err
-		}
-	} else {
-		if queues, err = b.Queues(ctx); err != nil {
-			return err
-		}
 	}
 	bad := 0
 	for _, q := range queues {
-		found, err := b.Check(ctx, q)
+		n, err := checkQueue(ctx, e, b, q)
 		if err != nil {
 			return err
 		}
-		for _, f := range found {
-			fmt.Fprintf(e.stdout, "%s: %s: %s\n", q, f.ID, f.Problem)
-		}
-		bad += len(found)
+		bad += n
 	}
 	if bad > 0 {
 		fmt.Fprintf(e.stdout, "%d inconsistenc(ies) in %d queue(s); run check again to rule out jobs that moved while it read\n", bad, len(queues))
@@ -136,6 +118,47 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "ok: %d queue(s), every job in the index of its state\n", len(queues))
 	return nil
+}
+
+// checkTargets parses check's command line, connects, and answers the
+// queue it names (which must exist), or else every queue.
+func checkTargets(ctx context.Context, e *env, args []string) (*broker.Broker, []string, error) {
+	const synopsis = "[QUEUE]"
+	fs := newFlags(e, "check", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	pos, err := parse(fs, synopsis, args, 0, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(pos) == 1 {
+		if err := requireQueue(ctx, b, pos[0], ""); err != nil {
+			return nil, nil, err
+		}
+		return b, pos, nil
+	}
+	queues, err := b.Queues(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, queues, nil
+}
+
+// checkQueue prints each inconsistency found in queue q, one a line, and
+// answers how many there were.
+func checkQueue(ctx context.Context, e *env, b *broker.Broker, q string) (int, error) {
+	found, err := b.Check(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range found {
+		fmt.Fprintf(e.stdout, "%s: %s: %s\n", q, f.ID, f.Problem)
+	}
+	return len(found), nil
 }
 
 // positional parses a command that takes exactly the arguments synopsis
