@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
@@ -94,16 +95,17 @@ func ExampleLogging() {
 // yourself to have logging or metrics see the panic as an error.
 func ExampleRecover() {
 	h := middleware.Recover()(handlers.HandlerFunc(func(ctx context.Context, j *handlers.Job) error {
-		var sizes map[string]int
-		sizes[j.Kind]++ // a bug: the map was never made
+		height := strings.Split(string(j.Payload), "x")[1] // a bug: the payload may hold no "x"
+		fmt.Println("height", height)
 		return nil
 	}))
 
-	err := h.ProcessJob(context.Background(), &handlers.Job{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1})
+	job := &handlers.Job{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1, Payload: []byte("640")}
+	err := h.ProcessJob(context.Background(), job)
 	var p *middleware.PanicError
 	if errors.As(err, &p) {
 		fmt.Println("recovered:", p.Value)
 	}
 	// Output:
-	// recovered: assignment to entry in nil map
+	// recovered: runtime error: index out of range [1] with length 1
 }
