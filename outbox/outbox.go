@@ -141,10 +141,10 @@ func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j 
 
 // Relay moves committed outbox rows to Redis.
 type Relay struct {
-	DB     *sql.DB
-	Broker *broker.Broker
-	Table  string // default TableDefault
-	Batch  int    // rows per round; default 500
+	DB     *sql.DB        // required: the database holding Table
+	Broker *broker.Broker // required: where the jobs go
+	Table  string         // default TableDefault
+	Batch  int            // rows per round; default 500
 }
 
 // RelayOnce moves up to a batch of rows, oldest first, and answers how many
