@@ -119,7 +119,7 @@ func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.C
 	for {
 		res, err := p.b.ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
 		left := p.cfg.LeaseDuration - time.Since(first)
-		if err == nil || !transient(err) || left < 10*time.Millisecond {
+		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			return res, err
 		}
 		t := time.NewTimer(min(delay, left/2)) // the last tries fall inside the lease

@@ -160,7 +160,7 @@ func (p *Pool) Start(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("fenceq: pool already started")
 	}
-	if err := checkServer(ctx, p.b.Client(), p.log); err != nil {
+	if err := checkServer(ctx, p.b, p.log); err != nil {
 		p.started.Store(false) // nothing runs: Start may be tried again
 		return err
 	}
