@@ -63,6 +63,10 @@ func (b *Broker) WakeKey(queue string) (string, error) {
 	return b.queueKeys(queue).key("wake"), nil
 }
 
+// ValidateQueue answers the *ValidationError any operation on queue would:
+// for a worker to refuse a bad queue name in its constructor.
+func ValidateQueue(queue string) error { return validName("queue", queue) }
+
 // register adds the queue to the queues set, once per broker and queue. The
 // set lives outside every queue's slot, so it cannot be written by a script.
 func (b *Broker) register(ctx context.Context, k *queueKeys) error {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,13 @@ func TestConfigValidate(t *testing.T) {
 		{"DuplicateQueue", func(c *Config) { c.Queues = []Queue{{Name: "a"}, {Name: "a"}} }, "twice"},
 		{"NegativeRetentionAge", func(c *Config) { c.Retention = &broker.Retention{Dead: -time.Hour} }, "Retention.Dead"},
 		{"NegativeRetentionCount", func(c *Config) { c.Retention = &broker.Retention{MaxDone: -2} }, "Retention.MaxDone"},
+		{"BracedQueueName", func(c *Config) { c.Queues = []Queue{{Name: "a{b"}} }, "queue"},
+	}
+	fields := map[string]string{
+		"NegativeConcurrency": "Concurrency", "ShortLease": "LeaseDuration", "NegativePoll": "PollInterval",
+		"NegativeShutdown": "ShutdownTimeout", "NegativeReapBatch": "ReapBatch", "NegativeWeight": "Queues",
+		"DuplicateQueue": "Queues", "NegativeRetentionAge": "Retention.Dead", "NegativeRetentionCount": "Retention.MaxDone",
+		"BracedQueueName": "Queues",
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +103,13 @@ func TestConfigValidate(t *testing.T) {
 			err := c.withDefaults().validate()
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("validate() = %v, want an error naming %s", err, tc.msg)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, broker.ErrInvalid) {
+				t.Fatalf("validate() = %T %v, want a *ConfigError wrapping ErrInvalidConfig and broker.ErrInvalid", err, err)
+			}
+			if want := fields[tc.name]; ce.Field != want {
+				t.Fatalf("ConfigError.Field = %q, want %q", ce.Field, want)
 			}
 		})
 	}

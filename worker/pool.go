@@ -138,10 +138,10 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	for _, pc := range cfg.Periodic {
 		s, err := parseSchedule(pc)
 		if err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: %w", err)
+			return nil, &ConfigError{Field: "Periodic", Err: err}
 		}
 		if err := b.ValidateJob(pc.Job); err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: periodic %q: %w", pc.Name, err)
+			return nil, &ConfigError{Field: "Periodic", Reason: fmt.Sprintf("periodic %q", pc.Name), Err: err}
 		}
 		p.scheds = append(p.scheds, s)
 	}
