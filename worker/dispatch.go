@@ -2,12 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -192,41 +190,24 @@ func (p *Pool) waitWork(d time.Duration) {
 		if left < time.Millisecond {
 			return
 		}
-		woken, err := p.block(min(left, p.maxBlock))
+		woken, err := p.b.WaitForWork(context.Background(), p.wakeFrom, left)
 		switch {
-		case woken:
+		case woken != "":
 			for _, d := range p.drained {
 				d.Store(false) // new work somewhere
 			}
 			return
 		case err == nil:
-		case redis.HasErrorPrefix(err, "CROSSSLOT") && len(p.wakeKeys) > 1:
+		case errors.Is(err, broker.ErrCrossSlot) && len(p.wakeFrom) > 1:
 			// A Redis Cluster cannot block on keys of several slots at once:
 			// wake on the first queue only and poll the others.
 			p.log.Info("fenceq: queues are on different cluster slots; blocking on the first queue's wake-up only, polling the rest", slog.String("queue", p.cfg.Queues[0].Name))
-			p.wakeKeys = p.wakeKeys[:1]
+			p.wakeFrom = p.wakeFrom[:1]
 		default:
 			p.sleep(min(left, 100*time.Millisecond), p.stop) // Redis unreachable: do not spin
 			return
 		}
 	}
-}
-
-// block is one BLPOP on the wake keys. Redis takes a fractional timeout;
-// go-redis's BLPop would round one under a second up to a whole second, so
-// this sends the raw command.
-func (p *Pool) block(d time.Duration) (woken bool, err error) {
-	args := make([]any, 0, len(p.wakeKeys)+2)
-	args = append(args, "BLPOP")
-	for _, k := range p.wakeKeys {
-		args = append(args, k)
-	}
-	args = append(args, strconv.FormatFloat(d.Seconds(), 'f', 3, 64))
-	err = p.b.Client().Do(context.Background(), args...).Err()
-	if err == redis.Nil {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // waitSlot blocks until a handler finishes, a trim is due, the pool

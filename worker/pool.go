@@ -26,8 +26,7 @@ type Pool struct {
 	cfg      Config
 	log      *slog.Logger
 	handler  handlers.Handler
-	wakeKeys []string
-	maxBlock time.Duration // longest single BLPOP
+	wakeFrom []string // the queues an idle pool waits on (broker.WaitForWork)
 
 	mu     sync.Mutex
 	active map[*active]struct{}
@@ -128,11 +127,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		renewErrors: newThrottle(10 * time.Second),
 	}
 	for _, q := range cfg.Queues {
-		k, err := b.WakeKey(q.Name)
-		if err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: %w", err)
-		}
-		p.wakeKeys = append(p.wakeKeys, k)
+		p.wakeFrom = append(p.wakeFrom, q.Name)
 		p.drained[q.Name] = &atomic.Bool{}
 	}
 	for _, pc := range cfg.Periodic {
@@ -147,7 +142,6 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	}
 	p.schedDone = make(chan struct{})
 	p.relayDone = make(chan struct{})
-	p.maxBlock = b.MaxBlock() // a stopping pool is never stuck in Redis for long
 	p.jobsCtx, p.killJobs = context.WithCancelCause(context.Background())
 	return p, nil
 }
