@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,14 +99,11 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 		return r, err
 	}
 	sample := func(start time.Time, prev soakSample) (soakSample, error) {
-		info, err := bn.rdb.Info(bn.ctx, "memory").Result()
+		ms, err := b.ServerMemory(bn.ctx) // one server: bench runs on a single node
 		if err != nil {
 			return soakSample{}, fmt.Errorf("read used_memory: %w", err)
 		}
-		used, err := strconv.ParseInt(strings.TrimSpace(infoValue(info, "used_memory")), 10, 64)
-		if err != nil {
-			return soakSample{}, fmt.Errorf("read used_memory: INFO memory has no number for it: %w", err)
-		}
+		used := ms[0].Used
 		n, err := b.Counts(bn.ctx, q)
 		if err != nil {
 			return soakSample{}, err
