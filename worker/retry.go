@@ -12,8 +12,8 @@ import (
 )
 
 // retry runs op until it succeeds or fails for a reason retrying cannot fix,
-// backing off on transient Redis errors (broker.IsTransient). It gives up only when the pool
-// halts at the end of Shutdown.
+// backing off on transient Redis errors (broker.IsTransient). It gives up
+// only when the pool halts at the end of Shutdown.
 func (p *Pool) retry(what string, attrs slog.Attr, op func(context.Context) error) error {
 	delay := 20 * time.Millisecond
 	logged := newThrottle(10 * time.Second)
