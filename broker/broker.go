@@ -97,9 +97,6 @@ func New(rdb redis.UniversalClient, opts Options) (*Broker, error) {
 	return &Broker{rdb: rdb, opts: opts, scripts: sc}, nil
 }
 
-// Client is the Redis client the broker runs on.
-func (b *Broker) Client() redis.UniversalClient { return b.rdb }
-
 // Prefix is the key prefix in use.
 func (b *Broker) Prefix() string { return b.opts.Prefix }
 

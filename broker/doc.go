@@ -5,6 +5,13 @@
 // which lets concurrent producers share round trips, runs one goroutine
 // while it has jobs to send.
 //
+// The broker is the only package that talks to Redis. Besides the scripts,
+// it sends the few plain commands a worker needs: the bounded blocking wait
+// for a wake-up ([Broker.WaitForWork]), the server checks at startup
+// ([Broker.CheckServer], [Broker.ServerMemory], [Broker.QueueMemory]), and
+// it says which errors go away by themselves ([IsTransient]). It does not
+// hand out its client.
+//
 // # Data model
 //
 // Every key of a queue carries the hash tag {queue}, so each script touches a

@@ -1,8 +1,14 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -81,4 +87,32 @@ func (e *CorruptJobError) Unwrap() error { return ErrCorruptJob }
 
 func notFound(queue, id string) error {
 	return fmt.Errorf("fenceq: job %q in queue %q: %w", id, queue, ErrJobNotFound)
+}
+
+// transientPrefixes are the server's error replies that go away by
+// themselves: a dataset loading, a failover, a replica read-only for now, a
+// cluster reconfiguring, a script running long, a blocked client released.
+var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "NOREPLICAS", "UNBLOCKED"}
+
+// IsTransient reports whether err, from any Broker method, is one that goes
+// away by itself, so that sending the same request again later is right
+// (every operation is safe to re-send, invariant 9): the network, a
+// timeout, an exhausted connection pool, or a server that is loading,
+// failing over or read-only for now. A refusal that retrying cannot fix —
+// an invalid argument, a denied command (NOPERM), a script error — is not.
+func IsTransient(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.As(err, &ne):
+		return true
+	}
+	for _, prefix := range transientPrefixes {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
 }

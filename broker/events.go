@@ -72,7 +72,7 @@ func (b *Broker) Events(ctx context.Context, queue, after string, count int, wai
 	}
 	args := &redis.XReadArgs{Streams: []string{b.queueKeys(queue).key("events"), after}, Count: int64(max(count, 1)), Block: -1}
 	if wait > 0 {
-		args.Block = min(wait, b.MaxBlock())
+		args.Block = min(wait, b.maxBlock())
 	}
 	streams, err := b.rdb.XRead(ctx, args).Result()
 	if errors.Is(err, redis.Nil) {

@@ -54,14 +54,9 @@ func (k *queueKeys) index(s State) string {
 
 func (b *Broker) queuesKey() string { return b.opts.Prefix + ":queues" }
 
-// WakeKey is the list a worker blocks on (BLPOP) while the queue has nothing
-// ready: enqueue, release and reap push a token into it.
-func (b *Broker) WakeKey(queue string) (string, error) {
-	if err := validName("queue", queue); err != nil {
-		return "", err
-	}
-	return b.queueKeys(queue).key("wake"), nil
-}
+// ValidateQueue answers the *ValidationError any operation on queue would:
+// for a worker to refuse a bad queue name in its constructor.
+func ValidateQueue(queue string) error { return validName("queue", queue) }
 
 // register adds the queue to the queues set, once per broker and queue. The
 // set lives outside every queue's slot, so it cannot be written by a script.

@@ -280,16 +280,6 @@ func readMemory(ctx context.Context, c redis.Cmdable, node string) (ServerMemory
 	return m, nil
 }
 
-// infoField is one "name:value" line of an INFO reply.
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 func clientAddr(c redis.UniversalClient) string {
 	if cl, ok := c.(*redis.Client); ok {
 		return cl.Options().Addr

@@ -74,7 +74,7 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 			if err := ctx.Err(); err != nil {
 				return JobInfo{}, err
 			}
-			slice := min(b.MaxBlock(), time.Until(recheck))
+			slice := min(b.maxBlock(), time.Until(recheck))
 			if deadline, ok := ctx.Deadline(); ok {
 				slice = min(slice, time.Until(deadline))
 			}
@@ -98,10 +98,10 @@ func blockSeconds(d time.Duration) string {
 	return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)
 }
 
-// MaxBlock is the longest single blocking call the client's read timeout
+// maxBlock is the longest single blocking call the client's read timeout
 // lets through: half of it, at most a second (so that a caller is never
 // stuck in Redis for long).
-func (b *Broker) MaxBlock() time.Duration {
+func (b *Broker) maxBlock() time.Duration {
 	var rt time.Duration
 	switch c := b.rdb.(type) {
 	case *redis.Client:

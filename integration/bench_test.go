@@ -20,8 +20,10 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-// benchRig is a broker for enqueueing and a pool on its own counted client.
+// benchRig is a broker for enqueueing (on rdb) and a pool on its own
+// counted client.
 type benchRig struct {
+	rdb   redis.UniversalClient
 	enq   *broker.Broker
 	pool  *worker.Pool
 	count *roundtrips.Counter
@@ -30,7 +32,8 @@ type benchRig struct {
 func newBenchRig(b *testing.B, concurrency int, h handlers.HandlerFunc) *benchRig {
 	b.Helper()
 	prefix := fmt.Sprintf("fqbench-%d", time.Now().UnixNano())
-	enq, err := broker.New(client(b), broker.Options{Prefix: prefix})
+	rdb := client(b)
+	enq, err := broker.New(rdb, broker.Options{Prefix: prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,12 +51,12 @@ func newBenchRig(b *testing.B, concurrency int, h handlers.HandlerFunc) *benchRi
 	}
 	b.Cleanup(func() {
 		ctx := context.Background()
-		keys, _ := enq.Client().Keys(ctx, prefix+":*").Result()
+		keys, _ := rdb.Keys(ctx, prefix+":*").Result()
 		for i := 0; i < len(keys); i += 1000 {
-			enq.Client().Del(ctx, keys[i:min(i+1000, len(keys))]...)
+			rdb.Del(ctx, keys[i:min(i+1000, len(keys))]...)
 		}
 	})
-	return &benchRig{enq: enq, pool: p, count: cnt}
+	return &benchRig{rdb: rdb, enq: enq, pool: p, count: cnt}
 }
 
 // fill enqueues n no-op jobs in batches.
@@ -130,7 +133,7 @@ func BenchmarkPoolNoop(b *testing.B) {
 			r.fill(b, b.N)
 			b.ResetTimer()
 			r.start(b)
-			busy := redisBusy(b, r.enq.Client())
+			busy := redisBusy(b, r.rdb)
 			<-all
 			b.StopTimer()
 			// The last settlements may still be in flight: wait for them.
@@ -262,7 +265,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 // jobs/s is the figure; roundtrips/job counts the enqueues' client only.
 func BenchmarkEnqueue(b *testing.B) {
 	ctx := context.Background()
-	setup := func(b *testing.B, pool int) (*broker.Broker, *roundtrips.Counter) {
+	setup := func(b *testing.B, pool int) (*broker.Broker, *redis.Client, *roundtrips.Counter) {
 		client(b) // skips without a Redis
 		prefix := fmt.Sprintf("fqbench-%d", time.Now().UnixNano())
 		c := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: pool})
@@ -284,7 +287,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			b.Fatal(err)
 		}
 		cnt.Reset()
-		return br, cnt
+		return br, c, cnt
 	}
 	report := func(b *testing.B, cnt *roundtrips.Counter) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
@@ -292,16 +295,16 @@ func BenchmarkEnqueue(b *testing.B) {
 	}
 	job := broker.Job{Queue: "enq", Kind: "k", Payload: []byte(`{"n":1}`)}
 	b.Run("RoundTripFloor", func(b *testing.B) {
-		br, cnt := setup(b, 4)
+		_, c, cnt := setup(b, 4)
 		for b.Loop() {
-			if err := br.Client().Ping(ctx).Err(); err != nil {
+			if err := c.Ping(ctx).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
 		report(b, cnt)
 	})
 	b.Run("Single", func(b *testing.B) {
-		br, cnt := setup(b, 4)
+		br, _, cnt := setup(b, 4)
 		for b.Loop() {
 			if _, err := br.Enqueue(ctx, job); err != nil {
 				b.Fatal(err)
@@ -322,11 +325,11 @@ func BenchmarkEnqueue(b *testing.B) {
 		report(b, cnt)
 	}
 	b.Run("Concurrent50", func(b *testing.B) {
-		br, cnt := setup(b, 60)
+		br, _, cnt := setup(b, 60)
 		concurrent(b, br.Enqueue, cnt)
 	})
 	b.Run("Concurrent50Batcher", func(b *testing.B) {
-		br, cnt := setup(b, 60)
+		br, _, cnt := setup(b, 60)
 		bt, err := broker.NewBatcher(br, broker.BatcherOptions{})
 		if err != nil {
 			b.Fatal(err)

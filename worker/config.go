@@ -2,7 +2,6 @@ package worker
 
 import (
 	"cmp"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -154,28 +153,33 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate refuses a Config the pool cannot run with a *ConfigError; it
+// sees the Config after withDefaults, so a field's 0 never reaches it.
 func (c Config) validate() error {
 	seen := map[string]bool{}
 	for _, q := range c.Queues {
+		if err := broker.ValidateQueue(q.Name); err != nil {
+			return &ConfigError{Field: "Queues", Err: err}
+		}
 		if q.Weight < 0 {
-			return fmt.Errorf("fenceq: worker config: queue %q has weight %d; weights must be positive (0 means 1)", q.Name, q.Weight)
+			return invalid("Queues", "queue %q has weight %d; weights must be positive (0 means 1)", q.Name, q.Weight)
 		}
 		if seen[q.Name] {
-			return fmt.Errorf("fenceq: worker config: queue %q is listed twice", q.Name)
+			return invalid("Queues", "queue %q is listed twice", q.Name)
 		}
 		seen[q.Name] = true
 	}
 	switch {
 	case c.Concurrency < 1:
-		return fmt.Errorf("fenceq: worker config: Concurrency is %d; it must be at least 1 (0 means %d)", c.Concurrency, ConcurrencyDefault)
+		return invalid("Concurrency", "Concurrency is %d; it must be at least 1 (0 means %d)", c.Concurrency, ConcurrencyDefault)
 	case c.LeaseDuration < MinLeaseDuration:
-		return fmt.Errorf("fenceq: worker config: LeaseDuration is %v; it must be at least %v, since the heartbeat renews every LeaseDuration/3", c.LeaseDuration, MinLeaseDuration)
+		return invalid("LeaseDuration", "LeaseDuration is %v; it must be at least %v, since the heartbeat renews every LeaseDuration/3", c.LeaseDuration, MinLeaseDuration)
 	case c.PollInterval < time.Millisecond:
-		return fmt.Errorf("fenceq: worker config: PollInterval is %v; it must be at least 1ms (0 means %v)", c.PollInterval, PollIntervalDefault)
+		return invalid("PollInterval", "PollInterval is %v; it must be at least 1ms (0 means %v)", c.PollInterval, PollIntervalDefault)
 	case c.ShutdownTimeout < 0:
-		return fmt.Errorf("fenceq: worker config: ShutdownTimeout is %v; it must not be negative", c.ShutdownTimeout)
+		return invalid("ShutdownTimeout", "ShutdownTimeout is %v; it must not be negative", c.ShutdownTimeout)
 	case c.ReapBatch < 1:
-		return fmt.Errorf("fenceq: worker config: ReapBatch is %d; it must be at least 1 (0 means %d)", c.ReapBatch, ReapBatchDefault)
+		return invalid("ReapBatch", "ReapBatch is %d; it must be at least 1 (0 means %d)", c.ReapBatch, ReapBatchDefault)
 	}
 	r := c.Retention
 	for _, f := range []struct {
@@ -183,7 +187,7 @@ func (c Config) validate() error {
 		v    time.Duration
 	}{{"Done", r.Done}, {"Cancelled", r.Cancelled}, {"Dead", r.Dead}} {
 		if f.v < 0 && f.v != KeepForever {
-			return fmt.Errorf("fenceq: worker config: Retention.%s is %v; an age must be positive, 0 for the default, or KeepForever (-1) for no age limit", f.name, f.v)
+			return invalid("Retention."+f.name, "Retention.%s is %v; an age must be positive, 0 for the default, or KeepForever (-1) for no age limit", f.name, f.v)
 		}
 	}
 	for _, f := range []struct {
@@ -191,7 +195,7 @@ func (c Config) validate() error {
 		v    int
 	}{{"MaxDone", r.MaxDone}, {"MaxCancelled", r.MaxCancelled}, {"MaxDead", r.MaxDead}} {
 		if f.v < 0 && f.v != KeepForever {
-			return fmt.Errorf("fenceq: worker config: Retention.%s is %d; a count must be positive, 0 for the default, or KeepForever (-1) for no count limit", f.name, f.v)
+			return invalid("Retention."+f.name, "Retention.%s is %d; a count must be positive, 0 for the default, or KeepForever (-1) for no count limit", f.name, f.v)
 		}
 	}
 	return nil

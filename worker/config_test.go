@@ -1,16 +1,10 @@
 package worker
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -94,6 +88,13 @@ func TestConfigValidate(t *testing.T) {
 		{"DuplicateQueue", func(c *Config) { c.Queues = []Queue{{Name: "a"}, {Name: "a"}} }, "twice"},
 		{"NegativeRetentionAge", func(c *Config) { c.Retention = &broker.Retention{Dead: -time.Hour} }, "Retention.Dead"},
 		{"NegativeRetentionCount", func(c *Config) { c.Retention = &broker.Retention{MaxDone: -2} }, "Retention.MaxDone"},
+		{"BracedQueueName", func(c *Config) { c.Queues = []Queue{{Name: "a{b"}} }, "queue"},
+	}
+	fields := map[string]string{
+		"NegativeConcurrency": "Concurrency", "ShortLease": "LeaseDuration", "NegativePoll": "PollInterval",
+		"NegativeShutdown": "ShutdownTimeout", "NegativeReapBatch": "ReapBatch", "NegativeWeight": "Queues",
+		"DuplicateQueue": "Queues", "NegativeRetentionAge": "Retention.Dead", "NegativeRetentionCount": "Retention.MaxDone",
+		"BracedQueueName": "Queues",
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +103,13 @@ func TestConfigValidate(t *testing.T) {
 			err := c.withDefaults().validate()
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("validate() = %v, want an error naming %s", err, tc.msg)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrInvalidConfig) || !errors.Is(err, broker.ErrInvalid) {
+				t.Fatalf("validate() = %T %v, want a *ConfigError wrapping ErrInvalidConfig and broker.ErrInvalid", err, err)
+			}
+			if want := fields[tc.name]; ce.Field != want {
+				t.Fatalf("ConfigError.Field = %q, want %q", ce.Field, want)
 			}
 		})
 	}
@@ -122,51 +130,6 @@ func TestExponentialBackoff(t *testing.T) {
 		t.Fatalf("per-kind backoff %v, want a negative value clamped to 0", d)
 	}
 }
-
-func TestTransient(t *testing.T) {
-	for _, err := range []error{
-		context.DeadlineExceeded, redis.ErrPoolTimeout, io.EOF,
-		&net.OpError{Op: "dial", Err: errors.New("connection refused")},
-		redisErr("LOADING Redis is loading the dataset in memory"),
-		redisErr("READONLY You can't write against a read only replica."),
-		fmt.Errorf("fenceq: ack: %w", redisErr("CLUSTERDOWN The cluster is down")),
-	} {
-		if !transient(err) {
-			t.Errorf("transient(%v) = false", err)
-		}
-	}
-	for _, err := range []error{
-		errors.New("fenceq: invalid queue"), redisErr("ERR Error running script"),
-		redisErr("NOPERM this user has no permissions"),
-	} {
-		if transient(err) {
-			t.Errorf("transient(%v) = true", err)
-		}
-	}
-}
-
-func TestParseVersion(t *testing.T) {
-	for v, want := range map[string][2]int{"7.0.15": {7, 0}, "6.2": {6, 2}, "5": {5, 0}, "garbage": {0, 0}} {
-		if ma, mi := parseVersion(v); ma != want[0] || mi != want[1] {
-			t.Errorf("parseVersion(%q) = %d.%d, want %d.%d", v, ma, mi, want[0], want[1])
-		}
-	}
-	for v, ok := range map[string]bool{"5.0.7": false, "6.0.0": true, "7.0.15": true, "": true, "4.0": false} {
-		err := checkVersion(v)
-		if (err == nil) != ok || err != nil && !strings.Contains(err.Error(), "needs Redis 6.0 or newer") {
-			t.Errorf("checkVersion(%q) = %v", v, err)
-		}
-	}
-	if got := infoField("# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n", "redis_version"); got != "7.0.15" {
-		t.Fatalf("infoField = %q", got)
-	}
-}
-
-// redisErr is a server error reply, as go-redis hands them out.
-type redisErr string
-
-func (e redisErr) Error() string { return string(e) }
-func (redisErr) RedisError()     {}
 
 func TestParseSchedule(t *testing.T) {
 	at := time.Date(2026, 11, 30, 14, 37, 20, 0, time.UTC)

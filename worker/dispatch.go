@@ -2,14 +2,11 @@ package worker
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -21,24 +18,17 @@ import (
 type dispatcher struct {
 	loop
 	p        *Pool
-	wakeKeys []string                // dispatcher goroutine only
-	maxBlock time.Duration           // longest single BLPOP
+	wakeFrom []string                // the queues it waits on (broker.WaitForWork); dispatcher goroutine only
 	drained  map[string]*atomic.Bool // per queue: its last claim found too little ready
 }
 
-func newDispatcher(p *Pool) (*dispatcher, error) {
-	b := p.b
+func newDispatcher(p *Pool) *dispatcher {
 	d := &dispatcher{loop: newLoop(), p: p, drained: map[string]*atomic.Bool{}}
 	for _, q := range p.cfg.Queues {
-		k, err := b.WakeKey(q.Name)
-		if err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: %w", err)
-		}
-		d.wakeKeys = append(d.wakeKeys, k)
+		d.wakeFrom = append(d.wakeFrom, q.Name)
 		d.drained[q.Name] = &atomic.Bool{}
 	}
-	d.maxBlock = b.MaxBlock() // a stopping pool is never stuck in Redis for long
-	return d, nil
+	return d
 }
 
 func (d *dispatcher) start() { d.run(d.dispatch) }
@@ -121,7 +111,7 @@ func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.C
 	for {
 		res, err := p.b.ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
 		left := p.cfg.LeaseDuration - time.Since(first)
-		if err == nil || !transient(err) || left < 10*time.Millisecond {
+		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			return res, err
 		}
 		t := time.NewTimer(min(delay, left/2)) // the last tries fall inside the lease
@@ -221,42 +211,24 @@ func (d *dispatcher) waitWork(dur time.Duration) {
 		if left < time.Millisecond {
 			return
 		}
-		woken, err := d.block(min(left, d.maxBlock))
+		woken, err := p.b.WaitForWork(context.Background(), d.wakeFrom, left)
 		switch {
-		case woken:
+		case woken != "":
 			for _, dr := range d.drained {
 				dr.Store(false) // new work somewhere
 			}
 			return
 		case err == nil:
-		case redis.HasErrorPrefix(err, "CROSSSLOT") && len(d.wakeKeys) > 1:
+		case errors.Is(err, broker.ErrCrossSlot) && len(d.wakeFrom) > 1:
 			// A Redis Cluster cannot block on keys of several slots at once:
 			// wake on the first queue only and poll the others.
 			p.log.Info("fenceq: queues are on different cluster slots; blocking on the first queue's wake-up only, polling the rest", slog.String("queue", p.cfg.Queues[0].Name))
-			d.wakeKeys = d.wakeKeys[:1]
+			d.wakeFrom = d.wakeFrom[:1]
 		default:
 			p.sleep(min(left, 100*time.Millisecond), d.quit) // Redis unreachable: do not spin
 			return
 		}
 	}
-}
-
-// block is one BLPOP on the wake keys. Redis takes a fractional timeout;
-// go-redis's BLPop would round one under a second up to a whole second, so
-// this sends the raw command.
-func (d *dispatcher) block(dur time.Duration) (woken bool, err error) {
-	p := d.p
-	args := make([]any, 0, len(d.wakeKeys)+2)
-	args = append(args, "BLPOP")
-	for _, k := range d.wakeKeys {
-		args = append(args, k)
-	}
-	args = append(args, strconv.FormatFloat(dur.Seconds(), 'f', 3, 64))
-	err = p.b.Client().Do(context.Background(), args...).Err()
-	if err == redis.Nil {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // waitSlot blocks until a handler finishes, the dispatcher stops, or dur

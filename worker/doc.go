@@ -6,8 +6,11 @@
 // (dispatcher, maintenance, heartbeat, acker, scheduler, relay), which
 // Start starts and Shutdown stops in order.
 //
-// The pool never builds a Redis key or runs a script itself: every Redis
-// operation goes through the broker package.
+// The pool never builds a Redis key, runs a script or holds a Redis client
+// itself: every Redis operation goes through the broker package — the
+// scripts, the idle wait for a wake-up (broker.Broker.WaitForWork), the
+// startup checks (CheckServer, QueueMemory) — and so does the decision
+// which errors are worth retrying (broker.IsTransient).
 //
 // What the pool guarantees, on top of the broker's invariants:
 //

@@ -79,7 +79,7 @@ func (p *Pool) giveBack(a *active) {
 	for {
 		o, st, err := p.b.Release(context.Background(), a.lease)
 		left := time.Until(a.deadline())
-		if err == nil || !transient(err) || left < 10*time.Millisecond {
+		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			attrs := middleware.JobAttrs(a.job)
 			switch {
 			case err != nil:

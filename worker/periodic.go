@@ -101,10 +101,10 @@ func newScheduler(p *Pool) (*scheduler, error) {
 	for _, pc := range p.cfg.Periodic {
 		sc, err := parseSchedule(pc)
 		if err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: %w", err)
+			return nil, &ConfigError{Field: "Periodic", Err: err}
 		}
 		if err := p.b.ValidateJob(pc.Job); err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: periodic %q: %w", pc.Name, err)
+			return nil, &ConfigError{Field: "Periodic", Reason: fmt.Sprintf("periodic %q", pc.Name), Err: err}
 		}
 		s.scheds = append(s.scheds, sc)
 	}

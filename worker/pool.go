@@ -75,10 +75,8 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		halt:       make(chan struct{}),
 		claimAbort: make(chan struct{}),
 	}
+	p.dispatcher = newDispatcher(p)
 	var err error
-	if p.dispatcher, err = newDispatcher(p); err != nil {
-		return nil, err
-	}
 	if p.scheduler, err = newScheduler(p); err != nil {
 		return nil, err
 	}
@@ -98,7 +96,7 @@ func (p *Pool) Start(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("fenceq: pool already started")
 	}
-	if err := checkServer(ctx, p.b.Client(), p.log); err != nil {
+	if err := checkServer(ctx, p.b, p.log); err != nil {
 		p.started.Store(false) // nothing runs: Start may be tried again
 		return err
 	}

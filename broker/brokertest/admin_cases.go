@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -294,14 +295,70 @@ func testInspection(t *testing.T, nb NewBackend) {
 // Enqueue leaves one wake-up token, never a growing list.
 func testWake(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	key, err := s.b.WakeKey(s.q)
-	noErr(t, "WakeKey", err)
+	key := s.queueKey("wake")
 	for range 5 {
 		s.enqueue(t, broker.Job{})
 	}
 	n, err := s.Client.LLen(s.ctx, key).Result()
 	noErr(t, "LLEN", err)
 	want(t, "wake tokens", n, int64(1))
+}
+
+// WaitForWork answers the queue a wake-up came from, at once when one is
+// waiting and as soon as one comes while it blocks; it answers "" when
+// nothing came within its limit, and never outlasts an ended context.
+func testWaitForWork(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	one := []string{s.q}
+	woken, err := s.b.WaitForWork(s.ctx, one, 20*time.Millisecond)
+	noErr(t, "WaitForWork on an idle queue", err)
+	want(t, "woken on an idle queue", woken, "")
+
+	s.enqueue(t, broker.Job{})
+	woken, err = s.b.WaitForWork(s.ctx, one, 5*time.Second)
+	noErr(t, "WaitForWork after an enqueue", err)
+	want(t, "woken after an enqueue", woken, s.q)
+
+	start := time.Now()
+	woken, err = s.b.WaitForWork(s.ctx, one, 50*time.Millisecond)
+	noErr(t, "WaitForWork after the wake-up was taken", err)
+	want(t, "woken after the wake-up was taken", woken, "")
+	if took := time.Since(start); took < 40*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("a wait of 50ms took %v", took)
+	}
+
+	enqueued := make(chan error, 1)
+	time.AfterFunc(30*time.Millisecond, func() {
+		_, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k"})
+		enqueued <- err
+	})
+	start = time.Now()
+	woken, err = s.b.WaitForWork(s.ctx, one, 5*time.Second)
+	noErr(t, "WaitForWork while an enqueue comes", err)
+	noErr(t, "Enqueue", <-enqueued)
+	want(t, "woken while blocked", woken, s.q)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("woken after %v, want at once after the enqueue", took)
+	}
+
+	// Several queues: one call waits on all of them where they share a
+	// node's slot space; a Redis Cluster refuses keys of several slots.
+	s.enqueue(t, broker.Job{})
+	woken, err = s.b.WaitForWork(s.ctx, []string{s.q + "-other", s.q}, time.Second)
+	if !errors.Is(err, broker.ErrCrossSlot) {
+		noErr(t, "WaitForWork on two queues", err)
+		want(t, "woken of two queues", woken, s.q)
+	}
+
+	ctx, cancel := context.WithCancel(s.ctx)
+	cancel()
+	woken, err = s.b.WaitForWork(ctx, one, time.Second)
+	wantErr(t, "WaitForWork with an ended context", err, context.Canceled)
+	want(t, "woken with an ended context", woken, "")
+	_, err = s.b.WaitForWork(s.ctx, []string{"a{b"}, time.Second)
+	wantErr(t, "WaitForWork on a braced queue name", err, broker.ErrInvalid)
+	_, err = s.b.WaitForWork(s.ctx, nil, time.Second)
+	wantErr(t, "WaitForWork on no queue", err, broker.ErrInvalid)
 }
 
 func testRetry(t *testing.T, nb NewBackend) {
@@ -392,7 +449,7 @@ func testPause(t *testing.T, nb NewBackend) {
 	if o, _ := s.b.Overview(s.ctx, s.q); !o.Paused || o.Pending != 1 {
 		t.Fatalf("overview of a paused queue: %+v", o)
 	}
-	key, _ := s.b.WakeKey(s.q)
+	key := s.queueKey("wake")
 	noErr(t, "DEL wake", s.Client.Del(s.ctx, key).Err())
 	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
 	n, err := s.Client.LLen(s.ctx, key).Result()
@@ -628,7 +685,7 @@ func testLimits(t *testing.T, nb NewBackend) {
 	running := s.claim(t, 5, long)
 	want(t, "claimed under MaxRunning 2", len(running), 2)
 	want(t, "claimed at the limit", len(s.claim(t, 5, long)), 0)
-	key, _ := s.b.WakeKey(s.q)
+	key := s.queueKey("wake")
 	noErr(t, "DEL wake", s.Client.Del(s.ctx, key).Err())
 	_, err = s.b.Ack(s.ctx, running[0], nil)
 	noErr(t, "Ack", err)

@@ -56,6 +56,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitAcrossShortRetention", testWaitAcrossShortRetention},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
+		{"WaitForWork", testWaitForWork},
 		{"LostReplies", testLostReplies},
 		{"Model", testModel},
 		{"ThroughputCounts", testThroughputCounts},

@@ -461,12 +461,12 @@ func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []
 }
 
 func (bn *bencher) memoryPerJob(n int) (float64, error) {
-	used := func() (int64, error) {
-		info, err := bn.rdb.Info(bn.ctx, "memory").Result()
+	used := func(b *broker.Broker) (int64, error) {
+		ms, err := b.ServerMemory(bn.ctx) // one server: bench runs on a single node
 		if err != nil {
 			return 0, err
 		}
-		return strconv.ParseInt(strings.TrimSpace(infoValue(info, "used_memory")), 10, 64)
+		return ms[0].Used, nil
 	}
 	c, b, _, q, err := bn.client(4)
 	if err != nil {
@@ -479,27 +479,18 @@ func (bn *bencher) memoryPerJob(n int) (float64, error) {
 	if err := enqueueN(bn.ctx, b, q, 2, make([]byte, 64)); err != nil {
 		return 0, err
 	}
-	before, err := used()
+	before, err := used(b)
 	if err != nil {
 		return 0, err
 	}
 	if err := enqueueN(bn.ctx, b, q, n, []byte(strings.Repeat("x", 64))); err != nil {
 		return 0, err
 	}
-	after, err := used()
+	after, err := used(b)
 	if err != nil {
 		return 0, err
 	}
 	return float64(after-before) / float64(n), bn.deleteKeys(bn.ctx)
-}
-
-func infoValue(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // process measures a pool of the given concurrency draining n no-op jobs,

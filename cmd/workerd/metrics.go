@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
@@ -45,7 +46,7 @@ func newMetrics(b *broker.Broker, queues []string) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
 		}),
 	}
-	m.reg.MustRegister(m.runs, m.duration, m.renew, m, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.runs, m.duration, m.renew, m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,14 +186,11 @@ func (sr *soakRun) follow(pctx context.Context, r *soakResult, o soakOptions, re
 
 // sample reads used_memory and the queue's counts; its rate is since prev.
 func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
-	info, err := sr.bn.rdb.Info(sr.bn.ctx, "memory").Result()
+	ms, err := sr.b.ServerMemory(sr.bn.ctx) // one server: bench runs on a single node
 	if err != nil {
 		return soakSample{}, fmt.Errorf("read used_memory: %w", err)
 	}
-	used, err := strconv.ParseInt(strings.TrimSpace(infoValue(info, "used_memory")), 10, 64)
-	if err != nil {
-		return soakSample{}, fmt.Errorf("read used_memory: INFO memory has no number for it: %w", err)
-	}
+	used := ms[0].Used
 	n, err := sr.b.Counts(sr.bn.ctx, sr.q)
 	if err != nil {
 		return soakSample{}, err
