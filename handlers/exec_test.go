@@ -134,7 +134,7 @@ func TestExecEnvironment(t *testing.T) {
 	cfg := shell(`printf '%s|%s|%s|%s|%s|%s' "$FENCEQ_JOB_ID" "$FENCEQ_JOB_QUEUE" "$FENCEQ_JOB_KIND" "$FENCEQ_ATTEMPT" "$FENCEQ_FENCING_TOKEN" "$EXTRA"`)
 	cfg.Env = []string{"EXTRA=from-config"}
 	h := mustExec(t, cfg)
-	job := handlers.NewJob("job-42", "mail", "send", nil, 2, 5, 9001, nil)
+	job := handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 9001})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
@@ -201,7 +201,7 @@ func stderrRecords(t *testing.T, cfg handlers.ExecConfig) []map[string]any {
 	t.Helper()
 	var logs bytes.Buffer
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	job := handlers.NewJob("job-9", "mail", "send", nil, 2, 5, 11, nil)
+	job := handlers.NewJob(handlers.JobSpec{ID: "job-9", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 11})
 	if err := mustExec(t, cfg).ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}

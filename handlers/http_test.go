@@ -58,7 +58,7 @@ func TestHTTPSendsPayloadAndHeaders(t *testing.T) {
 		URL:    srv.URL + "/hooks/email",
 		Header: http.Header{"Authorization": {"Bearer s3cret"}},
 	})
-	job := handlers.NewJob("job-42", "mail", "send", []byte(`{"to":"a@example.com"}`), 2, 5, 9001, nil)
+	job := handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: "send", Payload: []byte(`{"to":"a@example.com"}`), Attempt: 2, MaxAttempts: 5, Generation: 9001})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
