@@ -1,6 +1,6 @@
 //go:build unix
 
-package handlers
+package exec
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,11 +19,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/handlers/internal/capture"
 )
 
-// ExecKillGraceDefault is how long Exec waits after SIGTERM before it sends
-// SIGKILL, when ExecConfig.KillGrace is 0.
-const ExecKillGraceDefault = 10 * time.Second
+// KillGraceDefault is how long a command has between SIGTERM and SIGKILL
+// when Config.KillGrace is 0.
+const KillGraceDefault = 10 * time.Second
 
 const (
 	// execStderrTail is how much of the end of standard error an error
@@ -37,19 +40,19 @@ const (
 	execOutputDrain = time.Second
 )
 
-// ExecConfig configures Exec.
-type ExecConfig struct {
+// Config configures New.
+type Config struct {
 	Command            []string      // argv; Command[0] is looked up in PATH. Required.
 	Dir                string        // working directory; default the current one
 	Env                []string      // extra "KEY=value" entries, added to the worker's environment
 	PermanentExitCodes []int         // exit codes that mean "do not retry": the job goes dead
-	KillGrace          time.Duration // after SIGTERM, how long before SIGKILL; 0 means ExecKillGraceDefault (10s)
+	KillGrace          time.Duration // after SIGTERM, how long before SIGKILL; 0 means KillGraceDefault (10s)
 	// Logger receives, at info level, the standard error of a command
 	// that succeeded (its first and last 4 KiB). nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// Exec returns a Handler that runs a command for each job, so jobs can be
+// New returns a Handler that runs a command for each job, so jobs can be
 // handled without Go code.
 //
 // The payload is the command's standard input. Its environment is the
@@ -69,33 +72,33 @@ type ExecConfig struct {
 // still in the group once the command has exited is killed too: it would
 // otherwise keep working for a job that is already settled, beyond the
 // reach of its lease.
-func Exec(cfg ExecConfig) (Handler, error) {
+func New(cfg Config) (handlers.Handler, error) {
 	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
 		return nil, errors.New("exec handler: a command is required")
 	}
 	name := cfg.Command[0]
 	path := name
 	if !strings.Contains(name, "/") {
-		p, err := exec.LookPath(name)
+		p, err := osexec.LookPath(name)
 		if err != nil {
 			return nil, lookPathError(name, " in PATH", err)
 		}
 		// Resolved once, so every job runs the same program.
 		path = p
 	} else {
-		// A path with a slash is not searched for; exec.Cmd takes a relative
+		// A path with a slash is not searched for; os/exec takes a relative
 		// one as relative to Dir, so check it there.
 		check := name
 		if cfg.Dir != "" && !filepath.IsAbs(name) {
 			check = filepath.Join(cfg.Dir, name)
 		}
-		if _, err := exec.LookPath(check); err != nil {
+		if _, err := osexec.LookPath(check); err != nil {
 			return nil, lookPathError(name, "", err)
 		}
 	}
 	if cfg.KillGrace < 0 {
 		return nil, fmt.Errorf("exec %s: kill grace %v is negative: give a positive duration, or 0 for the default %v",
-			name, cfg.KillGrace, ExecKillGraceDefault)
+			name, cfg.KillGrace, KillGraceDefault)
 	}
 	for _, kv := range cfg.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -104,11 +107,11 @@ func Exec(cfg ExecConfig) (Handler, error) {
 	}
 	grace := cfg.KillGrace
 	if grace == 0 {
-		grace = ExecKillGraceDefault
+		grace = KillGraceDefault
 	}
 	// Copies, so a caller changing its config later does not change jobs
 	// that are running.
-	return &execHandler{
+	return &handler{
 		path:      path,
 		args:      slices.Clone(cfg.Command),
 		dir:       cfg.Dir,
@@ -119,7 +122,7 @@ func Exec(cfg ExecConfig) (Handler, error) {
 	}, nil
 }
 
-type execHandler struct {
+type handler struct {
 	path      string
 	args      []string
 	dir       string
@@ -129,13 +132,13 @@ type execHandler struct {
 	log       *slog.Logger
 }
 
-func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
+func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	name := h.args[0]
 	if ctx.Err() != nil {
 		return fmt.Errorf("exec %s: not started: %w", name, context.Cause(ctx))
 	}
 
-	cmd := exec.Command(h.path, h.args[1:]...)
+	cmd := osexec.Command(h.path, h.args[1:]...)
 	cmd.Args[0] = name // argv[0] as configured, not the resolved path
 	cmd.Dir = h.dir
 	cmd.Env = append(append(os.Environ(), h.env...),
@@ -149,7 +152,7 @@ func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithParent(cmd.SysProcAttr)
 
-	// Pipes of our own rather than exec.Cmd's: Cmd.Wait would wait for them
+	// Pipes of our own rather than os/exec's: Cmd.Wait would wait for them
 	// to close, and a grandchild holding one open would keep it waiting
 	// before we could kill the group.
 	var pipes [3][2]*os.File // stdin, stdout, stderr; [read end, write end]
@@ -189,7 +192,7 @@ func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
 	defer stderrR.Close()
 	pgid := cmd.Process.Pid
 
-	stdout := &headBuffer{limit: resultLimit}
+	stdout := capture.NewHead(capture.ResultLimit)
 	stderr := &stderrBuffer{tail: tailBuffer{limit: execStderrTail}}
 	var copies sync.WaitGroup
 	copies.Go(func() {
@@ -258,7 +261,7 @@ func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
 	if tail := stderr.tail.String(); tail != "" {
 		detail = ": " + tail
 	}
-	var exitErr *exec.ExitError
+	var exitErr *osexec.ExitError
 	if !errors.As(waitErr, &exitErr) {
 		return fmt.Errorf("exec %s: wait: %w%s", name, waitErr, detail)
 	}
@@ -268,20 +271,20 @@ func (h *execHandler) ProcessJob(ctx context.Context, job *Job) error {
 	code := exitErr.ExitCode()
 	err := fmt.Errorf("exec %s: exit %d%s", name, code, detail)
 	if slices.Contains(h.permanent, code) {
-		return Permanent(err)
+		return handlers.Permanent(err)
 	}
 	return err
 }
 
-// lookPathError explains why exec.LookPath rejected name; where says where
+// lookPathError explains why LookPath rejected name; where says where
 // it looked.
 func lookPathError(name, where string, err error) error {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, osexec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 		// LookPath's own message would only say the same again.
 		return fmt.Errorf("exec %s: not found%s: install it or give a full path", name, where)
 	}
 	// Found, but not runnable: not executable, or found relative to the
-	// current directory (exec.ErrDot).
+	// current directory (os/exec's ErrDot).
 	return fmt.Errorf("exec %s: cannot run it: %w", name, err)
 }
 

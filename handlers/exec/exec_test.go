@@ -1,6 +1,6 @@
 //go:build unix
 
-package handlers_test
+package exec_test
 
 import (
 	"bytes"
@@ -18,20 +18,27 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/handlers/exec"
 )
 
-// shell returns an ExecConfig that runs script with /bin/sh; args become
-// $1, $2, ...
-func shell(script string, args ...string) handlers.ExecConfig {
-	return handlers.ExecConfig{Command: append([]string{"/bin/sh", "-c", script, "sh"}, args...)}
+// newJob builds a job of kind with payload and no progress reporter; the
+// other fields are fixed so a test only states what it cares about.
+func newJob(kind string, payload []byte) *handlers.Job {
+	return handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7})
 }
 
-// mustExec builds an Exec handler or fails the test.
-func mustExec(t *testing.T, cfg handlers.ExecConfig) handlers.Handler {
+// shell returns a Config that runs script with /bin/sh; args become
+// $1, $2, ...
+func shell(script string, args ...string) exec.Config {
+	return exec.Config{Command: append([]string{"/bin/sh", "-c", script, "sh"}, args...)}
+}
+
+// mustExec builds an exec handler or fails the test.
+func mustExec(t *testing.T, cfg exec.Config) handlers.Handler {
 	t.Helper()
-	h, err := handlers.Exec(cfg)
+	h, err := exec.New(cfg)
 	if err != nil {
-		t.Fatalf("Exec(%q): %v", cfg.Command, err)
+		t.Fatalf("New(%q): %v", cfg.Command, err)
 	}
 	return h
 }
@@ -103,7 +110,7 @@ func assertGone(t *testing.T, pid int) {
 
 func TestExecStdinToResult(t *testing.T) {
 	t.Parallel()
-	h := mustExec(t, handlers.ExecConfig{Command: []string{"cat"}})
+	h := mustExec(t, exec.Config{Command: []string{"cat"}})
 	job := newJob("copy", []byte(`{"n":1}`))
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
@@ -115,7 +122,7 @@ func TestExecStdinToResult(t *testing.T) {
 
 func TestExecLargeOutputIsTruncated(t *testing.T) {
 	t.Parallel()
-	h := mustExec(t, handlers.ExecConfig{Command: []string{"cat"}})
+	h := mustExec(t, exec.Config{Command: []string{"cat"}})
 	// Larger than a pipe's buffer too, so stdin and stdout must both flow
 	// while the command runs.
 	payload := bytes.Repeat([]byte("x"), 1<<20+100_000)
@@ -197,7 +204,7 @@ func TestExecStderrTail(t *testing.T) {
 
 // stderrRecords runs cfg on a job with a JSON logger and answers the log
 // records it wrote.
-func stderrRecords(t *testing.T, cfg handlers.ExecConfig) []map[string]any {
+func stderrRecords(t *testing.T, cfg exec.Config) []map[string]any {
 	t.Helper()
 	var logs bytes.Buffer
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
@@ -272,23 +279,23 @@ func TestExecConfigErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		cfg  handlers.ExecConfig
+		cfg  exec.Config
 		want []string
 	}{
-		{"no command", handlers.ExecConfig{}, []string{"command is required"}},
-		{"empty name", handlers.ExecConfig{Command: []string{""}}, []string{"command is required"}},
-		{"not in PATH", handlers.ExecConfig{Command: []string{"fenceq-no-such-command"}},
+		{"no command", exec.Config{}, []string{"command is required"}},
+		{"empty name", exec.Config{Command: []string{""}}, []string{"command is required"}},
+		{"not in PATH", exec.Config{Command: []string{"fenceq-no-such-command"}},
 			[]string{"fenceq-no-such-command", "install it or give a full path"}},
-		{"missing path", handlers.ExecConfig{Command: []string{"/nonexistent/fenceq-tool"}},
+		{"missing path", exec.Config{Command: []string{"/nonexistent/fenceq-tool"}},
 			[]string{"/nonexistent/fenceq-tool", "install it or give a full path"}},
-		{"negative grace", handlers.ExecConfig{Command: []string{"cat"}, KillGrace: -time.Second},
+		{"negative grace", exec.Config{Command: []string{"cat"}, KillGrace: -time.Second},
 			[]string{"negative"}},
-		{"bad env", handlers.ExecConfig{Command: []string{"cat"}, Env: []string{"NOEQUALS"}},
+		{"bad env", exec.Config{Command: []string{"cat"}, Env: []string{"NOEQUALS"}},
 			[]string{"NOEQUALS", "KEY=value"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := handlers.Exec(tt.cfg)
+			h, err := exec.New(tt.cfg)
 			if err == nil {
 				t.Fatalf("Exec = %v, nil; want an error", h)
 			}
@@ -307,7 +314,7 @@ func TestExecRelativeToDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\nprintf ran\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := mustExec(t, handlers.ExecConfig{Command: []string{"./run.sh"}, Dir: dir})
+	h := mustExec(t, exec.Config{Command: []string{"./run.sh"}, Dir: dir})
 	job := newJob("k", nil)
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
@@ -432,7 +439,7 @@ func TestExecNotExecutable(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a program\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := handlers.Exec(handlers.ExecConfig{Command: []string{path}})
+	_, err := exec.New(exec.Config{Command: []string{path}})
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "cannot run") {
 		t.Errorf("err = %v, want one saying %s cannot be run", err, path)
 	}
