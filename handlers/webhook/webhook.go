@@ -95,6 +95,8 @@ type handler struct {
 	client    *http.Client
 }
 
+// ProcessJob POSTs the job's payload and turns the response into the
+// job's outcome.
 func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	reqCtx := ctx
 	if h.timeout > 0 {
@@ -102,9 +104,27 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 		reqCtx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, h.url, bytes.NewReader(job.Payload))
+	req, err := h.request(reqCtx, job)
 	if err != nil {
-		return fmt.Errorf("post %s: build request: %w", h.name, err)
+		return err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return h.transportError(ctx, reqCtx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return h.succeed(ctx, job, resp)
+	}
+	return h.failure(resp)
+}
+
+// request is the POST of job's payload, with the configured headers and
+// the job's own.
+func (h *handler) request(ctx context.Context, job *handlers.Job) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(job.Payload))
+	if err != nil {
+		return nil, fmt.Errorf("post %s: build request: %w", h.name, err)
 	}
 	for k, vs := range h.header {
 		for _, v := range vs {
@@ -122,28 +142,28 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	req.Header.Set("Fenceq-Job-Kind", job.Kind)
 	req.Header.Set("Fenceq-Attempt", strconv.Itoa(job.Attempt))
 	req.Header.Set("Fenceq-Fencing-Token", strconv.FormatInt(job.Generation, 10))
+	return req, nil
+}
 
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return h.transportError(ctx, reqCtx, err)
-	}
-	defer resp.Body.Close()
-
-	status := statusLine(resp)
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		body := capture.NewHead(capture.ResultLimit)
-		// One byte past the limit tells a body that fits from one that
-		// does not, without reading the rest.
-		if _, err := io.Copy(body, io.LimitReader(resp.Body, capture.ResultLimit+1)); err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("post %s: %s, aborted reading the body: %w", h.name, status, context.Cause(ctx))
-			}
-			return fmt.Errorf("post %s: %s, but reading the body failed: %w", h.name, status, err)
+// succeed makes the body of a 2xx response the job's result.
+func (h *handler) succeed(ctx context.Context, job *handlers.Job, resp *http.Response) error {
+	body := capture.NewHead(capture.ResultLimit)
+	// One byte past the limit tells a body that fits from one that does
+	// not, without reading the rest.
+	if _, err := io.Copy(body, io.LimitReader(resp.Body, capture.ResultLimit+1)); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("post %s: %s, aborted reading the body: %w", h.name, statusLine(resp), context.Cause(ctx))
 		}
-		job.SetResult(body.Bytes())
-		return nil
+		return fmt.Errorf("post %s: %s, but reading the body failed: %w", h.name, statusLine(resp), err)
 	}
+	job.SetResult(body.Bytes())
+	return nil
+}
 
+// failure is the outcome of a response that is not 2xx: a snooze when the
+// server says when to come back, a retry when it may answer otherwise
+// later, permanent when the same request will get the same answer.
+func (h *handler) failure(resp *http.Response) error {
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return handlers.Snooze(min(max(d, minSnooze), maxSnooze))
@@ -152,7 +172,7 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	// The snippet is for the message only; a failure to read it changes
 	// nothing, the status has decided.
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyQuote+1))
-	err = fmt.Errorf("post %s: %s%s", h.name, status, bodyDetail(snippet))
+	err := fmt.Errorf("post %s: %s%s", h.name, statusLine(resp), bodyDetail(snippet))
 	switch {
 	case resp.StatusCode == http.StatusRequestTimeout,
 		resp.StatusCode == http.StatusTooManyRequests,
