@@ -118,6 +118,9 @@ func TestMuxUnknownKindIsPermanent(t *testing.T) {
 	if !errors.As(err, &unknown) {
 		t.Fatalf("error %v does not wrap an *UnknownKindError", err)
 	}
+	if !errors.Is(err, handlers.ErrUnknownKind) {
+		t.Errorf("error %v does not match handlers.ErrUnknownKind", err)
+	}
 	if unknown.Kind != "resize-image" {
 		t.Errorf("UnknownKindError.Kind = %q, want %q", unknown.Kind, "resize-image")
 	}

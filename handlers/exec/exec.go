@@ -55,7 +55,7 @@ type Config struct {
 // reach of its lease.
 func New(cfg Config) (handlers.Handler, error) {
 	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
-		return nil, errors.New("exec handler: a command is required")
+		return nil, &handlers.ValidationError{Handler: "exec handler", Field: "Command", Reason: "a command is required"}
 	}
 	name := cfg.Command[0]
 	path := name
@@ -78,12 +78,13 @@ func New(cfg Config) (handlers.Handler, error) {
 		}
 	}
 	if cfg.KillGrace < 0 {
-		return nil, fmt.Errorf("exec %s: kill grace %v is negative: give a positive duration, or 0 for the default %v",
-			name, cfg.KillGrace, KillGraceDefault)
+		return nil, &handlers.ValidationError{Handler: "exec " + name, Field: "KillGrace", Value: cfg.KillGrace.String(),
+			Reason: fmt.Sprintf("kill grace %v is negative: give a positive duration, or 0 for the default %v", cfg.KillGrace, KillGraceDefault)}
 	}
 	for _, kv := range cfg.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return nil, fmt.Errorf("exec %s: environment entry %q is not of the form KEY=value", name, kv)
+			return nil, &handlers.ValidationError{Handler: "exec " + name, Field: "Env", Value: kv,
+				Reason: fmt.Sprintf("environment entry %q is not of the form KEY=value", kv)}
 		}
 	}
 	grace := cfg.KillGrace
@@ -118,9 +119,10 @@ type handler struct {
 func lookPathError(name, where string, err error) error {
 	if errors.Is(err, osexec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 		// LookPath's own message would only say the same again.
-		return fmt.Errorf("exec %s: not found%s: install it or give a full path", name, where)
+		return &handlers.ValidationError{Handler: "exec " + name, Field: "Command", Value: name,
+			Reason: "not found" + where + ": install it or give a full path"}
 	}
 	// Found, but not runnable: not executable, or found relative to the
 	// current directory (os/exec's ErrDot).
-	return fmt.Errorf("exec %s: cannot run it: %w", name, err)
+	return &handlers.ValidationError{Handler: "exec " + name, Field: "Command", Value: name, Reason: "cannot run it", Err: err}
 }

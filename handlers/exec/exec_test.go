@@ -278,31 +278,36 @@ func TestExecKilledBySignalIsRetried(t *testing.T) {
 func TestExecConfigErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		cfg  exec.Config
-		want []string
+		name  string
+		cfg   exec.Config
+		field string // of the *handlers.ValidationError
+		want  []string
 	}{
-		{"no command", exec.Config{}, []string{"command is required"}},
-		{"empty name", exec.Config{Command: []string{""}}, []string{"command is required"}},
-		{"not in PATH", exec.Config{Command: []string{"fenceq-no-such-command"}},
+		{"no command", exec.Config{}, "Command", []string{"command is required"}},
+		{"empty name", exec.Config{Command: []string{""}}, "Command", []string{"command is required"}},
+		{"not in PATH", exec.Config{Command: []string{"fenceq-no-such-command"}}, "Command",
 			[]string{"fenceq-no-such-command", "install it or give a full path"}},
-		{"missing path", exec.Config{Command: []string{"/nonexistent/fenceq-tool"}},
+		{"missing path", exec.Config{Command: []string{"/nonexistent/fenceq-tool"}}, "Command",
 			[]string{"/nonexistent/fenceq-tool", "install it or give a full path"}},
-		{"negative grace", exec.Config{Command: []string{"cat"}, KillGrace: -time.Second},
+		{"negative grace", exec.Config{Command: []string{"cat"}, KillGrace: -time.Second}, "KillGrace",
 			[]string{"negative"}},
-		{"bad env", exec.Config{Command: []string{"cat"}, Env: []string{"NOEQUALS"}},
+		{"bad env", exec.Config{Command: []string{"cat"}, Env: []string{"NOEQUALS"}}, "Env",
 			[]string{"NOEQUALS", "KEY=value"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, err := exec.New(tt.cfg)
 			if err == nil {
-				t.Fatalf("Exec = %v, nil; want an error", h)
+				t.Fatalf("New = %v, nil; want an error", h)
 			}
 			for _, want := range tt.want {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
+			}
+			var ve *handlers.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.field || !errors.Is(err, handlers.ErrInvalid) {
+				t.Errorf("error %#v; want a *handlers.ValidationError of field %s, wrapping ErrInvalid", err, tt.field)
 			}
 		})
 	}
@@ -442,5 +447,9 @@ func TestExecNotExecutable(t *testing.T) {
 	_, err := exec.New(exec.Config{Command: []string{path}})
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "cannot run") {
 		t.Errorf("err = %v, want one saying %s cannot be run", err, path)
+	}
+	var ve *handlers.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "Command" || ve.Value != path || ve.Err == nil {
+		t.Errorf("err = %#v, want a *handlers.ValidationError of Command %s with LookPath's error", err, path)
 	}
 }

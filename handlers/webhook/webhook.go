@@ -54,7 +54,7 @@ type Config struct {
 // will get the same answer.
 func New(cfg Config) (handlers.Handler, error) {
 	if cfg.URL == "" {
-		return nil, errors.New("http handler: a URL is required")
+		return nil, invalid("URL", "", "a URL is required", nil)
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
@@ -63,16 +63,17 @@ func New(cfg Config) (handlers.Handler, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("http handler: URL %q does not parse: %w", cfg.URL, err)
+		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q does not parse", cfg.URL), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("http handler: URL %q: scheme must be http or https, as in https://host/path", cfg.URL)
+		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q: scheme must be http or https, as in https://host/path", cfg.URL), nil)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("http handler: URL %q has no host", cfg.URL)
+		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q has no host", cfg.URL), nil)
 	}
 	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("http handler: timeout %v is negative: give a positive duration, or 0 for none", cfg.Timeout)
+		return nil, invalid("Timeout", cfg.Timeout.String(),
+			fmt.Sprintf("timeout %v is negative: give a positive duration, or 0 for none", cfg.Timeout), nil)
 	}
 	client := cfg.Client
 	if client == nil {
@@ -86,6 +87,11 @@ func New(cfg Config) (handlers.Handler, error) {
 		timeout: cfg.Timeout,
 		client:  client,
 	}, nil
+}
+
+// invalid is the *handlers.ValidationError of a Config that New refuses.
+func invalid(field, value, reason string, err error) error {
+	return &handlers.ValidationError{Handler: "http handler", Field: field, Value: value, Reason: reason, Err: err}
 }
 
 type handler struct {

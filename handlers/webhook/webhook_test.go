@@ -284,17 +284,18 @@ func TestHTTPTransportErrorIsRetried(t *testing.T) {
 func TestHTTPConfigErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		cfg  webhook.Config
-		want string
+		name  string
+		cfg   webhook.Config
+		field string // of the *handlers.ValidationError
+		want  string
 	}{
-		{"empty", webhook.Config{}, "URL is required"},
-		{"does not parse", webhook.Config{URL: "http://[::1"}, `"http://[::1"`},
-		{"no scheme", webhook.Config{URL: "example.com/hook"}, `"example.com/hook"`},
-		{"host and port only", webhook.Config{URL: "localhost:8080"}, `"localhost:8080"`},
-		{"ftp", webhook.Config{URL: "ftp://example.com/x"}, "scheme must be http or https"},
-		{"no host", webhook.Config{URL: "http:///hook"}, "no host"},
-		{"negative timeout", webhook.Config{URL: "https://example.com", Timeout: -time.Second}, "negative"},
+		{"empty", webhook.Config{}, "URL", "URL is required"},
+		{"does not parse", webhook.Config{URL: "http://[::1"}, "URL", `"http://[::1"`},
+		{"no scheme", webhook.Config{URL: "example.com/hook"}, "URL", `"example.com/hook"`},
+		{"host and port only", webhook.Config{URL: "localhost:8080"}, "URL", `"localhost:8080"`},
+		{"ftp", webhook.Config{URL: "ftp://example.com/x"}, "URL", "scheme must be http or https"},
+		{"no host", webhook.Config{URL: "http:///hook"}, "URL", "no host"},
+		{"negative timeout", webhook.Config{URL: "https://example.com", Timeout: -time.Second}, "Timeout", "negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,6 +305,10 @@ func TestHTTPConfigErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+			var ve *handlers.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.field || !errors.Is(err, handlers.ErrInvalid) {
+				t.Errorf("error %#v; want a *handlers.ValidationError of field %s, wrapping ErrInvalid", err, tt.field)
 			}
 		})
 	}
