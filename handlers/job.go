@@ -30,8 +30,7 @@ type JobSpec struct {
 	MaxAttempts     int
 	Generation      int64 // the claim's lease generation, its fencing token with ID
 	// Progress stores a progress report, fenced by the claim. nil means
-	// the job has none: Job.Progress then returns an error, which is what
-	// a handler's unit test usually wants.
+	// none: Job.Progress then returns an error.
 	Progress func(ctx context.Context, data []byte) error
 }
 
