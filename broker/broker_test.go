@@ -8,7 +8,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceq/fenceq/broker/brokertest"
+	"github.com/fenceq/fenceq/internal/brokertest"
 )
 
 // TestMiniredis runs the conformance suite on miniredis, with a clock the

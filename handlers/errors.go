@@ -24,6 +24,41 @@ var (
 	ErrShutdown = errors.New("fenceq: worker shutting down")
 )
 
+// Errors the other error types of this package wrap, for errors.Is.
+var (
+	// ErrInvalid is wrapped by every [ValidationError].
+	ErrInvalid = errors.New("fenceq: invalid handler configuration")
+	// ErrUnknownKind is wrapped by [UnknownKindError].
+	ErrUnknownKind = errors.New("fenceq: no handler registered for the job's kind")
+)
+
+// ValidationError reports a configuration that a handler's constructor
+// (exec.New, webhook.New) refuses; nothing was built. A program reads Field
+// and Value; a person reads the message, which says what is wrong and what
+// would be right.
+type ValidationError struct {
+	Handler string // the handler as messages name it: "exec send-email", "http handler"
+	Field   string // the Config field: "Command", "Env", "KillGrace", "URL", "Timeout"
+	Value   string // the offending value; "" when it is missing
+	Reason  string // what is wrong and what would be right
+	Err     error  // what the check found, if anything (a URL's parse error, exec.ErrDot, ...)
+}
+
+func (e *ValidationError) Error() string {
+	if e.Err == nil {
+		return e.Handler + ": " + e.Reason
+	}
+	return e.Handler + ": " + e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap answers ErrInvalid, and Err when there is one.
+func (e *ValidationError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
+}
+
 // PermanentError marks a failure that retrying cannot fix (a malformed
 // payload, a rejected request): the job is dead at once.
 type PermanentError struct {
@@ -67,3 +102,5 @@ type UnknownKindError struct {
 func (e *UnknownKindError) Error() string {
 	return fmt.Sprintf("no handler registered for kind %q: register one with Mux.Handle, or enqueue a kind this worker handles", e.Kind)
 }
+
+func (e *UnknownKindError) Unwrap() error { return ErrUnknownKind }

@@ -24,13 +24,16 @@ func ExampleMux() {
 		return nil
 	}))
 
-	job := handlers.NewJob("job-1", "images", "resize",
-		[]byte(`{"url":"https://example.com/cat.png","width":640}`), 1, 5, 1, nil)
+	job := handlers.NewJob(handlers.JobSpec{
+		ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1, MaxAttempts: 5, Generation: 1,
+		Payload: []byte(`{"url":"https://example.com/cat.png","width":640}`),
+	})
 	err := mux.ProcessJob(context.Background(), job)
 	fmt.Println("err:", err, "result:", string(job.Result()))
 
 	// A kind with no handler fails permanently: retrying cannot help.
-	err = mux.ProcessJob(context.Background(), handlers.NewJob("job-2", "images", "crop", nil, 1, 5, 1, nil))
+	crop := handlers.NewJob(handlers.JobSpec{ID: "job-2", Queue: "images", Kind: "crop", Attempt: 1, MaxAttempts: 5, Generation: 1})
+	err = mux.ProcessJob(context.Background(), crop)
 	var perm *handlers.PermanentError
 	fmt.Println("permanent:", errors.As(err, &perm))
 	// Output:

@@ -16,7 +16,7 @@ import (
 // newJob builds a job of kind with payload and no progress reporter; the
 // other fields are fixed so a test only states what it cares about.
 func newJob(kind string, payload []byte) *handlers.Job {
-	return handlers.NewJob("job-1", "default", kind, payload, 1, 5, 7, nil)
+	return handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7})
 }
 
 // mustPanic runs fn and fails the test unless it panics with a message
@@ -117,6 +117,9 @@ func TestMuxUnknownKindIsPermanent(t *testing.T) {
 	var unknown *handlers.UnknownKindError
 	if !errors.As(err, &unknown) {
 		t.Fatalf("error %v does not wrap an *UnknownKindError", err)
+	}
+	if !errors.Is(err, handlers.ErrUnknownKind) {
+		t.Errorf("error %v does not match handlers.ErrUnknownKind", err)
 	}
 	if unknown.Kind != "resize-image" {
 		t.Errorf("UnknownKindError.Kind = %q, want %q", unknown.Kind, "resize-image")
@@ -418,7 +421,7 @@ func TestJobProgress(t *testing.T) {
 	t.Parallel()
 	t.Run("no reporter", func(t *testing.T) {
 		t.Parallel()
-		job := handlers.NewJob("id", "q", "k", nil, 1, 1, 1, nil)
+		job := handlers.NewJob(handlers.JobSpec{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1})
 		if err := job.Progress(t.Context(), []byte("50%")); err == nil {
 			t.Fatal("Progress with no reporter = nil, want an error")
 		}
@@ -429,14 +432,14 @@ func TestJobProgress(t *testing.T) {
 		ctx := context.WithValue(t.Context(), ctxKey{}, "marker")
 		var got []byte
 		calls := 0
-		job := handlers.NewJob("id", "q", "k", nil, 1, 1, 1, func(c context.Context, data []byte) error {
+		job := handlers.NewJob(handlers.JobSpec{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1, Progress: func(c context.Context, data []byte) error {
 			calls++
 			got = data
 			if c.Value(ctxKey{}) != "marker" {
 				t.Error("reporter did not get the caller's context")
 			}
 			return nil
-		})
+		}})
 		if err := job.Progress(ctx, []byte(`{"done":3}`)); err != nil {
 			t.Fatalf("Progress = %v, want nil", err)
 		}
@@ -448,9 +451,9 @@ func TestJobProgress(t *testing.T) {
 		t.Parallel()
 		// A fenced reporter returns ErrLeaseLost; Progress must pass it on
 		// so the handler can stop.
-		job := handlers.NewJob("id", "q", "k", nil, 1, 1, 1, func(context.Context, []byte) error {
+		job := handlers.NewJob(handlers.JobSpec{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1, Progress: func(context.Context, []byte) error {
 			return handlers.ErrLeaseLost
-		})
+		}})
 		if err := job.Progress(t.Context(), nil); !errors.Is(err, handlers.ErrLeaseLost) {
 			t.Fatalf("Progress = %v, want %v", err, handlers.ErrLeaseLost)
 		}
@@ -460,7 +463,9 @@ func TestJobProgress(t *testing.T) {
 func TestNewJobFields(t *testing.T) {
 	t.Parallel()
 	payload := []byte(`{"a":1}`)
-	job := handlers.NewJob("id-9", "mail", "email", payload, 2, 10, 42, nil)
+	job := handlers.NewJob(handlers.JobSpec{
+		ID: "id-9", Queue: "mail", Kind: "email", Payload: payload, Attempt: 2, MaxAttempts: 10, Generation: 42,
+	})
 	if job.ID != "id-9" || job.Queue != "mail" || job.Kind != "email" ||
 		!bytes.Equal(job.Payload, payload) || job.Attempt != 2 || job.MaxAttempts != 10 || job.Generation != 42 {
 		t.Fatalf("NewJob fields = %+v", job)

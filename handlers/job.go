@@ -21,12 +21,25 @@ type Job struct {
 	result   []byte
 }
 
-// NewJob builds a Job whose Progress calls report; the worker package uses
-// it, and tests of handlers can too (report may be nil).
-func NewJob(id, queue, kind string, payload []byte, attempt, maxAttempts int, generation int64,
-	report func(ctx context.Context, data []byte) error) *Job {
-	return &Job{ID: id, Queue: queue, Kind: kind, Payload: payload, Attempt: attempt,
-		MaxAttempts: maxAttempts, Generation: generation, progress: report}
+// JobSpec describes the Job that NewJob builds: what the worker read from
+// the claim, and how Progress reaches Redis.
+type JobSpec struct {
+	ID, Queue, Kind string
+	Payload         []byte
+	Attempt         int // 1 on the first run
+	MaxAttempts     int
+	Generation      int64 // the claim's lease generation, its fencing token with ID
+	// Progress stores a progress report, fenced by the claim. nil means
+	// none: Job.Progress then returns an error.
+	Progress func(ctx context.Context, data []byte) error
+}
+
+// NewJob builds the Job that spec describes. The worker package builds
+// every Job it runs with it; a handler's unit test can too, naming only the
+// fields the handler reads.
+func NewJob(spec JobSpec) *Job {
+	return &Job{ID: spec.ID, Queue: spec.Queue, Kind: spec.Kind, Payload: spec.Payload, Attempt: spec.Attempt,
+		MaxAttempts: spec.MaxAttempts, Generation: spec.Generation, progress: spec.Progress}
 }
 
 // Progress stores a progress report (any bytes; JSON is a good choice) on

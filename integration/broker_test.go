@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceq/fenceq/broker/brokertest"
+	"github.com/fenceq/fenceq/internal/brokertest"
 )
 
 // TestBrokerRealRedis runs the broker conformance suite on a real server,

@@ -17,10 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
-	"github.com/fenceq/fenceq/broker/brokertest"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/brokertest"
+	"github.com/fenceq/fenceq/internal/pooltest"
 	"github.com/fenceq/fenceq/worker"
-	"github.com/fenceq/fenceq/worker/pooltest"
 )
 
 // testCluster is a private Redis Cluster: three masters, one replica each.

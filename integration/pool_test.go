@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceq/fenceq/worker/pooltest"
+	"github.com/fenceq/fenceq/internal/pooltest"
 )
 
 // TestPoolRealRedis runs the worker pool scenarios on a real server.

@@ -21,7 +21,7 @@ import (
 // testJob builds a job with distinct, recognisable field values so a log
 // test can tell them apart.
 func testJob(kind string) *handlers.Job {
-	return handlers.NewJob("job-42", "mail", kind, []byte(`{}`), 3, 5, 17, nil)
+	return handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: kind, Payload: []byte(`{}`), Attempt: 3, MaxAttempts: 5, Generation: 17})
 }
 
 // returning is a handler that returns err.

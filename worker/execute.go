@@ -28,7 +28,11 @@ func (p *Pool) run(l broker.Lease) {
 	p.stats.claimed.Add(1)
 	ctx, cancel := context.WithCancelCause(p.jobsCtx)
 	a := &active{lease: l, ctx: ctx, cancel: cancel, localDeadline: l.LocalDeadline}
-	a.job = handlers.NewJob(l.ID, l.Queue, l.Kind, l.Payload, l.Attempt, l.MaxAttempts, l.Generation, p.progress(a))
+	a.job = handlers.NewJob(handlers.JobSpec{
+		ID: l.ID, Queue: l.Queue, Kind: l.Kind, Payload: l.Payload,
+		Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, Generation: l.Generation,
+		Progress: p.progress(a),
+	})
 	// The watchdog cancels the handler at its local deadline even while a
 	// renew is stuck in Redis (go-redis may not honour context deadlines).
 	a.mu.Lock()

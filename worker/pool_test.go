@@ -6,7 +6,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceq/fenceq/worker/pooltest"
+	"github.com/fenceq/fenceq/internal/pooltest"
 )
 
 // TestMiniredis runs the pool scenarios on miniredis, on real time.

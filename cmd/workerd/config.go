@@ -19,6 +19,8 @@ import (
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/handlers/exec"
+	"github.com/fenceq/fenceq/handlers/webhook"
 	"github.com/fenceq/fenceq/worker"
 )
 
@@ -302,7 +304,7 @@ func (c *fileConfig) mux(log *slog.Logger) (*handlers.Mux, map[string]time.Durat
 				env = append(env, k+"="+v)
 			}
 			sort.Strings(env)
-			h, err = handlers.Exec(handlers.ExecConfig{
+			h, err = exec.New(exec.Config{
 				Command: hc.Exec.Command, Dir: hc.Exec.Dir, Env: env,
 				PermanentExitCodes: hc.Exec.PermanentExitCodes, KillGrace: hc.Exec.KillGrace.Duration, Logger: log,
 			})
@@ -314,7 +316,7 @@ func (c *fileConfig) mux(log *slog.Logger) (*handlers.Mux, map[string]time.Durat
 			for k, v := range hc.HTTP.Headers {
 				hdr[k] = []string{v}
 			}
-			h, err = handlers.HTTP(handlers.HTTPConfig{URL: hc.HTTP.URL, Header: hdr, Timeout: hc.HTTP.Timeout.Duration})
+			h, err = webhook.New(webhook.Config{URL: hc.HTTP.URL, Header: hdr, Timeout: hc.HTTP.Timeout.Duration})
 			if err != nil {
 				return nil, nil, c.errorf(joinPath("handlers", kind)+".http", "%v", err)
 			}

@@ -1,4 +1,4 @@
-package handlers_test
+package webhook_test
 
 import (
 	"bytes"
@@ -12,14 +12,21 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/handlers/webhook"
 )
 
-// mustHTTP builds an HTTP handler or fails the test.
-func mustHTTP(t *testing.T, cfg handlers.HTTPConfig) handlers.Handler {
+// newJob builds a job of kind with payload and no progress reporter; the
+// other fields are fixed so a test only states what it cares about.
+func newJob(kind string, payload []byte) *handlers.Job {
+	return handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7})
+}
+
+// mustHTTP builds a webhook handler or fails the test.
+func mustHTTP(t *testing.T, cfg webhook.Config) handlers.Handler {
 	t.Helper()
-	h, err := handlers.HTTP(cfg)
+	h, err := webhook.New(cfg)
 	if err != nil {
-		t.Fatalf("HTTP(%q): %v", cfg.URL, err)
+		t.Fatalf("New(%q): %v", cfg.URL, err)
 	}
 	return h
 }
@@ -54,11 +61,11 @@ func TestHTTPSendsPayloadAndHeaders(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	h := mustHTTP(t, handlers.HTTPConfig{
+	h := mustHTTP(t, webhook.Config{
 		URL:    srv.URL + "/hooks/email",
 		Header: http.Header{"Authorization": {"Bearer s3cret"}},
 	})
-	job := handlers.NewJob("job-42", "mail", "send", []byte(`{"to":"a@example.com"}`), 2, 5, 9001, nil)
+	job := handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: "send", Payload: []byte(`{"to":"a@example.com"}`), Attempt: 2, MaxAttempts: 5, Generation: 9001})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
@@ -95,7 +102,7 @@ func TestHTTPContentTypeFromConfig(t *testing.T) {
 	}))
 	defer srv.Close()
 	// A lower-case key, as a map literal may have it, still counts.
-	h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL, Header: http.Header{"content-type": {"text/plain"}}})
+	h := mustHTTP(t, webhook.Config{URL: srv.URL, Header: http.Header{"content-type": {"text/plain"}}})
 	if err := h.ProcessJob(context.Background(), newJob("k", []byte("hi"))); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
@@ -107,7 +114,7 @@ func TestHTTPContentTypeFromConfig(t *testing.T) {
 func TestHTTPLargeBodyIsTruncated(t *testing.T) {
 	t.Parallel()
 	srv := respond(t, http.StatusOK, nil, strings.Repeat("x", 1<<20+100))
-	h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL})
+	h := mustHTTP(t, webhook.Config{URL: srv.URL})
 	job := newJob("k", nil)
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
@@ -140,7 +147,7 @@ func TestHTTPStatuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := respond(t, tt.status, tt.header, tt.body)
-			h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL})
+			h := mustHTTP(t, webhook.Config{URL: srv.URL})
 			job := newJob("k", nil)
 			err := h.ProcessJob(context.Background(), job)
 			if err == nil {
@@ -190,7 +197,7 @@ func TestHTTPRetryAfterSnoozes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := respond(t, tt.status, http.Header{"Retry-After": {tt.value}}, "busy")
-			h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL})
+			h := mustHTTP(t, webhook.Config{URL: srv.URL})
 			err := h.ProcessJob(context.Background(), newJob("k", nil))
 			var snooze *handlers.SnoozeError
 			if !errors.As(err, &snooze) {
@@ -207,7 +214,7 @@ func TestHTTPRedirectNotFollowedIsPermanent(t *testing.T) {
 	t.Parallel()
 	srv := respond(t, http.StatusFound, http.Header{"Location": {"/elsewhere"}}, "")
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL, Client: client})
+	h := mustHTTP(t, webhook.Config{URL: srv.URL, Client: client})
 	err := h.ProcessJob(context.Background(), newJob("k", nil))
 	var perm *handlers.PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "302") {
@@ -231,7 +238,7 @@ func slowServer(t *testing.T) *httptest.Server {
 func TestHTTPCancelAbortsRequest(t *testing.T) {
 	t.Parallel()
 	srv := slowServer(t)
-	h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL})
+	h := mustHTTP(t, webhook.Config{URL: srv.URL})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	time.AfterFunc(50*time.Millisecond, func() { cancel(handlers.ErrLeaseLost) })
@@ -249,7 +256,7 @@ func TestHTTPCancelAbortsRequest(t *testing.T) {
 func TestHTTPTimeoutIsRetried(t *testing.T) {
 	t.Parallel()
 	srv := slowServer(t)
-	h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL, Timeout: 50 * time.Millisecond})
+	h := mustHTTP(t, webhook.Config{URL: srv.URL, Timeout: 50 * time.Millisecond})
 	start := time.Now()
 	err := h.ProcessJob(context.Background(), newJob("k", nil))
 	if took := time.Since(start); took > 2*time.Second {
@@ -266,7 +273,7 @@ func TestHTTPTransportErrorIsRetried(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there now
-	h := mustHTTP(t, handlers.HTTPConfig{URL: url})
+	h := mustHTTP(t, webhook.Config{URL: url})
 	err := h.ProcessJob(context.Background(), newJob("k", nil))
 	var perm *handlers.PermanentError
 	if err == nil || errors.As(err, &perm) || !strings.Contains(err.Error(), "post "+url) {
@@ -277,26 +284,31 @@ func TestHTTPTransportErrorIsRetried(t *testing.T) {
 func TestHTTPConfigErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		cfg  handlers.HTTPConfig
-		want string
+		name  string
+		cfg   webhook.Config
+		field string // of the *handlers.ValidationError
+		want  string
 	}{
-		{"empty", handlers.HTTPConfig{}, "URL is required"},
-		{"does not parse", handlers.HTTPConfig{URL: "http://[::1"}, `"http://[::1"`},
-		{"no scheme", handlers.HTTPConfig{URL: "example.com/hook"}, `"example.com/hook"`},
-		{"host and port only", handlers.HTTPConfig{URL: "localhost:8080"}, `"localhost:8080"`},
-		{"ftp", handlers.HTTPConfig{URL: "ftp://example.com/x"}, "scheme must be http or https"},
-		{"no host", handlers.HTTPConfig{URL: "http:///hook"}, "no host"},
-		{"negative timeout", handlers.HTTPConfig{URL: "https://example.com", Timeout: -time.Second}, "negative"},
+		{"empty", webhook.Config{}, "URL", "URL is required"},
+		{"does not parse", webhook.Config{URL: "http://[::1"}, "URL", `"http://[::1"`},
+		{"no scheme", webhook.Config{URL: "example.com/hook"}, "URL", `"example.com/hook"`},
+		{"host and port only", webhook.Config{URL: "localhost:8080"}, "URL", `"localhost:8080"`},
+		{"ftp", webhook.Config{URL: "ftp://example.com/x"}, "URL", "scheme must be http or https"},
+		{"no host", webhook.Config{URL: "http:///hook"}, "URL", "no host"},
+		{"negative timeout", webhook.Config{URL: "https://example.com", Timeout: -time.Second}, "Timeout", "negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := handlers.HTTP(tt.cfg)
+			h, err := webhook.New(tt.cfg)
 			if err == nil {
-				t.Fatalf("HTTP = %v, nil; want an error", h)
+				t.Fatalf("New = %v, nil; want an error", h)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+			var ve *handlers.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.field || !errors.Is(err, handlers.ErrInvalid) {
+				t.Errorf("error %#v; want a *handlers.ValidationError of field %s, wrapping ErrInvalid", err, tt.field)
 			}
 		})
 	}
@@ -306,7 +318,7 @@ func TestHTTPErrorsHidePassword(t *testing.T) {
 	t.Parallel()
 	srv := respond(t, http.StatusBadRequest, nil, "")
 	url := strings.Replace(srv.URL, "://", "://user:hunter2@", 1)
-	h := mustHTTP(t, handlers.HTTPConfig{URL: url})
+	h := mustHTTP(t, webhook.Config{URL: url})
 	err := h.ProcessJob(context.Background(), newJob("k", nil))
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("err = %v; want a failure that does not show the password", err)
@@ -322,7 +334,7 @@ func TestHTTPHostHeader(t *testing.T) {
 	defer srv.Close()
 	// The client ignores a Host header field; the handler must move it to
 	// the request for virtual hosting to work.
-	h := mustHTTP(t, handlers.HTTPConfig{URL: srv.URL, Header: http.Header{"Host": {"api.example"}}})
+	h := mustHTTP(t, webhook.Config{URL: srv.URL, Header: http.Header{"Host": {"api.example"}}})
 	if err := h.ProcessJob(context.Background(), newJob("k", nil)); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}

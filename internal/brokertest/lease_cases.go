@@ -525,7 +525,7 @@ func testWaitAfterRetry(t *testing.T, nb NewBackend) {
 	go func() {
 		j, err := s.b.Wait(s.ctx, s.q, id)
 		if err == nil && j.State != broker.StateDone {
-			err = fmt.Errorf("Wait returned state %s", j.State)
+			err = fmt.Errorf("broker.Wait returned state %s", j.State)
 		}
 		done <- err
 	}()

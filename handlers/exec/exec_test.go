@@ -1,6 +1,6 @@
 //go:build unix
 
-package handlers_test
+package exec_test
 
 import (
 	"bytes"
@@ -18,20 +18,27 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/handlers/exec"
 )
 
-// shell returns an ExecConfig that runs script with /bin/sh; args become
-// $1, $2, ...
-func shell(script string, args ...string) handlers.ExecConfig {
-	return handlers.ExecConfig{Command: append([]string{"/bin/sh", "-c", script, "sh"}, args...)}
+// newJob builds a job of kind with payload and no progress reporter; the
+// other fields are fixed so a test only states what it cares about.
+func newJob(kind string, payload []byte) *handlers.Job {
+	return handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7})
 }
 
-// mustExec builds an Exec handler or fails the test.
-func mustExec(t *testing.T, cfg handlers.ExecConfig) handlers.Handler {
+// shell returns a Config that runs script with /bin/sh; args become
+// $1, $2, ...
+func shell(script string, args ...string) exec.Config {
+	return exec.Config{Command: append([]string{"/bin/sh", "-c", script, "sh"}, args...)}
+}
+
+// mustExec builds an exec handler or fails the test.
+func mustExec(t *testing.T, cfg exec.Config) handlers.Handler {
 	t.Helper()
-	h, err := handlers.Exec(cfg)
+	h, err := exec.New(cfg)
 	if err != nil {
-		t.Fatalf("Exec(%q): %v", cfg.Command, err)
+		t.Fatalf("New(%q): %v", cfg.Command, err)
 	}
 	return h
 }
@@ -103,7 +110,7 @@ func assertGone(t *testing.T, pid int) {
 
 func TestExecStdinToResult(t *testing.T) {
 	t.Parallel()
-	h := mustExec(t, handlers.ExecConfig{Command: []string{"cat"}})
+	h := mustExec(t, exec.Config{Command: []string{"cat"}})
 	job := newJob("copy", []byte(`{"n":1}`))
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
@@ -115,7 +122,7 @@ func TestExecStdinToResult(t *testing.T) {
 
 func TestExecLargeOutputIsTruncated(t *testing.T) {
 	t.Parallel()
-	h := mustExec(t, handlers.ExecConfig{Command: []string{"cat"}})
+	h := mustExec(t, exec.Config{Command: []string{"cat"}})
 	// Larger than a pipe's buffer too, so stdin and stdout must both flow
 	// while the command runs.
 	payload := bytes.Repeat([]byte("x"), 1<<20+100_000)
@@ -134,7 +141,7 @@ func TestExecEnvironment(t *testing.T) {
 	cfg := shell(`printf '%s|%s|%s|%s|%s|%s' "$FENCEQ_JOB_ID" "$FENCEQ_JOB_QUEUE" "$FENCEQ_JOB_KIND" "$FENCEQ_ATTEMPT" "$FENCEQ_FENCING_TOKEN" "$EXTRA"`)
 	cfg.Env = []string{"EXTRA=from-config"}
 	h := mustExec(t, cfg)
-	job := handlers.NewJob("job-42", "mail", "send", nil, 2, 5, 9001, nil)
+	job := handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 9001})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
@@ -197,11 +204,11 @@ func TestExecStderrTail(t *testing.T) {
 
 // stderrRecords runs cfg on a job with a JSON logger and answers the log
 // records it wrote.
-func stderrRecords(t *testing.T, cfg handlers.ExecConfig) []map[string]any {
+func stderrRecords(t *testing.T, cfg exec.Config) []map[string]any {
 	t.Helper()
 	var logs bytes.Buffer
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	job := handlers.NewJob("job-9", "mail", "send", nil, 2, 5, 11, nil)
+	job := handlers.NewJob(handlers.JobSpec{ID: "job-9", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 11})
 	if err := mustExec(t, cfg).ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
@@ -271,31 +278,36 @@ func TestExecKilledBySignalIsRetried(t *testing.T) {
 func TestExecConfigErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		cfg  handlers.ExecConfig
-		want []string
+		name  string
+		cfg   exec.Config
+		field string // of the *handlers.ValidationError
+		want  []string
 	}{
-		{"no command", handlers.ExecConfig{}, []string{"command is required"}},
-		{"empty name", handlers.ExecConfig{Command: []string{""}}, []string{"command is required"}},
-		{"not in PATH", handlers.ExecConfig{Command: []string{"fenceq-no-such-command"}},
+		{"no command", exec.Config{}, "Command", []string{"command is required"}},
+		{"empty name", exec.Config{Command: []string{""}}, "Command", []string{"command is required"}},
+		{"not in PATH", exec.Config{Command: []string{"fenceq-no-such-command"}}, "Command",
 			[]string{"fenceq-no-such-command", "install it or give a full path"}},
-		{"missing path", handlers.ExecConfig{Command: []string{"/nonexistent/fenceq-tool"}},
+		{"missing path", exec.Config{Command: []string{"/nonexistent/fenceq-tool"}}, "Command",
 			[]string{"/nonexistent/fenceq-tool", "install it or give a full path"}},
-		{"negative grace", handlers.ExecConfig{Command: []string{"cat"}, KillGrace: -time.Second},
+		{"negative grace", exec.Config{Command: []string{"cat"}, KillGrace: -time.Second}, "KillGrace",
 			[]string{"negative"}},
-		{"bad env", handlers.ExecConfig{Command: []string{"cat"}, Env: []string{"NOEQUALS"}},
+		{"bad env", exec.Config{Command: []string{"cat"}, Env: []string{"NOEQUALS"}}, "Env",
 			[]string{"NOEQUALS", "KEY=value"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := handlers.Exec(tt.cfg)
+			h, err := exec.New(tt.cfg)
 			if err == nil {
-				t.Fatalf("Exec = %v, nil; want an error", h)
+				t.Fatalf("New = %v, nil; want an error", h)
 			}
 			for _, want := range tt.want {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
+			}
+			var ve *handlers.ValidationError
+			if !errors.As(err, &ve) || ve.Field != tt.field || !errors.Is(err, handlers.ErrInvalid) {
+				t.Errorf("error %#v; want a *handlers.ValidationError of field %s, wrapping ErrInvalid", err, tt.field)
 			}
 		})
 	}
@@ -307,7 +319,7 @@ func TestExecRelativeToDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\nprintf ran\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := mustExec(t, handlers.ExecConfig{Command: []string{"./run.sh"}, Dir: dir})
+	h := mustExec(t, exec.Config{Command: []string{"./run.sh"}, Dir: dir})
 	job := newJob("k", nil)
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
@@ -432,8 +444,12 @@ func TestExecNotExecutable(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a program\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := handlers.Exec(handlers.ExecConfig{Command: []string{path}})
+	_, err := exec.New(exec.Config{Command: []string{path}})
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "cannot run") {
 		t.Errorf("err = %v, want one saying %s cannot be run", err, path)
+	}
+	var ve *handlers.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "Command" || ve.Value != path || ve.Err == nil {
+		t.Errorf("err = %#v, want a *handlers.ValidationError of Command %s with LookPath's error", err, path)
 	}
 }

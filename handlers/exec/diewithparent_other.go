@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package handlers
+package exec
 
 import "syscall"
 

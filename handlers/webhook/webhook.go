@@ -1,4 +1,4 @@
-package handlers
+package webhook
 
 import (
 	"bytes"
@@ -11,37 +11,33 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/handlers/internal/capture"
 )
 
 const (
-	// resultLimit caps a result taken from a command's output or a response
-	// body: it is stored in Redis with the job.
-	resultLimit = 1 << 20
-	// truncatedMark ends a result that resultLimit cut, so nobody mistakes
-	// it for the whole output.
-	truncatedMark = "\n[truncated]"
-
-	// httpErrorBody is how much of a failed response's body an error
+	// errorBodyQuote is how much of a failed response's body an error
 	// message quotes: enough for an error document, not a whole page.
-	httpErrorBody = 512
-	// httpMaxSnooze caps a Retry-After: a misconfigured server must not
+	errorBodyQuote = 512
+	// maxSnooze caps a Retry-After: a misconfigured server must not
 	// park a job for days.
-	httpMaxSnooze = time.Hour
-	// httpMinSnooze floors a Retry-After: "0" or a date in the past would
+	maxSnooze = time.Hour
+	// minSnooze floors a Retry-After: "0" or a date in the past would
 	// otherwise rerun the job at once, without charging an attempt, in a
 	// loop as fast as the server answers.
-	httpMinSnooze = time.Second
+	minSnooze = time.Second
 )
 
-// HTTPConfig configures HTTP.
-type HTTPConfig struct {
+// Config configures New.
+type Config struct {
 	URL     string        // required: where the payload is POSTed
 	Header  http.Header   // extra request headers
 	Timeout time.Duration // per request; 0 means no limit beyond the job's context
 	Client  *http.Client  // default: a client with no overall timeout
 }
 
-// HTTP returns a Handler that POSTs each job's payload to cfg.URL, so jobs
+// New returns a Handler that POSTs each job's payload to cfg.URL, so jobs
 // can be handled by any web service.
 //
 // The request carries cfg.Header, Content-Type application/json unless
@@ -56,9 +52,9 @@ type HTTPConfig struct {
 // most an hour). 408, 429, 5xx and transport errors are retried; any other
 // status fails the job permanently, since sending the same request again
 // will get the same answer.
-func HTTP(cfg HTTPConfig) (Handler, error) {
+func New(cfg Config) (handlers.Handler, error) {
 	if cfg.URL == "" {
-		return nil, errors.New("http handler: a URL is required")
+		return nil, invalid("URL", "", "a URL is required", nil)
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
@@ -67,23 +63,24 @@ func HTTP(cfg HTTPConfig) (Handler, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("http handler: URL %q does not parse: %w", cfg.URL, err)
+		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q does not parse", cfg.URL), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("http handler: URL %q: scheme must be http or https, as in https://host/path", cfg.URL)
+		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q: scheme must be http or https, as in https://host/path", cfg.URL), nil)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("http handler: URL %q has no host", cfg.URL)
+		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q has no host", cfg.URL), nil)
 	}
 	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("http handler: timeout %v is negative: give a positive duration, or 0 for none", cfg.Timeout)
+		return nil, invalid("Timeout", cfg.Timeout.String(),
+			fmt.Sprintf("timeout %v is negative: give a positive duration, or 0 for none", cfg.Timeout), nil)
 	}
 	client := cfg.Client
 	if client == nil {
 		// Not http.DefaultClient: another package could change that one.
 		client = &http.Client{}
 	}
-	return &httpHandler{
+	return &handler{
 		url:     u.String(),
 		name:    u.Redacted(), // error messages must not leak a password
 		header:  cfg.Header.Clone(),
@@ -92,23 +89,48 @@ func HTTP(cfg HTTPConfig) (Handler, error) {
 	}, nil
 }
 
-type httpHandler struct {
+// invalid is the *handlers.ValidationError of a Config that New refuses.
+func invalid(field, value, reason string, err error) error {
+	return &handlers.ValidationError{Handler: "http handler", Field: field, Value: value, Reason: reason, Err: err}
+}
+
+type handler struct {
 	url, name string
 	header    http.Header
 	timeout   time.Duration
 	client    *http.Client
 }
 
-func (h *httpHandler) ProcessJob(ctx context.Context, job *Job) error {
+// ProcessJob POSTs the job's payload and turns the response into the
+// job's outcome.
+func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	reqCtx := ctx
 	if h.timeout > 0 {
 		var cancel context.CancelFunc
 		reqCtx, cancel = context.WithTimeout(ctx, h.timeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, h.url, bytes.NewReader(job.Payload))
+	req, err := h.request(reqCtx, job)
 	if err != nil {
-		return fmt.Errorf("post %s: build request: %w", h.name, err)
+		return err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return h.transportError(ctx, reqCtx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return h.succeed(ctx, job, resp)
+	}
+	return h.failure(resp)
+}
+
+// request is the POST of job's payload, with the configured headers and
+// the job's own.
+func (h *handler) request(ctx context.Context, job *handlers.Job) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(job.Payload))
+	if err != nil {
+		return nil, fmt.Errorf("post %s: build request: %w", h.name, err)
 	}
 	for k, vs := range h.header {
 		for _, v := range vs {
@@ -126,38 +148,37 @@ func (h *httpHandler) ProcessJob(ctx context.Context, job *Job) error {
 	req.Header.Set("Fenceq-Job-Kind", job.Kind)
 	req.Header.Set("Fenceq-Attempt", strconv.Itoa(job.Attempt))
 	req.Header.Set("Fenceq-Fencing-Token", strconv.FormatInt(job.Generation, 10))
+	return req, nil
+}
 
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return h.transportError(ctx, reqCtx, err)
-	}
-	defer resp.Body.Close()
-
-	status := statusLine(resp)
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		var body headBuffer
-		body.limit = resultLimit
-		// One byte past the limit tells a body that fits from one that
-		// does not, without reading the rest.
-		if _, err := io.Copy(&body, io.LimitReader(resp.Body, resultLimit+1)); err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("post %s: %s, aborted reading the body: %w", h.name, status, context.Cause(ctx))
-			}
-			return fmt.Errorf("post %s: %s, but reading the body failed: %w", h.name, status, err)
+// succeed makes the body of a 2xx response the job's result.
+func (h *handler) succeed(ctx context.Context, job *handlers.Job, resp *http.Response) error {
+	body := capture.NewHead(capture.ResultLimit)
+	// One byte past the limit tells a body that fits from one that does
+	// not, without reading the rest.
+	if _, err := io.Copy(body, io.LimitReader(resp.Body, capture.ResultLimit+1)); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("post %s: %s, aborted reading the body: %w", h.name, statusLine(resp), context.Cause(ctx))
 		}
-		job.SetResult(body.Bytes())
-		return nil
+		return fmt.Errorf("post %s: %s, but reading the body failed: %w", h.name, statusLine(resp), err)
 	}
+	job.SetResult(body.Bytes())
+	return nil
+}
 
+// failure is the outcome of a response that is not 2xx: a snooze when the
+// server says when to come back, a retry when it may answer otherwise
+// later, permanent when the same request will get the same answer.
+func (h *handler) failure(resp *http.Response) error {
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return Snooze(min(max(d, httpMinSnooze), httpMaxSnooze))
+			return handlers.Snooze(min(max(d, minSnooze), maxSnooze))
 		}
 	}
 	// The snippet is for the message only; a failure to read it changes
 	// nothing, the status has decided.
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBody+1))
-	err = fmt.Errorf("post %s: %s%s", h.name, status, bodyDetail(snippet))
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyQuote+1))
+	err := fmt.Errorf("post %s: %s%s", h.name, statusLine(resp), bodyDetail(snippet))
 	switch {
 	case resp.StatusCode == http.StatusRequestTimeout,
 		resp.StatusCode == http.StatusTooManyRequests,
@@ -166,12 +187,12 @@ func (h *httpHandler) ProcessJob(ctx context.Context, job *Job) error {
 	default:
 		// Other 4xx, and 3xx the client did not follow: the same request
 		// will get the same answer.
-		return Permanent(err)
+		return handlers.Permanent(err)
 	}
 }
 
 // transportError describes a request that got no response.
-func (h *httpHandler) transportError(ctx, reqCtx context.Context, err error) error {
+func (h *handler) transportError(ctx, reqCtx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("post %s: aborted: %w", h.name, context.Cause(ctx))
 	}
@@ -197,9 +218,9 @@ func statusLine(resp *http.Response) string {
 // bodyDetail formats the start of a response body for an error message:
 // ": " and the text, "..." when it goes on, or "" for an empty body.
 func bodyDetail(b []byte) string {
-	cut := len(b) > httpErrorBody
+	cut := len(b) > errorBodyQuote
 	if cut {
-		b = b[:httpErrorBody]
+		b = b[:errorBodyQuote]
 	}
 	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
 	if s == "" {
@@ -219,8 +240,8 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	}
 	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
 		// Capped before converting, so a huge value cannot overflow.
-		if secs > uint64(httpMaxSnooze/time.Second) {
-			return httpMaxSnooze, true
+		if secs > uint64(maxSnooze/time.Second) {
+			return maxSnooze, true
 		}
 		return time.Duration(secs) * time.Second, true
 	}
@@ -229,33 +250,4 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return t.Sub(now), true
-}
-
-// headBuffer keeps the first limit bytes written to it. It accepts and
-// drops the rest rather than failing, so a writer is never blocked by it.
-type headBuffer struct {
-	limit int
-	buf   []byte
-	cut   bool
-}
-
-func (b *headBuffer) Write(p []byte) (int, error) {
-	room := b.limit - len(b.buf)
-	if len(p) > room {
-		b.cut = true
-	}
-	if room > 0 {
-		b.buf = append(b.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-// Bytes is what was kept. When more was written, its end is replaced by
-// truncatedMark, so the result stays within limit.
-func (b *headBuffer) Bytes() []byte {
-	if !b.cut {
-		return b.buf
-	}
-	keep := max(len(b.buf)-len(truncatedMark), 0)
-	return append(b.buf[:keep:keep], truncatedMark...)
 }
