@@ -76,8 +76,9 @@
 //     the old token is dead.
 //
 //  5. Recovery while running. Reap recovers a bounded batch of expired
-//     leases on any call, from any live process; no restart is needed. (The
-//     worker package calls it at its loop head.)
+//     leases on any call, from any live process; no restart is needed. (A
+//     worker pool calls it from a maintenance loop of its own, whatever its
+//     claims are doing.)
 //
 //  6. Nothing lost. Every job id is in exactly the index that matches its
 //     state. [Broker.Check] verifies it on a live Redis. A script that meets

@@ -210,7 +210,7 @@ func (c Config) trimRetention() broker.Retention {
 	return r
 }
 
-// reapInterval is how often the dispatch loop reaps (invariant 5).
+// reapInterval is how often the maintenance loop reaps (invariant 5).
 func (c Config) reapInterval() time.Duration { return max(c.LeaseDuration/3, c.PollInterval) }
 
 func (c Config) backoff(kind string, attempt int) time.Duration {

@@ -156,9 +156,9 @@ func testLostLease(t *testing.T, nc NewClient) {
 	}
 }
 
-// Continuous ready work does not starve recovery: the reaper runs at the
-// loop head on its own schedule, so an orphan is recovered while the pool
-// never runs out of ready jobs.
+// Continuous ready work does not starve recovery: the reaper runs on the
+// pool's maintenance loop, on its own schedule, so an orphan is recovered
+// while the pool never runs out of ready jobs.
 func testNoStarvation(t *testing.T, nc NewClient) {
 	s := setup(t, nc)
 	const lease = 300 * time.Millisecond
