@@ -153,15 +153,28 @@ func formError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field == "" {
-			return &ValidationError{Field: "job", Reason: fmt.Sprintf("is a JSON %s; a job is a JSON object", te.Value)}
+			return &ValidationError{Field: "job", Reason: fmt.Sprintf("is %s; a job is an object", jsonKind(te.Value))}
 		}
 		want := jsonWanted(te.Type)
 		if te.Field == "delay" || te.Field == "unique_for" {
 			want = `a duration with a unit, like "30s" or "5m"`
 		}
-		return &ValidationError{Field: te.Field, Reason: fmt.Sprintf("is a JSON %s; it must be %s", te.Value, want)}
+		return &ValidationError{Field: te.Field, Reason: fmt.Sprintf("is %s; it must be %s", jsonKind(te.Value), want)}
 	}
 	return &ValidationError{Field: "job", Reason: fmt.Sprintf("is not one JSON object (%v); write a job as one object", err)}
+}
+
+// jsonKind names a kind of JSON value as UnmarshalTypeError gives it
+// ("string", "number", "number 1.5", "array", "object", "bool").
+func jsonKind(v string) string {
+	switch kind, _, _ := strings.Cut(v, " "); kind {
+	case "array", "object":
+		return "an " + kind
+	case "bool":
+		return "true or false"
+	default:
+		return "a " + kind
+	}
 }
 
 // jsonWanted says what to write for a field of Go type t.

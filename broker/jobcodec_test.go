@@ -89,7 +89,7 @@ func TestJobJSONRefuses(t *testing.T) {
 		{"BothSpellings", `{"kind":"k","delay":"1s","delay_ms":1000}`, "delay", "not both"},
 		{"BothTimes", `{"kind":"k","at":"2026-12-01T09:00:00Z","run_at_ms":1}`, "at", "not both"},
 		{"BadTime", `{"kind":"k","at":"tomorrow"}`, "at", "RFC 3339"},
-		{"NotAnObject", `[]`, "job", "a JSON object"},
+		{"NotAnObject", `[]`, "job", "is an array; a job is an object"},
 		{"NotJSON", `{"kind":`, "job", "not one JSON object"},
 		{"MoreAfter", `{"kind":"k"} {"kind":"j"}`, "job", "not one JSON object"},
 	} {
