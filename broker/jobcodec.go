@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -109,6 +110,16 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 	var w jobJSON
 	if err := json.Unmarshal(data, &w); err != nil {
 		return formError(err)
+	}
+	// A time.Duration holds about 292 years; more would wrap around.
+	const maxMS = math.MaxInt64 / int64(time.Millisecond)
+	for _, f := range []struct {
+		field string
+		ms    int64
+	}{{"delay_ms", w.DelayMS}, {"unique_for_ms", w.UniqueForMS}} {
+		if f.ms > maxMS || f.ms < -maxMS {
+			return &ValidationError{Field: f.field, Value: fmt.Sprint(f.ms), Reason: "is longer than a duration can be (about 292 years)"}
+		}
 	}
 	out := Job{
 		Queue: w.Queue, Kind: w.Kind, Payload: []byte(w.Payload), ID: w.ID,

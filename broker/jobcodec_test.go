@@ -86,6 +86,7 @@ func TestJobJSONRefuses(t *testing.T) {
 		{"WrongElement", `{"kind":"k","depends_on":[1]}`, "depends_on", "a string"},
 		{"DurationWithoutUnit", `{"kind":"k","delay":"5"}`, "delay", "with a unit"},
 		{"DurationAsNumber", `{"kind":"k","unique_for":60}`, "unique_for", "with a unit"},
+		{"DurationTooLong", `{"kind":"k","unique_for_ms":9223372036854775807}`, "unique_for_ms", "longer than a duration can be"},
 		{"BothSpellings", `{"kind":"k","delay":"1s","delay_ms":1000}`, "delay", "not both"},
 		{"BothTimes", `{"kind":"k","at":"2026-12-01T09:00:00Z","run_at_ms":1}`, "at", "not both"},
 		{"BadTime", `{"kind":"k","at":"tomorrow"}`, "at", "RFC 3339"},
