@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"reflect"
@@ -98,18 +100,14 @@ func (j Job) MarshalJSON() ([]byte, error) {
 // the key at fault. It checks the form, not the job: Enqueue and
 // ValidateJob still check the values.
 func (j *Job) UnmarshalJSON(data []byte) error {
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return formError(err)
-	}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		if !slices.ContainsFunc(jobJSONFields, func(f string) bool { return strings.EqualFold(f, k) }) {
-			return &ValidationError{Field: k, Reason: "is not a field of a job; a job has " + strings.Join(jobJSONFields, ", ")}
-		}
-	}
 	var w jobJSON
-	if err := json.Unmarshal(data, &w); err != nil {
-		return formError(err)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return formError(data, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &ValidationError{Field: "job", Reason: "is not one JSON object: more follows it"}
 	}
 	// A time.Duration holds about 292 years; more would wrap around.
 	const maxMS = math.MaxInt64 / int64(time.Millisecond)
@@ -159,8 +157,18 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// formError says what is wrong with JSON that is not a job's form.
-func formError(err error) error {
+// formError says what is wrong with data, which is not a job's form:
+// decoding it answered err.
+func formError(data []byte, err error) error {
+	// encoding/json names an unknown key only in its message: find it.
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(data, &keys) == nil {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			if !slices.ContainsFunc(jobJSONFields, func(f string) bool { return strings.EqualFold(f, k) }) {
+				return &ValidationError{Field: k, Reason: "is not a field of a job; a job has " + strings.Join(jobJSONFields, ", ")}
+			}
+		}
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field == "" {
