@@ -149,15 +149,15 @@ func (b *Broker) retry(ctx context.Context, queue string, ids []string) ([]retri
 
 // Reaped is one job that Reap took from an expired lease.
 type Reaped struct {
-	ID         string
-	State      State // pending, dead (attempts spent) or cancelled
-	Generation int64 // the job's new generation: the expired claim is dead
+	ID         string // the job's id
+	State      State  // pending, dead (attempts spent) or cancelled
+	Generation int64  // the job's new generation: the expired claim is dead
 }
 
 // ReapResult is what one Reap did.
 type ReapResult struct {
 	Now    time.Time // Redis time when the reap ran
-	Reaped []Reaped
+	Reaped []Reaped  // the jobs taken, at most the limit Reap was given
 	// Problems lists leases index entries whose job hash disagreed; they
 	// were refiled or marked dead, and should be logged.
 	Problems []CorruptJobError

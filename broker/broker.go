@@ -49,7 +49,7 @@ type Options struct {
 	// replicating it). WaitTimeout defaults to 1s and must stay below the
 	// client's ReadTimeout, since WAIT blocks that long.
 	WaitReplicas int
-	WaitTimeout  time.Duration
+	WaitTimeout  time.Duration // how long WAIT waits; default 1s when WaitReplicas > 0
 }
 
 func (o Options) withDefaults() Options {

@@ -28,7 +28,7 @@ const (
 // JobQuery selects one page of a queue's jobs in one state, read from that
 // state's index (never a scan of the queue).
 type JobQuery struct {
-	State State
+	State State // required: the state whose index is read
 	// Newest lists the index from its end: for finished jobs the latest
 	// finished first, for pending jobs the last to be claimed first.
 	Newest bool
@@ -49,7 +49,7 @@ type JobQuery struct {
 
 // Page is one page of JobPage.
 type Page struct {
-	Jobs []JobInfo
+	Jobs []JobInfo // in index order (from its end with JobQuery.Newest)
 	// Total is how many jobs the state's index holds.
 	Total int64
 	// Examined is how many index entries this page looked at.
@@ -230,8 +230,8 @@ func (b *Broker) readJobs(ctx context.Context, k *queueKeys, queue string, ids [
 
 // Related is one job named by another: a dependency or a dependent.
 type Related struct {
-	ID    string
-	State State // "" when no such job exists (any more)
+	ID    string // the other job's id
+	State State  // "" when no such job exists (any more)
 }
 
 // JobLinks is what ties a job to others: the jobs it depends on, the jobs
@@ -240,7 +240,7 @@ type JobLinks struct {
 	// DependsOn lists the jobs the job was enqueued to wait for, in their
 	// order, up to the limit JobLinks was given; DependsOnTotal counts them all.
 	DependsOn      []Related
-	DependsOnTotal int
+	DependsOnTotal int // all the jobs it depends on, listed or not
 	// RunIfDependencyFails is the job's policy when a dependency ends dead
 	// or cancelled: run anyway (true) or be cancelled.
 	RunIfDependencyFails bool

@@ -13,8 +13,8 @@ import (
 
 // Inconsistency is one violation of invariant 6 found by Check.
 type Inconsistency struct {
-	ID      string
-	Problem string
+	ID      string // the job's id, as found in an index or a hash
+	Problem string // what is wrong, e.g. the index it is in and the state it has
 }
 
 func (i Inconsistency) String() string { return i.ID + ": " + i.Problem }

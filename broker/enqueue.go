@@ -43,7 +43,7 @@ type Job struct {
 	// dead or cancelled. The holder's UniqueFor decides, not a newcomer's.
 	// Keys are per queue.
 	UniqueKey string
-	UniqueFor time.Duration
+	UniqueFor time.Duration // how long UniqueKey is held; 0: until the job finishes
 	// DependsOn lists jobs of the same queue that must be done before this
 	// one runs; until then it is blocked. When one of them ends dead or
 	// cancelled, this job is cancelled too, unless RunIfDependencyFails.
@@ -52,7 +52,7 @@ type Job struct {
 	// never blocks Redis for long; the last of them may start a little
 	// after the first.
 	DependsOn            []string
-	RunIfDependencyFails bool
+	RunIfDependencyFails bool // default false: cancelled when a dependency ends dead or cancelled
 }
 
 // ValidateJob checks a job as Enqueue would, without writing anything: a
@@ -333,7 +333,7 @@ func (b *Broker) enqueued(c *enqueueCall) Enqueued {
 
 // Enqueued is EnqueueMany's answer for one job.
 type Enqueued struct {
-	ID string
+	ID string // the job's id: the holder's when Existing
 	// Existing: the job's unique key was held, and ID is the job holding
 	// it; nothing was written (Err is then a *UniqueHeldError).
 	Existing bool

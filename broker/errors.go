@@ -39,8 +39,8 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 // job is untouched, so enqueueing with a chosen id is idempotent: a caller
 // that retries after a timeout sees this error, not a second job.
 type DuplicateError struct {
-	Queue, ID string
-	State     State // the existing job's state
+	Queue, ID string // the queue and the id already taken
+	State     State  // the existing job's state
 }
 
 func (e *DuplicateError) Error() string {
@@ -53,7 +53,7 @@ func (e *DuplicateError) Unwrap() error { return ErrJobExists }
 // Nothing was written: the job the caller described is the holder, or runs
 // as the holder. HolderID names it (Enqueue also returns it as its id).
 type UniqueHeldError struct {
-	Queue, Key, HolderID string
+	Queue, Key, HolderID string // the queue, the unique key, and the id of the job holding it
 	// HolderState is the holder's state, or "" when the holder has been
 	// trimmed while its key's UniqueFor still runs.
 	HolderState State
@@ -69,8 +69,8 @@ func (e *UniqueHeldError) Unwrap() error { return ErrUniqueHeld }
 // hand, written by another program, or damaged. Scripts that meet such a job
 // in an index mark it dead with the reason rather than drop it.
 type CorruptJobError struct {
-	Queue, ID string
-	Reason    string
+	Queue, ID string // where the job is
+	Reason    string // what could not be read, e.g. a field that is not a number
 }
 
 func (e *CorruptJobError) Error() string {

@@ -17,10 +17,10 @@ import (
 type Event struct {
 	StreamID   string    // the stream entry's id: pass it as after to read on
 	Time       time.Time // Redis time of the event
-	Event      string
-	JobID      string
-	Generation int64
-	Detail     string // e.g. "attempt 2", the error of a retry, the state after a reap
+	Event      string    // its name: one of those listed above
+	JobID      string    // the job it is about
+	Generation int64     // the job's generation when it happened; 0 when the event carries none
+	Detail     string    // e.g. "attempt 2", the error of a retry, the state after a reap
 }
 
 // SetEvents turns a queue's event stream on, keeping about the last keep

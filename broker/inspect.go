@@ -13,22 +13,22 @@ import (
 
 // JobInfo is a job as stored, for inspection.
 type JobInfo struct {
-	Queue, ID, Kind  string
-	Payload          []byte
-	State            State
-	Attempt          int
-	MaxAttempts      int
-	Priority         int
-	Generation       int64
+	Queue, ID, Kind  string    // the job's queue, id and kind (which selects its handler)
+	Payload          []byte    // as enqueued
+	State            State     // the state whose index holds it
+	Attempt          int       // 1 on the first run, as Lease.Attempt; 0 before its first claim
+	MaxAttempts      int       // claims allowed before it is dead (Job.MaxAttempts, its default applied)
+	Priority         int       // PriorityMin to PriorityMax; higher is claimed first
+	Generation       int64     // its lease generation, raised by every claim, release and reap
 	Token            string    // the valid claim's token while running, else empty
 	LeaseUntil       time.Time // Redis clock; zero unless running
-	RunAt            time.Time
-	CreatedAt        time.Time
+	RunAt            time.Time // Redis clock; when it is (or was) due
+	CreatedAt        time.Time // Redis clock; when it was enqueued
 	ClaimedAt        time.Time // last claim; zero if never claimed
 	FinishedAt       time.Time // zero until done, dead or cancelled
-	LastError        string
-	Result, Progress []byte
-	CancelRequested  bool
+	LastError        string    // the error of its latest failed attempt; empty if none failed
+	Result, Progress []byte    // what its handler stored with SetResult and Progress; nil if none
+	CancelRequested  bool      // a cancel reached it while running; its next renew stops it
 	// Errors are the errors of the job's last ErrorsKept failed attempts,
 	// oldest first: each Fail (a Snooze is none), and each expired lease
 	// the reaper charged an attempt for. A retry keeps them.
@@ -159,7 +159,7 @@ func parseErrors(s string) []AttemptError {
 
 // Counts is how many jobs a queue holds in each state, read from the indexes.
 type Counts struct {
-	Blocked, Scheduled, Pending, Running, Done, Dead, Cancelled int64
+	Blocked, Scheduled, Pending, Running, Done, Dead, Cancelled int64 // jobs in each state's index
 }
 
 // Counts reads the size of each index of queue in one round trip.
@@ -201,9 +201,9 @@ func (b *Broker) Queues(ctx context.Context) ([]string, error) {
 
 // LeaseInfo is one running job's lease, for inspection.
 type LeaseInfo struct {
-	ID, Kind   string
-	Attempt    int
-	Generation int64
+	ID, Kind   string        // the running job's id and kind
+	Attempt    int           // 1 on the first run
+	Generation int64         // the lease's generation: its claim's fencing token with ID
 	Deadline   time.Time     // Redis clock
 	Left       time.Duration // until Deadline on Redis's clock; negative once expired
 }

@@ -13,10 +13,10 @@ import (
 // Lease is one claim on one job: the right to run it, renew it and settle it
 // for as long as the claim is valid (see the package doc, invariant 1).
 type Lease struct {
-	Queue, ID, Kind string
-	Payload         []byte
-	Attempt         int // 1 for the first run
-	MaxAttempts     int
+	Queue, ID, Kind string // the job's queue, id and kind (which selects its handler)
+	Payload         []byte // as enqueued
+	Attempt         int    // 1 for the first run
+	MaxAttempts     int    // claims allowed in all: a failure of the last one is dead
 	// Generation is the job's lease generation for this claim. With ID it is
 	// the fencing token to hand to external systems: a later claim of the
 	// same job always carries a larger generation.
@@ -33,7 +33,7 @@ type Lease struct {
 
 // ClaimResult is what Claim took.
 type ClaimResult struct {
-	Leases []Lease
+	Leases []Lease // the jobs claimed, at most the n asked for; none when nothing is ready
 	// NextDue is how long until the earliest scheduled job is due (0 when
 	// one is due now), or -1 when none is scheduled. A worker that found
 	// nothing can block at most this long.

@@ -23,7 +23,7 @@ type Footprint struct {
 	// SAMPLES (miniredis has no real one; an ACL may deny it). Every byte
 	// figure is then 0, and Unmeasured says why.
 	Measured   bool
-	Unmeasured string
+	Unmeasured string // why not measured; empty when Measured
 	// Jobs counts the queue's jobs by state, from the indexes' lengths.
 	Jobs map[State]int64
 	// Sampled is how many job hashes were measured; PerState is their mean
@@ -31,13 +31,13 @@ type Footprint struct {
 	// mean hash of the queue, each state weighted by its count: 0 when the
 	// queue has no job.
 	Sampled  int
-	PerState map[State]int64
-	PerJob   int64
+	PerState map[State]int64 // bytes per job hash by state
+	PerJob   int64           // bytes per job hash, weighted by state
 	// IndexBytes is the state indexes (sorted sets) together, and
 	// PerIndexEntry what one entry costs on average: a job costs PerJob in
 	// its hash and PerIndexEntry in its index.
 	IndexBytes    int64
-	PerIndexEntry int64
+	PerIndexEntry int64 // bytes per index entry
 	// OtherBytes is the queue's other keys: sequence, limits, per-minute
 	// stats, the event stream, the wake list.
 	OtherBytes int64

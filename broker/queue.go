@@ -55,9 +55,12 @@ func (b *Broker) Paused(ctx context.Context, queue string) (bool, error) {
 
 // Retention says how long finished jobs are kept. A zero field keeps them
 // forever (as far as that field goes): the zero Retention trims nothing.
+// Trim refuses a negative field. (worker.Config.Retention reads the same
+// fields otherwise: 0 there is the pool's default, and worker.KeepForever,
+// -1, no limit.)
 type Retention struct {
-	Done, Cancelled, Dead          time.Duration // maximum age, from finished_at
-	MaxDone, MaxCancelled, MaxDead int           // maximum count; the oldest go first
+	Done, Cancelled, Dead          time.Duration // maximum age, from finished_at; 0: no limit
+	MaxDone, MaxCancelled, MaxDead int           // maximum count, the oldest going first; 0: no limit
 }
 
 // Trim deletes up to limit finished jobs of queue that retention no longer
@@ -88,7 +91,7 @@ type Limits struct {
 	MaxRunning int
 	// Rate and Per: at most Rate jobs start in any window of Per.
 	Rate int
-	Per  time.Duration
+	Per  time.Duration // the window of Rate; 0 with Rate 0: no rate limit
 }
 
 // String describes the limits as an operator reads them: "at most 5

@@ -39,8 +39,8 @@ func (b *Broker) Ack(ctx context.Context, l Lease, result []byte) (Outcome, erro
 
 // Ack is one success for AckMany.
 type Ack struct {
-	Lease  Lease
-	Result []byte
+	Lease  Lease  // the claim settled
+	Result []byte // stored as the job's result
 }
 
 // AckMany settles many leases as done, each with its result: one script
@@ -54,10 +54,10 @@ func (b *Broker) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
 
 // ClaimSpec is a claim that AckClaim makes after its acks.
 type ClaimSpec struct {
-	RequestID string // from NewRequestID; the same when the call is sent again
-	Queue     string
-	N         int // at most this many jobs; 0 claims nothing
-	Lease     time.Duration
+	RequestID string        // from NewRequestID; the same when the call is sent again
+	Queue     string        // the queue to claim from
+	N         int           // at most this many jobs; 0 claims nothing
+	Lease     time.Duration // the claimed leases' duration
 }
 
 // AckClaim settles acks as AckMany does and, in the same round trip, claims

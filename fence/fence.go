@@ -33,8 +33,8 @@ import (
 
 // Token identifies the claim a handler runs under.
 type Token struct {
-	JobID      string
-	Generation int64
+	JobID      string // the job's id
+	Generation int64  // the claim's generation: larger for every later claim
 }
 
 // TokenOf is the fencing token of the job a handler is running.

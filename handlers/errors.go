@@ -26,7 +26,9 @@ var (
 
 // PermanentError marks a failure that retrying cannot fix (a malformed
 // payload, a rejected request): the job is dead at once.
-type PermanentError struct{ Err error }
+type PermanentError struct {
+	Err error // the failure; nil reads as "permanent failure"
+}
 
 func (e *PermanentError) Error() string {
 	if e.Err == nil {
@@ -46,7 +48,9 @@ func Permanent(err error) error {
 
 // SnoozeError asks for the job to run again after a delay, without charging
 // an attempt: the handler was not ready, nothing failed.
-type SnoozeError struct{ Delay time.Duration }
+type SnoozeError struct {
+	Delay time.Duration // from now until the job runs again; Snooze makes a negative one 0
+}
 
 func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.Delay) }
 
@@ -56,7 +60,9 @@ func Snooze(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
 
 // UnknownKindError is the permanent failure of a job no handler is
 // registered for.
-type UnknownKindError struct{ Kind string }
+type UnknownKindError struct {
+	Kind string // the job's kind
+}
 
 func (e *UnknownKindError) Error() string {
 	return fmt.Sprintf("no handler registered for kind %q: register one with Mux.Handle, or enqueue a kind this worker handles", e.Kind)

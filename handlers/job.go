@@ -7,10 +7,10 @@ import (
 
 // Job is one claimed job as a handler sees it.
 type Job struct {
-	ID, Queue, Kind string
-	Payload         []byte
-	Attempt         int // 1 on the first run
-	MaxAttempts     int
+	ID, Queue, Kind string // the job's id, its queue, and the kind that chose this handler
+	Payload         []byte // as enqueued; decode it yourself, or use JSON
+	Attempt         int    // 1 on the first run
+	MaxAttempts     int    // attempts allowed in all: when Attempt equals it, a failure is dead
 	// Generation is this claim's lease generation. With ID it is the job's
 	// fencing token: every later claim of the job carries a larger one, so
 	// an external system that stores the largest generation it has applied

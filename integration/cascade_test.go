@@ -102,6 +102,9 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancelScript := slowest()
+	if c, err := b.Counts(ctx, "chain"); err != nil || c.Cancelled > 1+50 || c.Blocked == 0 {
+		t.Fatalf("after the cancel of the root: %+v %v; want at most its budget of 50 links cancelled by the cancel itself", c, err)
+	}
 	calls = settle("chain")
 	stepScript = slowest()
 	c, err = b.Counts(ctx, "chain")

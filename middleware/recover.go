@@ -11,8 +11,8 @@ import (
 // PanicError is a handler's panic, turned into an error that carries the
 // stack: the job fails (and retries) with the stack in its last_error.
 type PanicError struct {
-	Value any
-	Stack []byte
+	Value any    // what the handler passed to panic
+	Stack []byte // the panicking goroutine's stack, as debug.Stack prints it
 }
 
 func (e *PanicError) Error() string {

@@ -17,22 +17,22 @@ import (
 // dependency is invalid, its options cannot be read, and the like. It
 // stays in the table <outbox table>_refused until you delete it.
 type RefusedRow struct {
-	Seq             int64 // its place in the outbox
-	ID, Queue, Kind string
-	Payload         []byte
+	Seq             int64           // its place in the outbox
+	ID, Queue, Kind string          // the job's id, queue and kind
+	Payload         []byte          // as enqueued
 	Options         json.RawMessage // the job's other fields, as stored
 	Reason          string          // why it was refused
 	CreatedAt       time.Time       // when it was written to the outbox
-	RefusedAt       time.Time
+	RefusedAt       time.Time       // when the relay set it aside
 }
 
 // RefusedError is RelayOnce's error when it set rows aside: they are in
 // Table, the round's other rows were relayed or, when Err is set, kept
 // for the next round.
 type RefusedError struct {
-	Table string
-	Rows  []RefusedRow
-	Err   error // the round's other failure, or nil
+	Table string       // the refused table: <outbox table>_refused
+	Rows  []RefusedRow // the rows set aside in this round
+	Err   error        // the round's other failure, or nil
 }
 
 func (e *RefusedError) Error() string {

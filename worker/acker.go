@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/fenceq/fenceq/broker"
@@ -28,21 +29,45 @@ type ackResult struct {
 
 var errHalted = errors.New("pool stopped")
 
+// acker is the service that settles successes. It sends acks in batches:
+// it takes whatever successes are waiting when it is free, so an idle
+// pool's ack goes out at once and a busy pool's acks share round trips (a
+// batch forms while the previous one is in flight). In the same call it
+// claims a job for each slot the batch frees (fusedClaim), so a pool
+// working through a backlog spends one round trip per batch, not two.
+// Retrying a failed ack is each handler's own settle loop; a failed claim
+// is asked for again under its id (recoverClaim), so a lost reply costs no
+// job an attempt, and the acks of other batches meanwhile go on.
+type acker struct {
+	loop
+	p    *Pool
+	reqs chan *ackReq // successes to batch
+	// recovering counts the claims sent with acks whose answer is asked for
+	// again (recoverClaim); Shutdown waits for them with the dispatcher.
+	recovering sync.WaitGroup
+}
+
+func newAcker(p *Pool) *acker {
+	return &acker{loop: newLoop(), p: p, reqs: make(chan *ackReq, p.cfg.Concurrency)}
+}
+
+func (k *acker) start() { k.run(k.batches) }
+
 // ack settles a's job as done through the acker, and waits for the answer.
 // The acker may have passed a's slot to a job it claimed meanwhile
 // (a.passed). A handler that Shutdown abandoned may get here after the
 // acker has exited: it gets errHalted, not a wait that never ends.
-func (p *Pool) ack(a *active) (broker.Outcome, error) {
+func (k *acker) ack(a *active) (broker.Outcome, error) {
 	r := &ackReq{a: a, slot: !a.passed.Load(), out: make(chan ackResult, 1)}
 	select {
-	case p.acks <- r:
-	case <-p.halt:
+	case k.reqs <- r:
+	case <-k.p.halt:
 		return broker.Stale, errHalted
 	}
 	select {
 	case res := <-r.out:
 		return res.outcome, res.err
-	case <-p.ackerDone:
+	case <-k.done:
 		// The acker answers before it takes the next request, so an answer
 		// is here by now unless the request was never taken.
 		select {
@@ -54,30 +79,23 @@ func (p *Pool) ack(a *active) (broker.Outcome, error) {
 	}
 }
 
-// acker sends acks in batches: it takes whatever successes are waiting
-// when it is free, so an idle pool's ack goes out at once and a busy pool's
-// acks share round trips (a batch forms while the previous one is in
-// flight). In the same call it claims a job for each slot the batch frees
-// (fusedClaim), so a pool working through a backlog spends one round trip
-// per batch, not two. Retrying a failed ack is each handler's own settle
-// loop; a failed claim is asked for again under its id (recoverClaim), so
-// a lost reply costs no job an attempt, and the acks of other batches
-// meanwhile go on.
-func (p *Pool) acker() {
-	defer close(p.ackerDone)
+// batches is the loop: one batch of acks, perhaps with a claim, per round
+// trip.
+func (k *acker) batches() {
+	p := k.p
 	batch := make([]*ackReq, 0, maxAckBatch)
 	acks := make([]broker.Ack, 0, maxAckBatch)
 	for {
 		select {
-		case r := <-p.acks:
+		case r := <-k.reqs:
 			batch = append(batch[:0], r)
-		case <-p.hbStop:
+		case <-k.quit:
 			return
 		}
 	collect:
 		for len(batch) < maxAckBatch {
 			select {
-			case r := <-p.acks:
+			case r := <-k.reqs:
 				batch = append(batch, r)
 			default:
 				break collect
@@ -87,7 +105,7 @@ func (p *Pool) acker() {
 		for _, r := range batch {
 			acks = append(acks, broker.Ack{Lease: r.a.lease, Result: r.a.job.Result()})
 		}
-		spec := p.fusedClaim(batch)
+		spec := k.fusedClaim(batch)
 		var outcomes []broker.Outcome
 		var claimed broker.ClaimResult
 		var err error
@@ -99,11 +117,11 @@ func (p *Pool) acker() {
 			if err != nil {
 				// The claim may have run: its leases are asked for under its
 				// id, in the slots it was for, while the acker goes on.
-				p.recovering.Add(1)
-				go p.recoverClaim(spec, sent, p.hold(batch))
+				k.recovering.Add(1)
+				go k.recoverClaim(spec, sent, hold(batch))
 			} else {
-				p.took(spec, claimed)
-				p.pass(batch, claimed.Leases)
+				p.dispatcher.took(spec, claimed)
+				k.pass(batch, claimed.Leases)
 			}
 		}
 		for i, r := range batch {
@@ -117,65 +135,20 @@ func (p *Pool) acker() {
 }
 
 // fusedClaim is the claim to send with a batch of acks: one job for each
-// slot the batch can pass on (see claimSpec).
-func (p *Pool) fusedClaim(batch []*ackReq) broker.ClaimSpec {
+// slot the batch can pass on (see dispatcher.claimSpec).
+func (k *acker) fusedClaim(batch []*ackReq) broker.ClaimSpec {
 	n := 0
 	for _, r := range batch {
 		if r.slot {
 			n++
 		}
 	}
-	return p.claimSpec(n)
-}
-
-// claimSpec is the claim of n jobs to send with a settlement, for the slots
-// it frees: from the queue the dispatcher would try first this round (its
-// order: weights or strict priority), unless that queue was found drained.
-// Then it claims nothing, and the freed slots go to the dispatcher, which
-// tries every queue in order: a later queue's backlog never keeps a first
-// one's new jobs waiting. Nothing while the pool stops.
-func (p *Pool) claimSpec(n int) broker.ClaimSpec {
-	if n == 0 || p.stopping() {
-		return broker.ClaimSpec{}
-	}
-	q := p.first()
-	if p.drained[q].Load() {
-		return broker.ClaimSpec{}
-	}
-	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: p.cfg.LeaseDuration}
-}
-
-// settleThen runs a failure's settlement with a claim for a's slot after
-// it (fused), when the slot can be passed on to a job of a's queue, and
-// starts the job it took in that slot; else the settlement alone (plain).
-// When the fused call fails the claim is asked for again under its id,
-// as the acker does.
-func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
-	fused func(broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)) (broker.Outcome, broker.State, error) {
-	spec := broker.ClaimSpec{}
-	if !a.passed.Load() {
-		spec = p.claimSpec(1)
-	}
-	if spec.N == 0 || spec.Queue != a.lease.Queue {
-		return plain()
-	}
-	sent := time.Now()
-	o, st, claimed, err := fused(spec)
-	if err != nil {
-		claimed = p.reask(spec, sent)
-	} else {
-		p.took(spec, claimed)
-	}
-	for _, l := range claimed.Leases {
-		a.passed.Store(true)
-		p.run(l)
-	}
-	return o, st, err
+	return k.p.dispatcher.claimSpec(n)
 }
 
 // hold takes the slots of the batch's acked jobs that can pass theirs on,
 // for a claim whose answer is still to come; it answers how many.
-func (p *Pool) hold(batch []*ackReq) int {
+func hold(batch []*ackReq) int {
 	n := 0
 	for _, r := range batch {
 		if r.slot {
@@ -189,15 +162,31 @@ func (p *Pool) hold(batch []*ackReq) int {
 // recoverClaim asks again for a claim sent with acks whose answer was lost
 // (claimRequest) and runs what it took in the slots held for it, freeing
 // the rest. Shutdown waits for it as it waits for the dispatcher.
-func (p *Pool) recoverClaim(spec broker.ClaimSpec, sent time.Time, slots int) {
-	defer p.recovering.Done()
-	claimed := p.reask(spec, sent)
+func (k *acker) recoverClaim(spec broker.ClaimSpec, sent time.Time, slots int) {
+	defer k.recovering.Done()
+	claimed := k.p.reask(spec, sent)
 	for _, l := range claimed.Leases {
-		p.run(l)
+		k.p.run(l)
 		slots--
 	}
 	for ; slots > 0; slots-- {
-		p.freeSlot()
+		k.p.freeSlot()
+	}
+}
+
+// pass starts each claimed job in the slot of one acked job, which keeps
+// it (a.passed) instead of freeing it.
+func (k *acker) pass(batch []*ackReq, leases []broker.Lease) {
+	i := 0
+	for _, r := range batch {
+		if i == len(leases) {
+			return
+		}
+		if r.slot {
+			r.a.passed.Store(true)
+			k.p.run(leases[i])
+			i++
+		}
 	}
 }
 
@@ -209,29 +198,6 @@ func (p *Pool) reask(spec broker.ClaimSpec, sent time.Time) broker.ClaimResult {
 		p.log.Warn("fenceq could not learn what a claim sent with a settlement took; the reaper recovers its jobs when their lease expires",
 			slog.String("queue", spec.Queue), slog.Any("error", err))
 	}
-	p.took(spec, claimed)
+	p.dispatcher.took(spec, claimed)
 	return claimed
-}
-
-// took notes what a claim sent with a settlement answered: its problems
-// logged, its queue's drained flag.
-func (p *Pool) took(spec broker.ClaimSpec, claimed broker.ClaimResult) {
-	p.logProblems(spec.Queue, "claim", claimed.Problems)
-	p.claimedFrom(spec.Queue, spec.N, claimed)
-}
-
-// pass starts each claimed job in the slot of one acked job, which keeps
-// it (a.passed) instead of freeing it.
-func (p *Pool) pass(batch []*ackReq, leases []broker.Lease) {
-	i := 0
-	for _, r := range batch {
-		if i == len(leases) {
-			return
-		}
-		if r.slot {
-			r.a.passed.Store(true)
-			p.run(leases[i])
-			i++
-		}
-	}
 }

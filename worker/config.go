@@ -55,7 +55,7 @@ const (
 
 // Queue is one queue a pool serves.
 type Queue struct {
-	Name string
+	Name string // the queue's name
 	// Weight sets the queue's share of claims when Config.StrictPriority is
 	// off: a queue of weight 3 is tried first three times as often as one of
 	// weight 1. 0 means 1.

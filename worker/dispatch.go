@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,44 +14,53 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-// dispatch is the pool's loop: reap when due, claim into free slots, and
-// block on the queues' wake-up keys when nothing is ready.
-func (p *Pool) dispatch() {
-	defer close(p.dispatchDone)
-	var nextReap time.Time
+// dispatcher is the service that fills the pool's free slots: it claims as
+// many jobs as there are free slots, and blocks on the queues' wake-up keys
+// when nothing is ready. It also decides which queue a claim goes to, for
+// its own claims and for those the acker sends with acks.
+type dispatcher struct {
+	loop
+	p        *Pool
+	wakeKeys []string                // dispatcher goroutine only
+	maxBlock time.Duration           // longest single BLPOP
+	drained  map[string]*atomic.Bool // per queue: its last claim found too little ready
+}
+
+func newDispatcher(p *Pool) (*dispatcher, error) {
+	b := p.b
+	d := &dispatcher{loop: newLoop(), p: p, drained: map[string]*atomic.Bool{}}
+	for _, q := range p.cfg.Queues {
+		k, err := b.WakeKey(q.Name)
+		if err != nil {
+			return nil, fmt.Errorf("fenceq: worker config: %w", err)
+		}
+		d.wakeKeys = append(d.wakeKeys, k)
+		d.drained[q.Name] = &atomic.Bool{}
+	}
+	d.maxBlock = b.MaxBlock() // a stopping pool is never stuck in Redis for long
+	return d, nil
+}
+
+func (d *dispatcher) start() { d.run(d.dispatch) }
+
+// dispatch is the loop: claim into free slots, and block on the queues'
+// wake-up keys when nothing is ready.
+func (d *dispatcher) dispatch() {
+	p := d.p
 	claimErrors := newThrottle(10 * time.Second)
 	delay := 10 * time.Millisecond
-	for !p.stopping() {
-		// The loop head: the reaper runs here, on its own schedule, whatever
-		// the pool is doing, so ready work cannot starve recovery.
-		if !time.Now().Before(nextReap) {
-			nextReap = time.Now().Add(p.cfg.reapInterval())
-			if p.reap() {
-				nextReap = time.Now() // a full batch: more may be waiting
-			}
-		}
-		// Retention keeps pace with the pool's own settlements, not only
-		// with the reaper's clock: a busy pool finishes tens of thousands
-		// of jobs between two reaps, which the index would hold past its
-		// bound until then.
-		if n := p.stats.finished(); n-p.trimMark.Load() >= int64(p.cfg.ReapBatch) || p.trimBehind {
-			p.trimMark.Store(n)
-			p.trimBehind = false
-			for _, q := range p.cfg.Queues {
-				p.trimBehind = p.trim(q.Name) || p.trimBehind
-			}
-		}
+	for !d.stopping() {
 		free := cap(p.slots) - len(p.slots)
 		if free == 0 {
-			p.waitSlot(time.Until(nextReap))
+			d.waitSlot(p.cfg.PollInterval)
 			continue
 		}
-		claimed, nextDue, err := p.claim(free)
+		claimed, nextDue, err := d.claim(free)
 		if err != nil {
 			if claimErrors.ok() {
 				p.log.Warn("fenceq could not claim jobs; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
 			}
-			p.sleep(delay, p.stop)
+			p.sleep(delay, d.quit)
 			delay = min(delay*2, p.cfg.PollInterval)
 			continue
 		}
@@ -57,36 +68,27 @@ func (p *Pool) dispatch() {
 		if claimed > 0 {
 			continue
 		}
-		wait := min(p.cfg.PollInterval, time.Until(nextReap))
+		wait := p.cfg.PollInterval
 		if nextDue >= 0 {
 			wait = min(wait, nextDue)
 		}
-		p.waitWork(wait)
-	}
-}
-
-func (p *Pool) stopping() bool {
-	select {
-	case <-p.stop:
-		return true
-	default:
-		return false
+		d.waitWork(wait)
 	}
 }
 
 // claim fills up to free slots from the pool's queues, in one round trip
 // per queue it has to try. It answers how many jobs it started and how soon
 // a scheduled job falls due (-1: none).
-func (p *Pool) claim(free int) (claimed int, nextDue time.Duration, err error) {
+func (d *dispatcher) claim(free int) (claimed int, nextDue time.Duration, err error) {
 	nextDue = -1
-	for _, q := range p.order() {
-		res, err := p.claimQueue(q, free-claimed)
+	for _, q := range d.order() {
+		res, err := d.claimQueue(q, free-claimed)
 		if err != nil {
 			return claimed, nextDue, err
 		}
-		p.logProblems(q, "claim", res.Problems)
+		d.p.logProblems(q, "claim", res.Problems)
 		for _, l := range res.Leases {
-			p.start(l)
+			d.p.start(l)
 		}
 		claimed += len(res.Leases)
 		if res.NextDue >= 0 && (nextDue < 0 || res.NextDue < nextDue) {
@@ -100,20 +102,20 @@ func (p *Pool) claim(free int) (claimed int, nextDue time.Duration, err error) {
 }
 
 // claimQueue claims up to n jobs of queue, under a request id of its own.
-func (p *Pool) claimQueue(queue string, n int) (broker.ClaimResult, error) {
-	res, err := p.claimRequest(broker.NewRequestID(), queue, n, time.Now())
-	p.claimedFrom(queue, n, res)
+func (d *dispatcher) claimQueue(queue string, n int) (broker.ClaimResult, error) {
+	res, err := d.p.claimRequest(broker.NewRequestID(), queue, n, time.Now())
+	d.claimedFrom(queue, n, res)
 	return res, err
 }
 
 // claimRequest sends claim request req (first sent at first, perhaps with
-// acks) for up to n jobs of queue. When the answer does not come back (a
-// timeout, a dropped connection), Redis may have run the claim: it asks
-// again under the same request id, which answers the leases the first took,
-// for as long as Redis keeps them (a lease) — also while the pool shuts
-// down, which then releases what comes back. A lost reply so costs no job
-// an attempt (invariant 9). Only Shutdown's own deadline (claimAbort) ends
-// the asking sooner; the reaper then recovers the jobs.
+// a settlement) for up to n jobs of queue. When the answer does not come
+// back (a timeout, a dropped connection), Redis may have run the claim: it
+// asks again under the same request id, which answers the leases the first
+// took, for as long as Redis keeps them (a lease) — also while the pool
+// shuts down, which then releases what comes back. A lost reply so costs no
+// job an attempt (invariant 9). Only Shutdown's own deadline (claimAbort)
+// ends the asking sooner; the reaper then recovers the jobs.
 func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.ClaimResult, error) {
 	delay := 10 * time.Millisecond
 	for {
@@ -139,26 +141,52 @@ func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.C
 // took fewer: nothing ready, paused, or held back by its limits). The
 // acker sends no claim with its acks to a drained queue; a claim that
 // takes a job, or a wake-up, makes it worth asking again.
-func (p *Pool) claimedFrom(queue string, n int, res broker.ClaimResult) {
-	if d := p.drained[queue]; d != nil {
-		d.Store(len(res.Leases) < n)
+func (d *dispatcher) claimedFrom(queue string, n int, res broker.ClaimResult) {
+	if dr := d.drained[queue]; dr != nil {
+		dr.Store(len(res.Leases) < n)
 	}
 }
 
-// first is the queue order would put first this round.
-func (p *Pool) first() string {
-	if len(p.cfg.Queues) == 1 || p.cfg.StrictPriority {
-		return p.cfg.Queues[0].Name
+// claimSpec is the claim of n jobs to send with a settlement, for the slots
+// it frees: from the queue the dispatcher would try first this round (its
+// order: weights or strict priority), unless that queue was found drained.
+// Then it claims nothing, and the freed slots go to the dispatcher, which
+// tries every queue in order: a later queue's backlog never keeps a first
+// one's new jobs waiting. Nothing once the dispatcher stops claiming.
+func (d *dispatcher) claimSpec(n int) broker.ClaimSpec {
+	if n == 0 || d.stopping() {
+		return broker.ClaimSpec{}
 	}
-	return p.order()[0]
+	q := d.first()
+	if d.drained[q].Load() {
+		return broker.ClaimSpec{}
+	}
+	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: d.p.cfg.LeaseDuration}
+}
+
+// took notes what a claim sent with a settlement answered: its problems
+// logged, its queue's drained flag.
+func (d *dispatcher) took(spec broker.ClaimSpec, claimed broker.ClaimResult) {
+	d.p.logProblems(spec.Queue, "claim", claimed.Problems)
+	d.claimedFrom(spec.Queue, spec.N, claimed)
+}
+
+// first is the queue order would put first this round.
+func (d *dispatcher) first() string {
+	cfg := &d.p.cfg
+	if len(cfg.Queues) == 1 || cfg.StrictPriority {
+		return cfg.Queues[0].Name
+	}
+	return d.order()[0]
 }
 
 // order is the order to try the queues in this round: as configured under
 // strict priority, else a weighted random permutation.
-func (p *Pool) order() []string {
-	qs := p.cfg.Queues
+func (d *dispatcher) order() []string {
+	cfg := &d.p.cfg
+	qs := cfg.Queues
 	out := make([]string, 0, len(qs))
-	if p.cfg.StrictPriority || len(qs) == 1 {
+	if cfg.StrictPriority || len(qs) == 1 {
 		for _, q := range qs {
 			out = append(out, q.Name)
 		}
@@ -185,28 +213,29 @@ func (p *Pool) order() []string {
 
 // waitWork blocks until an enqueue (or a release, or a reap) pushes a
 // wake-up token into one of the queues' wake keys, or d passes.
-func (p *Pool) waitWork(d time.Duration) {
-	end := time.Now().Add(d)
-	for !p.stopping() {
+func (d *dispatcher) waitWork(dur time.Duration) {
+	p := d.p
+	end := time.Now().Add(dur)
+	for !d.stopping() {
 		left := time.Until(end)
 		if left < time.Millisecond {
 			return
 		}
-		woken, err := p.block(min(left, p.maxBlock))
+		woken, err := d.block(min(left, d.maxBlock))
 		switch {
 		case woken:
-			for _, d := range p.drained {
-				d.Store(false) // new work somewhere
+			for _, dr := range d.drained {
+				dr.Store(false) // new work somewhere
 			}
 			return
 		case err == nil:
-		case redis.HasErrorPrefix(err, "CROSSSLOT") && len(p.wakeKeys) > 1:
+		case redis.HasErrorPrefix(err, "CROSSSLOT") && len(d.wakeKeys) > 1:
 			// A Redis Cluster cannot block on keys of several slots at once:
 			// wake on the first queue only and poll the others.
 			p.log.Info("fenceq: queues are on different cluster slots; blocking on the first queue's wake-up only, polling the rest", slog.String("queue", p.cfg.Queues[0].Name))
-			p.wakeKeys = p.wakeKeys[:1]
+			d.wakeKeys = d.wakeKeys[:1]
 		default:
-			p.sleep(min(left, 100*time.Millisecond), p.stop) // Redis unreachable: do not spin
+			p.sleep(min(left, 100*time.Millisecond), d.quit) // Redis unreachable: do not spin
 			return
 		}
 	}
@@ -215,13 +244,14 @@ func (p *Pool) waitWork(d time.Duration) {
 // block is one BLPOP on the wake keys. Redis takes a fractional timeout;
 // go-redis's BLPop would round one under a second up to a whole second, so
 // this sends the raw command.
-func (p *Pool) block(d time.Duration) (woken bool, err error) {
-	args := make([]any, 0, len(p.wakeKeys)+2)
+func (d *dispatcher) block(dur time.Duration) (woken bool, err error) {
+	p := d.p
+	args := make([]any, 0, len(d.wakeKeys)+2)
 	args = append(args, "BLPOP")
-	for _, k := range p.wakeKeys {
+	for _, k := range d.wakeKeys {
 		args = append(args, k)
 	}
-	args = append(args, strconv.FormatFloat(d.Seconds(), 'f', 3, 64))
+	args = append(args, strconv.FormatFloat(dur.Seconds(), 'f', 3, 64))
 	err = p.b.Client().Do(context.Background(), args...).Err()
 	if err == redis.Nil {
 		return false, nil
@@ -229,75 +259,14 @@ func (p *Pool) block(d time.Duration) (woken bool, err error) {
 	return err == nil, err
 }
 
-// waitSlot blocks until a handler finishes, a trim is due, the pool
-// stops, or d passes.
-func (p *Pool) waitSlot(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
+// waitSlot blocks until a handler finishes, the dispatcher stops, or dur
+// passes.
+func (d *dispatcher) waitSlot(dur time.Duration) {
+	t := time.NewTimer(dur)
 	defer t.Stop()
 	select {
-	case <-p.slotFreed:
-	case <-p.trimDue:
-	case <-p.stop:
+	case <-d.p.slotFreed:
+	case <-d.quit:
 	case <-t.C:
-	}
-}
-
-// reap recovers expired leases of every queue, one bounded batch each,
-// settles a bounded step of the dependents of finished jobs, and trims
-// finished jobs past their retention. It reports whether a batch was full
-// or dependents are left, so more may be waiting.
-func (p *Pool) reap() (more bool) {
-	for _, q := range p.cfg.Queues {
-		res, err := p.b.Reap(context.Background(), q.Name, p.cfg.ReapBatch)
-		if err != nil {
-			p.log.Warn("fenceq could not reap expired leases", slog.String("queue", q.Name), slog.Any("error", err))
-			continue
-		}
-		p.logProblems(q.Name, "reap", res.Problems)
-		for _, r := range res.Reaped {
-			p.stats.reaped.Add(1)
-			p.log.Warn("fenceq recovered a job whose lease expired (its worker is gone or stalled)",
-				slog.String("queue", q.Name), slog.String("id", r.ID), slog.String("now", string(r.State)), slog.Int64("generation", r.Generation))
-		}
-		more = more || len(res.Reaped) == p.cfg.ReapBatch || res.CascadeLeft
-		// Retention is upkeep of the same kind: bounded, on the same clock.
-		more = p.trim(q.Name) || more
-	}
-	return more
-}
-
-// trimStepsMax bounds how far a trim's batch grows while retention is
-// behind, in ReapBatches: 1,000 jobs by default, a few milliseconds of
-// Redis (invariant 8).
-const trimStepsMax = 10
-
-// trim deletes one batch of queue's finished jobs past retention, and
-// reports whether the batch was full. Jobs finish as fast as the pool runs
-// them, which can be far more than one ReapBatch per dispatch round: a full
-// batch doubles the next (up to trimStepsMax ReapBatches), so trimming
-// catches up with any rate the pool reaches, and one that was not full
-// falls back to ReapBatch.
-func (p *Pool) trim(queue string) (full bool) {
-	step := max(p.trimStep[queue], p.cfg.ReapBatch)
-	trimmed, err := p.b.Trim(context.Background(), queue, p.cfg.trimRetention(), step)
-	if err != nil {
-		p.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
-		return false
-	}
-	full = trimmed == step
-	p.trimStep[queue] = p.cfg.ReapBatch
-	if full {
-		p.trimStep[queue] = min(2*step, trimStepsMax*p.cfg.ReapBatch)
-	}
-	return full
-}
-
-func (p *Pool) logProblems(queue, op string, problems []broker.CorruptJobError) {
-	for _, c := range problems {
-		p.log.Error("fenceq found a job whose index and hash disagree; repaired", slog.String("queue", queue),
-			slog.String("op", op), slog.String("id", c.ID), slog.String("problem", c.Reason))
 	}
 }

@@ -1,18 +1,20 @@
 // Package worker runs handlers on jobs from Redis: a Pool claims jobs into
 // free slots, keeps their leases alive with one batched heartbeat, settles
-// what each handler returns, recovers orphaned jobs with a bounded reaper at
-// the head of its dispatch loop, and shuts down gracefully by releasing
-// what it still holds.
+// what each handler returns, recovers orphaned jobs with a bounded reaper
+// on a loop of its own, and shuts down gracefully by releasing what it
+// still holds. Each background loop is a service with one lifecycle
+// (dispatcher, maintenance, heartbeat, acker, scheduler, relay), which
+// Start starts and Shutdown stops in order.
 //
 // The pool never builds a Redis key or runs a script itself: every Redis
 // operation goes through the broker package.
 //
 // What the pool guarantees, on top of the broker's invariants:
 //
-//   - Recovery while running (invariant 5). The dispatch loop reaps expired
-//     leases of its queues at most every max(lease/3, poll interval), in
-//     batches of Config.ReapBatch, before it claims; a pool busy with
-//     continuous ready work still reaps on schedule. An orphaned job is
+//   - Recovery while running (invariant 5). The maintenance loop reaps
+//     expired leases of its queues at most every max(lease/3, poll
+//     interval), in batches of Config.ReapBatch, apart from the claims; a
+//     pool busy with continuous ready work still reaps on schedule. An orphaned job is
 //     claimable again within lease + that interval, with no restart.
 //   - Handlers stop when the lease is gone (invariant 7). The heartbeat
 //     renews all held leases every lease/3 in one round trip. A lost lease

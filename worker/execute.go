@@ -43,19 +43,19 @@ func (p *Pool) run(l broker.Lease) {
 	p.mu.Unlock()
 	if closed {
 		// Shutdown is past waiting for handlers: give the job straight back.
-		p.giveBack(a)
+		p.settleAs(a, outcomeNotRun, nil)
 		a.expiry.Stop()
 		a.cancel(context.Canceled)
 		<-p.slots
 		return
 	}
-	if p.stopping() {
-		go p.finishWith(a, func() { p.giveBack(a) })
+	if p.dispatcher.stopping() {
+		go p.finishWith(a, func() { p.settleAs(a, outcomeNotRun, nil) })
 		return
 	}
 	go p.finishWith(a, func() {
 		err := p.handler.ProcessJob(handlers.WithJob(ctx, a.job), a.job)
-		p.settle(a, err, "")
+		p.settle(a, err)
 	})
 }
 
@@ -68,7 +68,8 @@ func (p *Pool) freeSlot() {
 	}
 }
 
-// giveBack releases a job the pool claimed and will not run, as it stops.
+// giveBack releases a job the pool claimed and will not run, as it stops
+// (outcomeNotRun).
 // Like a lost claim's answer, the release is sent until Redis answers —
 // also once Shutdown has halted the pool's other retries — for up to the
 // lease, or until Shutdown's deadline (claimAbort): a job that never ran
@@ -87,7 +88,7 @@ func (p *Pool) giveBack(a *active) {
 			case o == broker.Stale:
 				p.stats.stale.Add(1)
 			default:
-				p.count("release", st)
+				p.count(outcomeNotRun, st)
 				p.log.Debug("fenceq gave back a job it claimed while stopping", attrs, slog.String("state", string(st)))
 			}
 			return
@@ -134,72 +135,5 @@ func (p *Pool) progress(a *active) func(context.Context, []byte) error {
 			return handlers.ErrLeaseLost
 		}
 		return nil
-	}
-}
-
-// settle stores what the handler returned, unless its lease was lost, in
-// which case the result would be stale anyway. op forces an operation.
-func (p *Pool) settle(a *active, herr error, op string) {
-	a.settling.Store(true)
-	cause := context.Cause(a.ctx)
-	attrs := middleware.JobAttrs(a.job)
-	if errors.Is(cause, handlers.ErrLeaseLost) {
-		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs, slog.Any("handler_error", herr))
-		return
-	}
-	var snooze *handlers.SnoozeError
-	var permanent *handlers.PermanentError
-	var call func(context.Context) (broker.Outcome, broker.State, error)
-	switch {
-	case op == "release", herr != nil && (errors.Is(cause, handlers.ErrShutdown) || errors.Is(cause, handlers.ErrLeaseExpired)):
-		// Interrupted by us, not failed: give it back uncharged.
-		op, call = "release", func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Release(ctx, a.lease) }
-	case herr == nil:
-		op, call = "ack", func(context.Context) (broker.Outcome, broker.State, error) {
-			o, err := p.ack(a) // batched with other successes
-			return o, broker.StateDone, err
-		}
-	case errors.As(herr, &snooze):
-		op, call = "snooze", func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Snooze(ctx, a.lease, snooze.Delay) },
-				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-					return p.b.SnoozeClaim(ctx, a.lease, snooze.Delay, c)
-				})
-		}
-	default:
-		f := broker.Failure{Error: herr.Error(), Dead: errors.As(herr, &permanent)}
-		if !f.Dead {
-			f.Backoff = p.cfg.backoff(a.lease.Kind, a.lease.Attempt)
-		}
-		op, call = "fail", func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Fail(ctx, a.lease, f) },
-				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-					return p.b.FailClaim(ctx, a.lease, f, c)
-				})
-		}
-	}
-
-	var outcome broker.Outcome
-	var state broker.State
-	err := p.retry(op, attrs, func(ctx context.Context) (err error) {
-		outcome, state, err = call(ctx)
-		return err
-	})
-	switch {
-	case err != nil:
-		p.log.Error("fenceq could not settle a job; its lease will expire and a reaper will recover it",
-			attrs, slog.String("op", op), slog.Any("error", err))
-	case outcome == broker.Stale:
-		p.stats.stale.Add(1)
-		p.log.Warn("fenceq stale settlement rejected: the job was taken over while its handler ran; nothing was stored",
-			attrs, slog.String("op", op))
-	default:
-		p.count(op, state)
-		level := slog.LevelDebug
-		if op == "fail" {
-			level = slog.LevelWarn
-		}
-		p.log.LogAttrs(context.Background(), level, "fenceq settled a job", attrs,
-			slog.String("op", op), slog.String("state", string(state)), slog.Any("error", herr))
 	}
 }

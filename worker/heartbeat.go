@@ -11,24 +11,38 @@ import (
 	"github.com/fenceq/fenceq/middleware"
 )
 
-// heartbeat renews every lease the pool holds, every lease/3, in one round
-// trip. After a failed round it retries sooner, backing off. Cancelling a
-// handler whose lease ran out is the watchdog's job (see start), so a renew
-// stuck in Redis delays nothing.
-func (p *Pool) heartbeat() {
-	defer close(p.hbDone)
-	interval := p.cfg.LeaseDuration / 3
+// heartbeat is the service that keeps the pool's leases: every lease/3 it
+// renews every lease the pool holds in one round trip, and cancels the
+// handler of a lease Redis says is lost or whose job was cancelled. After a
+// failed round it retries sooner, backing off. Cancelling a handler whose
+// lease ran out is the watchdog's job (see run), so a renew stuck in Redis
+// delays nothing.
+type heartbeat struct {
+	loop
+	p           *Pool
+	renewErrors *throttle
+}
+
+func newHeartbeat(p *Pool) *heartbeat {
+	return &heartbeat{loop: newLoop(), p: p, renewErrors: newThrottle(10 * time.Second)}
+}
+
+func (h *heartbeat) start() { h.run(h.beat) }
+
+// beat is the loop: one renew round per interval.
+func (h *heartbeat) beat() {
+	interval := h.p.cfg.LeaseDuration / 3
 	retry := 20 * time.Millisecond
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-p.hbStop:
+		case <-h.quit:
 			return
 		case <-t.C:
 		}
 		next := interval
-		if p.renew(interval) {
+		if h.renew(interval) {
 			retry = 20 * time.Millisecond
 		} else {
 			next, retry = min(retry, interval), min(retry*2, interval)
@@ -38,7 +52,8 @@ func (p *Pool) heartbeat() {
 }
 
 // renew runs one heartbeat round; it reports whether Redis answered.
-func (p *Pool) renew(interval time.Duration) bool {
+func (h *heartbeat) renew(interval time.Duration) bool {
+	p := h.p
 	var held []*active
 	for _, a := range p.snapshot() {
 		if gone(a) {
@@ -87,7 +102,7 @@ func (p *Pool) renew(interval time.Duration) bool {
 			a.extend(r.LocalDeadline)
 		}
 	}
-	if err != nil && p.renewErrors.ok() {
+	if err != nil && h.renewErrors.ok() {
 		p.log.Warn("fenceq could not renew leases; retrying until their deadlines", slog.Int("leases", len(held)), slog.Any("error", err))
 	}
 	return err == nil
@@ -112,11 +127,4 @@ func (p *Pool) expire(a *active, err error) bool {
 func gone(a *active) bool {
 	c := context.Cause(a.ctx)
 	return errors.Is(c, handlers.ErrLeaseLost) || errors.Is(c, handlers.ErrLeaseExpired)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }

@@ -88,18 +88,48 @@ func parseSchedule(p Periodic) (*schedule, error) {
 	return s, nil
 }
 
-// scheduler enqueues the pool's periodic jobs at their ticks.
-func (p *Pool) scheduler(scheds []*schedule) {
-	defer close(p.schedDone)
+// scheduler is the service that enqueues the pool's periodic jobs at
+// their ticks (Config.Periodic). Without schedules it has nothing to run.
+type scheduler struct {
+	loop
+	p      *Pool
+	scheds []*schedule
+}
+
+func newScheduler(p *Pool) (*scheduler, error) {
+	s := &scheduler{loop: newLoop(), p: p}
+	for _, pc := range p.cfg.Periodic {
+		sc, err := parseSchedule(pc)
+		if err != nil {
+			return nil, fmt.Errorf("fenceq: worker config: %w", err)
+		}
+		if err := p.b.ValidateJob(pc.Job); err != nil {
+			return nil, fmt.Errorf("fenceq: worker config: periodic %q: %w", pc.Name, err)
+		}
+		s.scheds = append(s.scheds, sc)
+	}
+	return s, nil
+}
+
+func (s *scheduler) start() {
+	if len(s.scheds) > 0 {
+		s.run(s.tick)
+	}
+}
+
+// tick is the loop: catch up once if asked to, then enqueue each
+// schedule's job at its next tick.
+func (s *scheduler) tick() {
+	scheds := s.scheds
 	next := make([]time.Time, len(scheds))
 	now := time.Now()
-	for i, s := range scheds {
-		if s.CatchUp {
-			if t := s.prev(now); !t.IsZero() {
-				p.enqueueTick(s, t)
+	for i, sc := range scheds {
+		if sc.CatchUp {
+			if t := sc.prev(now); !t.IsZero() {
+				s.enqueueTick(sc, t)
 			}
 		}
-		next[i] = s.next(now)
+		next[i] = sc.next(now)
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -110,15 +140,15 @@ func (p *Pool) scheduler(scheds []*schedule) {
 		}
 		timer.Reset(time.Until(soonest))
 		select {
-		case <-p.stop:
+		case <-s.quit:
 			return
 		case <-timer.C:
 		}
 		now := time.Now()
-		for i, s := range scheds {
+		for i, sc := range scheds {
 			if !next[i].After(now) {
-				p.enqueueTick(s, next[i])
-				next[i] = s.next(now)
+				s.enqueueTick(sc, next[i])
+				next[i] = sc.next(now)
 			}
 		}
 	}
@@ -127,7 +157,8 @@ func (p *Pool) scheduler(scheds []*schedule) {
 // enqueueTick enqueues one tick's job; a duplicate means another pool was
 // first, which is the point, and a held unique key is the schedule's own
 // choice to skip a tick while the last one runs.
-func (p *Pool) enqueueTick(s *schedule, tick time.Time) {
+func (sr *scheduler) enqueueTick(s *schedule, tick time.Time) {
+	p := sr.p
 	j := s.Job
 	j.ID = tickID(s.Name, tick)
 	err := p.retry("enqueue periodic", slog.String("periodic", s.Name), func(ctx context.Context) error {
@@ -141,4 +172,11 @@ func (p *Pool) enqueueTick(s *schedule, tick time.Time) {
 	default:
 		p.log.Error("fenceq could not enqueue a periodic job", slog.String("periodic", s.Name), slog.Time("tick", tick), slog.Any("error", err))
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

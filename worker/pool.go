@@ -21,79 +21,39 @@ var abandonAfter = 5 * time.Second
 
 // Pool runs handlers on jobs claimed from its queues. Start it once; stop it
 // with Shutdown (or use Run).
+//
+// The pool holds what its services share: the slots and the jobs running
+// in them, and the signals of its shutdown. Each background loop is a
+// service of its own (see service).
 type Pool struct {
-	b        *broker.Broker
-	cfg      Config
-	log      *slog.Logger
-	handler  handlers.Handler
-	wakeKeys []string
-	maxBlock time.Duration // longest single BLPOP
+	b       *broker.Broker
+	cfg     Config
+	log     *slog.Logger
+	handler handlers.Handler
 
 	mu     sync.Mutex
 	active map[*active]struct{}
-	closed bool // set by Shutdown: start runs no more handlers
+	closed bool // set by Shutdown: run starts no more handlers
 
 	slots     chan struct{} // one token per running handler
 	slotFreed chan struct{} // nudges the dispatcher when a slot frees
+	handlers  sync.WaitGroup
+	jobsCtx   context.Context
+	killJobs  context.CancelCauseFunc // cancels every handler (ErrShutdown)
 
-	started      atomic.Bool
-	stopped      atomic.Bool
-	stop         chan struct{} // closed: claim no more
-	jobsCtx      context.Context
-	killJobs     context.CancelCauseFunc // cancels every handler (ErrShutdown)
-	halt         chan struct{}           // closed: give up retrying Redis
-	haltOnce     sync.Once
-	handlers     sync.WaitGroup // one per running handler goroutine
-	dispatchDone chan struct{}  // closed when the dispatcher has returned
-	claimAbort   chan struct{}  // closed when Shutdown's ctx ends: stop asking for a lost claim
-	hbStop       chan struct{}
-	hbDone       chan struct{}
-	acks         chan *ackReq            // successes for the acker to batch
-	drained      map[string]*atomic.Bool // per queue: its last claim found too little ready
-	trimStep     map[string]int          // per queue: the next trim's batch (dispatch goroutine only)
-	trimMark     atomic.Int64            // jobs the pool had finished at its last trim
-	trimBehind   bool                    // the last trim had a full batch (dispatch only)
-	trimDue      chan struct{}           // nudges the dispatcher: ReapBatch jobs finished since the last trim
-	scheds       []*schedule             // parsed Config.Periodic
-	schedDone    chan struct{}           // closed when the scheduler has returned
-	relayDone    chan struct{}           // closed when the outbox relay has returned
-	ackerDone    chan struct{}           // closed when the acker has returned
-	recovering   sync.WaitGroup          // claims sent with acks whose answer is asked for again
+	started    atomic.Bool
+	stopped    atomic.Bool
+	halt       chan struct{} // closed: give up retrying Redis
+	claimAbort chan struct{} // closed when Shutdown's ctx ends: stop asking for a lost claim
 
-	stats       stats
-	renewErrors *throttle
-}
+	dispatcher  *dispatcher
+	maintenance *maintenance
+	heartbeat   *heartbeat
+	acker       *acker
+	scheduler   *scheduler
+	relay       *relay
 
-// active is one job the pool holds.
-type active struct {
-	lease  broker.Lease
-	job    *handlers.Job
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// settling is set when the handler has returned: a renew that finds
-	// the lease gone after that has most likely met our own settlement,
-	// which reports for itself if it was stale.
-	settling atomic.Bool
-	// passed is set when the acker gave this job's slot to a job it claimed
-	// with the ack: the slot is not freed when this job ends.
-	passed atomic.Bool
-
-	mu            sync.Mutex
-	localDeadline time.Time   // when the lease certainly stops being ours
-	expiry        *time.Timer // fires at localDeadline: the watchdog
-}
-
-func (a *active) deadline() time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.localDeadline
-}
-
-func (a *active) extend(d time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.localDeadline = d
-	a.expiry.Reset(time.Until(d))
+	stats stats
 }
 
 // New returns a Pool that runs h (usually a *handlers.Mux) on jobs from b.
@@ -108,46 +68,24 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	}
 	p := &Pool{
 		b: b, cfg: cfg, log: cfg.Logger,
-		handler:   middleware.Chain(append([]middleware.Middleware{middleware.Recover()}, cfg.Middleware...)...)(h),
-		active:    map[*active]struct{}{},
-		slots:     make(chan struct{}, cfg.Concurrency),
-		slotFreed: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		halt:      make(chan struct{}),
-		hbStop:    make(chan struct{}),
-		hbDone:    make(chan struct{}),
-		acks:      make(chan *ackReq, cfg.Concurrency),
-		ackerDone: make(chan struct{}),
-		drained:   map[string]*atomic.Bool{},
-		trimStep:  map[string]int{},
-		trimDue:   make(chan struct{}, 1),
-
-		dispatchDone: make(chan struct{}),
-		claimAbort:   make(chan struct{}),
-
-		renewErrors: newThrottle(10 * time.Second),
+		handler:    middleware.Chain(append([]middleware.Middleware{middleware.Recover()}, cfg.Middleware...)...)(h),
+		active:     map[*active]struct{}{},
+		slots:      make(chan struct{}, cfg.Concurrency),
+		slotFreed:  make(chan struct{}, 1),
+		halt:       make(chan struct{}),
+		claimAbort: make(chan struct{}),
 	}
-	for _, q := range cfg.Queues {
-		k, err := b.WakeKey(q.Name)
-		if err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: %w", err)
-		}
-		p.wakeKeys = append(p.wakeKeys, k)
-		p.drained[q.Name] = &atomic.Bool{}
+	var err error
+	if p.dispatcher, err = newDispatcher(p); err != nil {
+		return nil, err
 	}
-	for _, pc := range cfg.Periodic {
-		s, err := parseSchedule(pc)
-		if err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: %w", err)
-		}
-		if err := b.ValidateJob(pc.Job); err != nil {
-			return nil, fmt.Errorf("fenceq: worker config: periodic %q: %w", pc.Name, err)
-		}
-		p.scheds = append(p.scheds, s)
+	if p.scheduler, err = newScheduler(p); err != nil {
+		return nil, err
 	}
-	p.schedDone = make(chan struct{})
-	p.relayDone = make(chan struct{})
-	p.maxBlock = b.MaxBlock() // a stopping pool is never stuck in Redis for long
+	p.maintenance = newMaintenance(p)
+	p.heartbeat = newHeartbeat(p)
+	p.acker = newAcker(p)
+	p.relay = newRelay(p, cfg.Outbox)
 	p.jobsCtx, p.killJobs = context.WithCancelCause(context.Background())
 	return p, nil
 }
@@ -169,22 +107,21 @@ func (p *Pool) Start(ctx context.Context) error {
 		return fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)
 	}
 	p.checkMemory(ctx)
-	go p.dispatch()
-	go p.heartbeat()
-	go p.acker()
-	if len(p.scheds) > 0 {
-		go p.scheduler(p.scheds)
-	} else {
-		close(p.schedDone)
-	}
-	if p.cfg.Outbox != nil {
-		go p.relay(p.cfg.Outbox)
-	} else {
-		close(p.relayDone)
+	for _, s := range p.services() {
+		s.start()
 	}
 	p.log.Info("fenceq pool started", slog.Any("queues", p.queueNames()),
 		slog.Int("concurrency", p.cfg.Concurrency), slog.Duration("lease", p.cfg.LeaseDuration))
 	return nil
+}
+
+// services lists the pool's services in the order Start starts them:
+// those that look after running jobs (heartbeat, acker) before the one that
+// brings them in (dispatcher), and the reaper before the first claim, so
+// that what it recovers at start is claimed at once. None waits for
+// another, so the order is for the reader; Shutdown's is not.
+func (p *Pool) services() []service {
+	return []service{p.heartbeat, p.acker, p.maintenance, p.dispatcher, p.scheduler, p.relay}
 }
 
 // Run starts the pool and shuts it down gracefully when ctx is done.
@@ -205,6 +142,25 @@ func (p *Pool) Run(ctx context.Context) error {
 // its cancelled context for 5 more seconds, or past ctx, is abandoned: its
 // lease is released without it and its late result will be stale. Shutdown
 // returns ctx's error when ctx ended first.
+//
+// It stops the services in this order, and each step says why:
+//
+//  1. The dispatcher, maintenance, the scheduler and the relay are asked
+//     to stop: the pool takes no new work. A job claimed from here on
+//     (a claim in flight, or sent with an ack) is given back unrun.
+//  2. Running handlers get their grace, then are cancelled with
+//     handlers.ErrShutdown, then abandoned (drainHandlers). The heartbeat
+//     and the acker run all along: a handler that finishes in its grace
+//     keeps its lease and has its success acked.
+//  3. Retries of Redis end (halt): whatever settlement is still retrying
+//     gives up, so nothing below waits on an outage.
+//  4. The heartbeat and the acker stop together: no handler is left to
+//     renew or ack for.
+//  5. The dispatcher, maintenance and the claims asked again for a lost
+//     answer are waited for, bounded by ctx (waitClaims): a claim's
+//     answer, once it comes, is given back rather than left to a reaper.
+//  6. The scheduler and the relay are waited for last: each is at most
+//     one tick or one relay round from its end.
 func (p *Pool) Shutdown(ctx context.Context) error {
 	if !p.started.Load() {
 		return errors.New("fenceq: pool not started")
@@ -212,16 +168,51 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	if !p.stopped.CompareAndSwap(false, true) {
 		return errors.New("fenceq: pool already shut down")
 	}
-	close(p.stop)
+	// 1. No new work.
+	p.dispatcher.stop()
+	p.maintenance.stop()
+	p.scheduler.stop()
+	p.relay.stop()
 	// Shutdown's deadline ends the asking for a lost claim's answer, in
 	// the dispatcher and in the acker alike.
 	stopAbort := context.AfterFunc(ctx, func() { close(p.claimAbort) })
 	defer stopAbort()
 	p.log.Info("fenceq pool shutting down", slog.Int("running", p.running()))
+
+	// 2. The handlers: grace, cancel, abandon.
+	err := p.drainHandlers(ctx)
+
+	// 3. No more retries.
+	close(p.halt)
+
+	// 4. Nothing left to renew or ack.
+	p.heartbeat.stop()
+	p.acker.stop()
+	p.heartbeat.wait()
+	p.acker.wait()
+
+	// 5. The claims, whose answers are given back.
+	if cerr := p.waitClaims(ctx); cerr != nil {
+		err = cerr
+	}
+
+	// 6. The periodic ticks and the outbox.
+	p.scheduler.wait()
+	p.relay.wait()
+	p.log.Info("fenceq pool stopped", slog.Int64("succeeded", p.stats.succeeded.Load()), slog.Int64("claimed", p.stats.claimed.Load()))
+	return err
+}
+
+// drainHandlers lets the running handlers finish for up to
+// Config.ShutdownTimeout, then cancels them with handlers.ErrShutdown (their
+// settlement releases their jobs) and waits abandonAfter more, or until
+// ctx ends, before it releases the leases of those still running without
+// them. It answers ctx's error when ctx ended first.
+func (p *Pool) drainHandlers(ctx context.Context) error {
 	grace := time.NewTimer(p.cfg.ShutdownTimeout)
 	defer grace.Stop()
 
-	// From here no handler starts (start checks closed under the same lock),
+	// From here no handler starts (run checks closed under the same lock),
 	// so waiting for the running ones cannot race with a new one.
 	p.mu.Lock()
 	p.closed = true
@@ -229,7 +220,6 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	drained := make(chan struct{})
 	go func() { p.handlers.Wait(); close(drained) }()
 
-	var err error
 	select {
 	case <-drained:
 	case <-grace.C:
@@ -237,45 +227,46 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	}
 	select {
 	case <-drained:
+		return nil
 	default:
-		p.log.Warn("fenceq pool cancelling unfinished handlers; their jobs are released", slog.Int("running", p.running()))
-		p.killJobs(handlers.ErrShutdown)
-		abandon := time.NewTimer(abandonAfter)
-		defer abandon.Stop()
-		select {
-		case <-drained:
-		case <-abandon.C:
-			p.abandon(slog.LevelError, "fenceq abandoned a handler that ignored its cancelled context")
-		case <-ctx.Done():
-			p.abandon(slog.LevelWarn, "fenceq stopped waiting for a cancelled handler: shutdown's context ended")
-			err = ctx.Err()
-		}
 	}
-	p.haltOnce.Do(func() { close(p.halt) })
-	close(p.hbStop)
-	<-p.hbDone
-	<-p.ackerDone
-	// The dispatcher is one claim or one short blocking call away, unless
-	// it — or a claim sent with acks (recoverClaim) — is asking Redis again
-	// for a claim whose answer was lost: that lasts while Redis is
-	// unreachable, up to a lease, or until ctx ends (claimAbort), so that
-	// what the claim took is released, not charged an attempt by a reaper.
+	p.log.Warn("fenceq pool cancelling unfinished handlers; their jobs are released", slog.Int("running", p.running()))
+	p.killJobs(handlers.ErrShutdown)
+	abandon := time.NewTimer(abandonAfter)
+	defer abandon.Stop()
+	select {
+	case <-drained:
+	case <-abandon.C:
+		p.abandon(slog.LevelError, "fenceq abandoned a handler that ignored its cancelled context")
+	case <-ctx.Done():
+		p.abandon(slog.LevelWarn, "fenceq stopped waiting for a cancelled handler: shutdown's context ended")
+		return ctx.Err()
+	}
+	return nil
+}
+
+// waitClaims waits for the dispatcher, maintenance and the claims the
+// acker asks again for (recoverClaim). Each is one claim or one short
+// blocking call away, unless it is asking Redis again for a claim whose
+// answer was lost: that lasts while Redis is unreachable, up to a lease,
+// or until ctx ends (claimAbort), so that what the claim took is
+// released, not charged an attempt by a reaper. It answers ctx's error
+// when ctx ended first, and returns only when they all have.
+func (p *Pool) waitClaims(ctx context.Context) error {
 	claimsDone := make(chan struct{})
 	go func() {
-		<-p.dispatchDone
-		p.recovering.Wait()
+		p.dispatcher.wait()
+		p.maintenance.wait()
+		p.acker.recovering.Wait()
 		close(claimsDone)
 	}()
 	select {
 	case <-claimsDone:
+		return nil
 	case <-ctx.Done():
 		<-claimsDone // claimAbort is closed: they return at once
-		err = ctx.Err()
+		return ctx.Err()
 	}
-	<-p.schedDone
-	<-p.relayDone
-	p.log.Info("fenceq pool stopped", slog.Int64("succeeded", p.stats.succeeded.Load()), slog.Int64("claimed", p.stats.claimed.Load()))
-	return err
 }
 
 // abandon releases the leases of handlers that did not return after their
@@ -311,16 +302,6 @@ func (p *Pool) snapshot() []*active {
 	return out
 }
 
-// halted reports whether the pool has given up on Redis (end of Shutdown).
-func (p *Pool) halted() bool {
-	select {
-	case <-p.halt:
-		return true
-	default:
-		return false
-	}
-}
-
 // sleep waits d, or less when the pool halts; it reports whether it slept
 // the whole time.
 func (p *Pool) sleep(d time.Duration, or <-chan struct{}) bool {
@@ -333,5 +314,12 @@ func (p *Pool) sleep(d time.Duration, or <-chan struct{}) bool {
 		return false
 	case <-or:
 		return false
+	}
+}
+
+func (p *Pool) logProblems(queue, op string, problems []broker.CorruptJobError) {
+	for _, c := range problems {
+		p.log.Error("fenceq found a job whose index and hash disagree; repaired", slog.String("queue", queue),
+			slog.String("op", op), slog.String("id", c.ID), slog.String("problem", c.Reason))
 	}
 }

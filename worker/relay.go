@@ -15,20 +15,36 @@ type Relayer interface {
 	RelayOnce(ctx context.Context) (int, error)
 }
 
-// relay runs the outbox relay until the pool stops: again at once while it
-// finds rows, else after the poll interval. Each row set aside for good is
+// relay is the service that runs the pool's Relayer (Config.Outbox), when
+// it has one.
+type relay struct {
+	loop
+	p *Pool
+	r Relayer
+}
+
+func newRelay(p *Pool, r Relayer) *relay { return &relay{loop: newLoop(), p: p, r: r} }
+
+func (rl *relay) start() {
+	if rl.r != nil {
+		rl.run(rl.relay)
+	}
+}
+
+// relay is the loop: again at once while it finds rows, else after the
+// poll interval, until it is stopped. Each row set aside for good is
 // warned about once, unthrottled: it will not come back by itself.
-func (p *Pool) relay(r Relayer) {
-	defer close(p.relayDone)
+func (rl *relay) relay() {
+	p := rl.p
 	errs := newThrottle(10 * time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-p.stop
+		<-rl.quit
 		cancel()
 	}()
-	for !p.stopping() {
-		n, err := r.RelayOnce(ctx)
+	for !rl.stopping() {
+		n, err := rl.r.RelayOnce(ctx)
 		var refused *outbox.RefusedError
 		if errors.As(err, &refused) {
 			for _, row := range refused.Rows {
@@ -43,6 +59,6 @@ func (p *Pool) relay(r Relayer) {
 		if err == nil && n > 0 {
 			continue
 		}
-		p.sleep(p.cfg.PollInterval, p.stop)
+		p.sleep(p.cfg.PollInterval, rl.quit)
 	}
 }

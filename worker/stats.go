@@ -37,7 +37,7 @@ func (p *Pool) Stats() Stats {
 }
 
 // count records a settlement that went through.
-func (p *Pool) count(op string, state broker.State) {
+func (p *Pool) count(o outcome, state broker.State) {
 	s := &p.stats
 	switch {
 	case state.Final():
@@ -49,17 +49,13 @@ func (p *Pool) count(op string, state broker.State) {
 		default:
 			s.cancelled.Add(1)
 		}
-		// A pool whose slots the acker keeps full may not come back to
-		// its loop head for a whole reap interval: tell it to trim.
-		if s.finished()-p.trimMark.Load() >= int64(p.cfg.ReapBatch) {
-			select {
-			case p.trimDue <- struct{}{}:
-			default:
-			}
-		}
-	case op == "snooze":
+		// Maintenance waits up to a reap interval between rounds, while
+		// a busy pool finishes far more than one trim's batch: a trim
+		// falls due every ReapBatch jobs.
+		p.maintenance.finished(s.finished())
+	case o == outcomeSnooze:
 		s.snoozed.Add(1)
-	case op == "release":
+	case o == outcomeInterrupted, o == outcomeNotRun:
 		s.released.Add(1)
 	default:
 		s.retried.Add(1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -96,39 +97,21 @@ func runCancel(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// runCheck verifies that every job of a queue, or of every queue, is in
+// the index of its state (the design's invariant 6), and exits 1 when one
+// is not.
 func runCheck(ctx context.Context, e *env, args []string) error {
-	const synopsis = "[QUEUE]"
-	fs := newFlags(e, "check", synopsis)
-	var rf redisFlags
-	rf.register(fs)
-	pos, err := parse(fs, synopsis, args, 0, 1)
+	b, queues, err := checkTargets(ctx, e, args)
 	if err != nil {
 		return err
-	}
-	_, b, err := rf.connect(ctx, e)
-	if err != nil {
-		return err
-	}
-	queues := pos
-	if len(queues) == 1 {
-		if err := requireQueue(ctx, b, queues[0], ""); err != nil {
-			return err
-		}
-	} else {
-		if queues, err = b.Queues(ctx); err != nil {
-			return err
-		}
 	}
 	bad := 0
 	for _, q := range queues {
-		found, err := b.Check(ctx, q)
+		n, err := checkQueue(ctx, e, b, q)
 		if err != nil {
 			return err
 		}
-		for _, f := range found {
-			fmt.Fprintf(e.stdout, "%s: %s: %s\n", q, f.ID, f.Problem)
-		}
-		bad += len(found)
+		bad += n
 	}
 	if bad > 0 {
 		fmt.Fprintf(e.stdout, "%d inconsistenc(ies) in %d queue(s); run check again to rule out jobs that moved while it read\n", bad, len(queues))
@@ -136,6 +119,47 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "ok: %d queue(s), every job in the index of its state\n", len(queues))
 	return nil
+}
+
+// checkTargets parses check's command line, connects, and answers the
+// queue it names (which must exist), or else every queue.
+func checkTargets(ctx context.Context, e *env, args []string) (*broker.Broker, []string, error) {
+	const synopsis = "[QUEUE]"
+	fs := newFlags(e, "check", synopsis)
+	var rf redisFlags
+	rf.register(fs)
+	pos, err := parse(fs, synopsis, args, 0, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(pos) == 1 {
+		if err := requireQueue(ctx, b, pos[0], ""); err != nil {
+			return nil, nil, err
+		}
+		return b, pos, nil
+	}
+	queues, err := b.Queues(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, queues, nil
+}
+
+// checkQueue prints each inconsistency found in queue q, one a line, and
+// answers how many there were.
+func checkQueue(ctx context.Context, e *env, b *broker.Broker, q string) (int, error) {
+	found, err := b.Check(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range found {
+		fmt.Fprintf(e.stdout, "%s: %s: %s\n", q, f.ID, f.Problem)
+	}
+	return len(found), nil
 }
 
 // positional parses a command that takes exactly the arguments synopsis
@@ -218,83 +242,119 @@ func runResume(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// runLimit sets, changes or clears a queue's limits, shared by every
+// worker, then shows them; without a change it only shows them.
 func runLimit(ctx context.Context, e *env, args []string) error {
-	const synopsis = "QUEUE [--max-running N] [--rate N] [--per D] [--create] | QUEUE --clear"
-	fs := newFlags(e, "limit", synopsis)
-	var rf redisFlags
-	rf.register(fs)
-	maxRunning := fs.Int("max-running", 0, "at most this many jobs of the queue run at once, across every worker (other limits are kept)")
-	rate := fs.Int("rate", 0, "at most this many jobs start per --per, across every worker (other limits are kept)")
-	per := fs.Duration("per", 0, "the rate's window, e.g. 1s or 1m")
-	clear := fs.Bool("clear", false, "remove all of the queue's limits")
-	create := fs.Bool("create", false, createHelp)
-	pos, err := parse(fs, synopsis, args, 1, 1)
+	o, err := parseLimitFlags(e, args)
 	if err != nil {
 		return err
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for _, f := range []struct {
-		name string
-		bad  bool
-	}{{"max-running", *maxRunning < 1}, {"rate", *rate < 1}, {"per", *per <= 0}} {
-		if given[f.name] && f.bad {
-			return usagef("--%s %s: must be positive; to remove the queue's limits, use --clear", f.name, fs.Lookup(f.name).Value)
-		}
-	}
-	change := given["max-running"] || given["rate"] || given["per"]
-	if *clear && change {
-		return usagef("--clear removes every limit: give it without --max-running, --rate or --per")
-	}
-	_, b, err := rf.connect(ctx, e)
+	_, b, err := o.redis.connect(ctx, e)
 	if err != nil {
 		return err
 	}
-	q := pos[0]
-	if err := requireQueueToSet(ctx, b, q, *clear || change, *create); err != nil {
+	q := o.queue
+	if err := requireQueueToSet(ctx, b, q, o.clear || o.change(), o.create); err != nil {
 		return err
 	}
 	l, err := b.Limits(ctx, q)
 	if err != nil {
 		return notFoundIsFailure(e, err)
 	}
-	if *clear || change {
-		// Only what was given changes, each limit on its own in Redis, so
-		// --rate alone keeps --max-running, even one set at the same time.
-		var err error
-		switch {
-		case *clear:
-			err = b.SetLimits(ctx, q, broker.Limits{})
-		case given["max-running"] && !given["rate"] && !given["per"]:
-			err = b.SetMaxRunning(ctx, q, *maxRunning)
-		default:
-			r, p := l.Rate, l.Per
-			if given["rate"] {
-				r = *rate
-			}
-			if given["per"] {
-				p = *per
-			}
-			// Checked before anything is written: a refused command
-			// changes nothing.
-			if r == 0 || p == 0 {
-				return usagef("--rate and --per go together, and the queue has no rate yet: give both, e.g. --rate 100 --per 1m")
-			}
-			if given["max-running"] {
-				err = b.SetMaxRunning(ctx, q, *maxRunning)
-			}
-			if err == nil {
-				err = b.SetRate(ctx, q, r, p)
-			}
-		}
-		if err != nil {
-			return notFoundIsFailure(e, err)
+	if o.clear || o.change() {
+		if err := o.apply(ctx, e, b, l); err != nil {
+			return err
 		}
 		if l, err = b.Limits(ctx, q); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(e.stdout, "%s: %s\n", q, l)
+	return nil
+}
+
+// limitFlags are limit's command line.
+type limitFlags struct {
+	redis         redisFlags
+	queue         string
+	maxRunning    int
+	rate          int
+	per           time.Duration
+	clear, create bool
+	given         map[string]bool
+}
+
+// parseLimitFlags parses limit's flags and refuses a limit that is not
+// positive (--clear removes limits) and --clear with a limit.
+func parseLimitFlags(e *env, args []string) (*limitFlags, error) {
+	const synopsis = "QUEUE [--max-running N] [--rate N] [--per D] [--create] | QUEUE --clear"
+	fs := newFlags(e, "limit", synopsis)
+	o := &limitFlags{given: map[string]bool{}}
+	o.redis.register(fs)
+	fs.IntVar(&o.maxRunning, "max-running", 0, "at most this many jobs of the queue run at once, across every worker (other limits are kept)")
+	fs.IntVar(&o.rate, "rate", 0, "at most this many jobs start per --per, across every worker (other limits are kept)")
+	fs.DurationVar(&o.per, "per", 0, "the rate's window, e.g. 1s or 1m")
+	fs.BoolVar(&o.clear, "clear", false, "remove all of the queue's limits")
+	fs.BoolVar(&o.create, "create", false, createHelp)
+	pos, err := parse(fs, synopsis, args, 1, 1)
+	if err != nil {
+		return nil, err
+	}
+	o.queue = pos[0]
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{{"max-running", o.maxRunning < 1}, {"rate", o.rate < 1}, {"per", o.per <= 0}} {
+		if o.given[f.name] && f.bad {
+			return nil, usagef("--%s %s: must be positive; to remove the queue's limits, use --clear", f.name, fs.Lookup(f.name).Value)
+		}
+	}
+	if o.clear && o.change() {
+		return nil, usagef("--clear removes every limit: give it without --max-running, --rate or --per")
+	}
+	return o, nil
+}
+
+// change reports whether a limit was given.
+func (o *limitFlags) change() bool {
+	return o.given["max-running"] || o.given["rate"] || o.given["per"]
+}
+
+// apply clears the limits, or changes those given, l being the queue's
+// limits now. Only what was given changes, each limit on its own in Redis,
+// so --rate alone keeps --max-running, even one set at the same time.
+func (o *limitFlags) apply(ctx context.Context, e *env, b *broker.Broker, l broker.Limits) error {
+	q := o.queue
+	var err error
+	switch {
+	case o.clear:
+		err = b.SetLimits(ctx, q, broker.Limits{})
+	case o.given["max-running"] && !o.given["rate"] && !o.given["per"]:
+		err = b.SetMaxRunning(ctx, q, o.maxRunning)
+	default:
+		r, p := l.Rate, l.Per
+		if o.given["rate"] {
+			r = o.rate
+		}
+		if o.given["per"] {
+			p = o.per
+		}
+		// Checked before anything is written: a refused command changes
+		// nothing.
+		if r == 0 || p == 0 {
+			return usagef("--rate and --per go together, and the queue has no rate yet: give both, e.g. --rate 100 --per 1m")
+		}
+		if o.given["max-running"] {
+			err = b.SetMaxRunning(ctx, q, o.maxRunning)
+		}
+		if err == nil {
+			err = b.SetRate(ctx, q, r, p)
+		}
+	}
+	if err != nil {
+		return notFoundIsFailure(e, err)
+	}
 	return nil
 }
 

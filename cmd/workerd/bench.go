@@ -61,72 +61,117 @@ type procRun struct {
 // and deletes them however it ends (an error, Ctrl-C), so it can run
 // against a Redis that holds other data: it never flushes a database.
 func runBench(ctx context.Context, e *env, args []string) error {
+	o, err := parseBenchFlags(e, args)
+	if err != nil {
+		return err
+	}
+	rdb, err := o.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	bn := &bencher{ctx: ctx, rdb: rdb, url: o.redis, e: e}
+	r, err := bn.run(o)
+	if derr := bn.deleteOnExit(); derr != nil {
+		return errors.Join(err, derr)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("interrupted; its keys (%s:*) are deleted", o.redis.prefix)
+	case err != nil:
+		return err
+	}
+	return o.print(e, r)
+}
+
+// benchFlags are bench's command line.
+type benchFlags struct {
+	redis  redisFlags
+	flush  bool // ignored
+	asJSON bool
+	jobs   int // per throughput measurement
+	soak   soakOptions
+}
+
+// parseBenchFlags parses and checks bench's flags, refusing those that
+// would make bench write outside its own keys or measure something else
+// than one server.
+func parseBenchFlags(e *env, args []string) (*benchFlags, error) {
 	fs := newFlags(e, "bench", benchSynopsis)
-	var rf redisFlags
-	rf.register(fs)
-	flush := fs.Bool("flush", false, "ignored, kept so that older scripts still run: bench deletes only its own keys and never flushes a database")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-	jobs := fs.Int("jobs", 20000, "jobs per throughput measurement")
-	var so soakOptions
+	o := &benchFlags{}
+	o.redis.register(fs)
+	fs.BoolVar(&o.flush, "flush", false, "ignored, kept so that older scripts still run: bench deletes only its own keys and never flushes a database")
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object instead of a table")
+	fs.IntVar(&o.jobs, "jobs", 20000, "jobs per throughput measurement")
+	so := &o.soak
 	fs.DurationVar(&so.duration, "soak", 0, "instead of the measurements, run a producer and a pool of no-op handlers for this long (e.g. 5m) and follow Redis's used_memory")
 	fs.IntVar(&so.concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
 	fs.IntVar(&so.backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
 	fs.DurationVar(&so.every, "soak-every", 5*time.Second, "how often the soak reads used_memory")
 	fs.StringVar(&so.retentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)")
 	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
-		return err
+		return nil, err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case given["prefix"]:
-		return usagef("bench writes under a prefix of its own (fenceq-bench-<random>), deleted when it ends; drop --prefix")
-	case rf.cluster != "":
-		return usagef("bench measures one Redis server, not a cluster; give one node with --redis")
-	case *jobs < 1:
-		return usagef("--jobs %d: must be at least 1", *jobs)
+		return nil, usagef("bench writes under a prefix of its own (fenceq-bench-<random>), deleted when it ends; drop --prefix")
+	case o.redis.cluster != "":
+		return nil, usagef("bench measures one Redis server, not a cluster; give one node with --redis")
+	case o.jobs < 1:
+		return nil, usagef("--jobs %d: must be at least 1", o.jobs)
 	}
-	if err := checkSoakFlags(given, &so); err != nil {
-		return err
+	if err := checkSoakFlags(given, so); err != nil {
+		return nil, err
 	}
-	if *flush {
+	return o, nil
+}
+
+// connect connects under a new random prefix, bench's own, and says so.
+func (o *benchFlags) connect(ctx context.Context, e *env) (redis.UniversalClient, error) {
+	if o.flush {
 		fmt.Fprintln(e.stderr, "bench: --flush is ignored: bench deletes only its own keys and never flushes a database")
 	}
 	var tag [4]byte
 	_, _ = rand.Read(tag[:]) // crypto/rand never fails on Linux; a zero tag is still a prefix of bench's own
-	rf.prefix = "fenceq-bench-" + hex.EncodeToString(tag[:])
-	rdb, _, cerr := rf.connect(ctx, e)
-	if cerr != nil {
-		return cerr
+	o.redis.prefix = "fenceq-bench-" + hex.EncodeToString(tag[:])
+	rdb, _, err := o.redis.connect(ctx, e)
+	if err != nil {
+		return nil, err
 	}
-	defer rdb.Close()
-	fmt.Fprintf(e.stderr, "bench: writing only keys under %s:, deleted when it ends\n", rf.prefix)
-	progress := func(what string) {
-		if !*asJSON {
-			fmt.Fprintf(e.stderr, "bench: %s...\n", what)
+	fmt.Fprintf(e.stderr, "bench: writing only keys under %s:, deleted when it ends\n", o.redis.prefix)
+	return rdb, nil
+}
+
+// run runs the soak, or else the measurements: a soakResult or a
+// benchResult.
+func (bn *bencher) run(o *benchFlags) (any, error) {
+	if o.soak.duration > 0 {
+		return bn.soakReporting(o.soak, o.asJSON)
+	}
+	return bn.measure(o.jobs, func(what string) {
+		if !o.asJSON {
+			fmt.Fprintf(bn.e.stderr, "bench: %s...\n", what)
 		}
-	}
-	bn := &bencher{ctx: ctx, rdb: rdb, url: rf, e: e}
-	var r any
-	var err error
-	if so.duration > 0 {
-		r, err = bn.soakReporting(so, *asJSON)
-	} else {
-		r, err = bn.measure(*jobs, progress)
-	}
-	// Deleted on the way out even when interrupted: its own context, so
-	// that a Ctrl-C (whose context bench's is) does not stop the deleting.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	})
+}
+
+// deleteOnExit deletes bench's keys even when it was interrupted: under a
+// context of its own, so that a Ctrl-C (whose context bench's is) does
+// not stop the deleting. Its error says how to delete them by hand.
+func (bn *bencher) deleteOnExit() error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(bn.ctx), time.Minute)
 	defer cancel()
-	if derr := bn.deleteKeys(dctx); derr != nil {
-		return errors.Join(err, fmt.Errorf("delete bench's keys: %w; delete them with: redis-cli --scan --pattern '%s:*' | xargs redis-cli unlink", derr, rf.prefix))
+	if err := bn.deleteKeys(dctx); err != nil {
+		return fmt.Errorf("delete bench's keys: %w; delete them with: redis-cli --scan --pattern '%s:*' | xargs redis-cli unlink", err, bn.url.prefix)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("interrupted; its keys (%s:*) are deleted", rf.prefix)
-	case err != nil:
-		return err
-	case *asJSON:
+	return nil
+}
+
+// print writes r as one JSON object with --json, else as a table.
+func (o *benchFlags) print(e *env, r any) error {
+	if o.asJSON {
 		return printJSON(e.stdout, r)
 	}
 	switch r := r.(type) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -34,45 +35,27 @@ var errTimeUp = errors.New("--exit-after reached")
 // runDev runs everything in one process: an embedded in-memory Redis, a
 // pool with demo handlers, and a trickle of demo jobs, with a live count.
 func runDev(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "dev", "[flags]")
-	var lf logFlags
-	lf.register(fs)
-	fs.Lookup("log-level").DefValue, lf.level = "error", "error" // the counter is the show; logs only for trouble
-	jobs := fs.Int("jobs", 20, "demo jobs to enqueue at start (more follow every second)")
-	exitAfter := fs.Duration("exit-after", 0, "stop by itself after this long, with a summary (default: run until Ctrl-C)")
-	if _, err := parse(fs, "[flags]", args, 0, 0); err != nil {
+	o, err := parseDevFlags(e, args)
+	if err != nil {
 		return err
 	}
-	switch {
-	case *jobs < 0:
-		return usagef("--jobs %d: give 0 or more", *jobs)
-	case *exitAfter < 0:
-		return usagef("--exit-after %v: give a positive duration such as 30s, or leave it out to run until Ctrl-C", *exitAfter)
-	}
-	log, err := lf.logger(e.stderr)
+	log, err := o.log.logger(e.stderr)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	// ctx is the user's stop (Ctrl-C); work stops at that or at --exit-after.
 	work := ctx
-	if *exitAfter > 0 {
+	if o.exitAfter > 0 {
 		var cancel context.CancelFunc
-		work, cancel = context.WithTimeoutCause(ctx, *exitAfter, errTimeUp)
+		work, cancel = context.WithTimeoutCause(ctx, o.exitAfter, errTimeUp)
 		defer cancel()
 	}
-
-	mr := miniredis.NewMiniRedis()
-	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return fmt.Errorf("start the embedded Redis: %w", err)
+	mr, err := startEmbeddedRedis(e)
+	if err != nil {
+		return err
 	}
 	defer mr.Close()
-	url := "redis://" + mr.Addr()
-	fmt.Fprintf(e.stdout, "workerd dev: embedded Redis at %s (in memory, NOT durable: everything is gone when this process exits)\n", url)
-	fmt.Fprintf(e.stdout, "  from another terminal:  go run ./cmd/workerd inspect %s --redis %s\n", devQueue, url)
-	fmt.Fprintf(e.stdout, "                          go run ./cmd/workerd enqueue %s demo.greet --payload '{\"name\":\"you\"}' --redis %s\n", devQueue, url)
-	fmt.Fprintln(e.stdout, "  Ctrl-C stops gracefully.")
-
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	b, err := broker.New(rdb, broker.Options{})
@@ -85,104 +68,212 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	}
 	defer stopDash()
 	fmt.Fprintln(e.stdout, dash)
+	pool, err := startDemoPool(ctx, b, log)
+	if err != nil {
+		return err
+	}
+	d := newDemo(e, b, o.jobs, start)
+	failed := d.loop(work)
+	return cmp.Or(failed, d.stop(work, pool, o.exitAfter, log))
+}
+
+// devFlags are dev's command line.
+type devFlags struct {
+	log       logFlags
+	jobs      int           // demo jobs enqueued at start
+	exitAfter time.Duration // 0: run until Ctrl-C
+}
+
+func parseDevFlags(e *env, args []string) (*devFlags, error) {
+	fs := newFlags(e, "dev", "[flags]")
+	o := &devFlags{}
+	o.log.register(fs)
+	fs.Lookup("log-level").DefValue, o.log.level = "error", "error" // the counter is the show; logs only for trouble
+	fs.IntVar(&o.jobs, "jobs", 20, "demo jobs to enqueue at start (more follow every second)")
+	fs.DurationVar(&o.exitAfter, "exit-after", 0, "stop by itself after this long, with a summary (default: run until Ctrl-C)")
+	if _, err := parse(fs, "[flags]", args, 0, 0); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.jobs < 0:
+		return nil, usagef("--jobs %d: give 0 or more", o.jobs)
+	case o.exitAfter < 0:
+		return nil, usagef("--exit-after %v: give a positive duration such as 30s, or leave it out to run until Ctrl-C", o.exitAfter)
+	}
+	return o, nil
+}
+
+// startEmbeddedRedis starts miniredis on a free local port and tells the
+// user how to reach it from another terminal.
+func startEmbeddedRedis(e *env) (*miniredis.Miniredis, error) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("start the embedded Redis: %w", err)
+	}
+	url := "redis://" + mr.Addr()
+	fmt.Fprintf(e.stdout, "workerd dev: embedded Redis at %s (in memory, NOT durable: everything is gone when this process exits)\n", url)
+	fmt.Fprintf(e.stdout, "  from another terminal:  go run ./cmd/workerd inspect %s --redis %s\n", devQueue, url)
+	fmt.Fprintf(e.stdout, "                          go run ./cmd/workerd enqueue %s demo.greet --payload '{\"name\":\"you\"}' --redis %s\n", devQueue, url)
+	fmt.Fprintln(e.stdout, "  Ctrl-C stops gracefully.")
+	return mr, nil
+}
+
+// startDemoPool starts a pool of the demo handlers on the demo queue. It
+// runs until ctx (the user's stop) ends, not --exit-after: stop shuts it
+// down.
+func startDemoPool(ctx context.Context, b *broker.Broker, log *slog.Logger) (*worker.Pool, error) {
 	pool, err := worker.New(b, demoMux(), worker.Config{
 		Queues: []worker.Queue{{Name: devQueue}}, Concurrency: 4, LeaseDuration: 5 * time.Second,
 		Backoff: worker.ExponentialBackoff(500*time.Millisecond, 5*time.Second), Logger: log,
 		ShutdownTimeout: devShutdownTimeout,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := pool.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
+	return pool, nil
+}
 
-	// The first jobs go in batches while the pool already works and the
-	// counter already shows them arriving.
-	var seededN atomic.Int64 // of the --jobs
-	extra := 0               // the trickle that follows
-	seeded := make(chan error, 1)
-	go func() { seeded <- seed(work, b, *jobs, &seededN) }()
-	seeding := *jobs > 0
-	if seeding {
-		fmt.Fprintf(e.stdout, "workerd dev: enqueueing %d demo jobs, %d per round trip; more follow every second\n", *jobs, devBatch)
+// demo is the show of one dev run: the seeding of --jobs, the trickle
+// that follows, and the counter line redrawn as they are handled.
+type demo struct {
+	e      *env
+	b      *broker.Broker
+	jobs   int       // --jobs
+	start  time.Time // of the run
+	tty    bool      // the counter redraws one line in place
+	counts *counter
+
+	seededN  atomic.Int64 // of the --jobs, enqueued so far
+	extra    int          // the trickle that follows
+	seeded   chan error   // the seeding's end; nil once received
+	seeding  bool
+	lastLine time.Time // when the counter last printed; zero once its line is ended
+}
+
+func newDemo(e *env, b *broker.Broker, jobs int, start time.Time) *demo {
+	return &demo{
+		e: e, b: b, jobs: jobs, start: start,
+		tty:    isTerminal(e.stdout),
+		counts: &counter{width: max(4, len(strconv.Itoa(jobs)))},
+		seeded: make(chan error, 1),
 	}
+}
 
-	tty := isTerminal(e.stdout)
-	counts := &counter{width: max(4, len(strconv.Itoa(*jobs)))}
+// loop seeds the first jobs in batches while the pool already works and
+// the counter already shows them arriving, adds a few more every second,
+// and shows the counts, until work ends. It answers an enqueue that
+// failed while work went on.
+func (d *demo) loop(work context.Context) error {
+	seeded := d.seeded
+	go func() { seeded <- seed(work, d.b, d.jobs, &d.seededN) }()
+	d.seeding = d.jobs > 0
+	if d.seeding {
+		fmt.Fprintf(d.e.stdout, "workerd dev: enqueueing %d demo jobs, %d per round trip; more follow every second\n", d.jobs, devBatch)
+	}
 	show := time.NewTicker(250 * time.Millisecond)
 	defer show.Stop()
 	more := time.NewTicker(time.Second)
 	defer more.Stop()
-	lastLine := time.Time{}
-	endLine := func() { // ends the line the counter keeps redrawing
-		if tty && !lastLine.IsZero() {
-			fmt.Fprintln(e.stdout)
-			lastLine = time.Time{}
-		}
-	}
-	var failed error
-	for done := false; !done; {
+	defer d.endLine()
+	for {
 		select {
 		case <-work.Done():
-			done = true
-		case err := <-seeded:
-			seeded, seeding = nil, false
-			if err != nil && work.Err() == nil {
-				failed, done = fmt.Errorf("enqueue the demo jobs: %w", err), true
+			return nil
+		case err := <-d.seeded:
+			if err := d.seedingEnded(work, err); err != nil {
+				return err
 			}
-			if err != nil || work.Err() != nil {
-				break // cut short; the summary counts what went in
-			}
-			endLine()
-			fmt.Fprintf(e.stdout, "workerd dev: enqueued %d demo jobs in %v\n", *jobs, time.Since(start).Round(time.Millisecond))
 		case <-more.C:
-			for range 1 + rand.IntN(3) {
-				if _, err := b.Enqueue(work, demoJob()); err != nil {
-					if work.Err() == nil {
-						failed, done = fmt.Errorf("enqueue a demo job: %w", err), true
-					}
-					break
-				}
-				extra++
+			if err := d.trickle(work); err != nil {
+				return err
 			}
 		case <-show.C:
-			if tty || time.Since(lastLine) >= 2*time.Second {
-				lastLine = time.Now()
-				line, err := counts.read(work, b)
-				if err != nil {
-					break
-				}
-				if seeding {
-					line += fmt.Sprintf("  (enqueueing: %d of %d)", seededN.Load(), *jobs)
-				}
-				if tty {
-					fmt.Fprintf(e.stdout, "\r\033[K%s", line)
-				} else {
-					fmt.Fprintln(e.stdout, line)
-				}
-			}
+			d.show(work)
 		}
 	}
-	endLine()
+}
 
+// seedingEnded reports the end of the seeding, unless it was cut short
+// (then the summary counts what went in); a failure is the loop's end.
+func (d *demo) seedingEnded(work context.Context, err error) error {
+	d.seeded, d.seeding = nil, false
+	if err != nil && work.Err() == nil {
+		return fmt.Errorf("enqueue the demo jobs: %w", err)
+	}
+	if err != nil || work.Err() != nil {
+		return nil
+	}
+	d.endLine()
+	fmt.Fprintf(d.e.stdout, "workerd dev: enqueued %d demo jobs in %v\n", d.jobs, time.Since(d.start).Round(time.Millisecond))
+	return nil
+}
+
+// trickle enqueues one to three more demo jobs.
+func (d *demo) trickle(work context.Context) error {
+	for range 1 + rand.IntN(3) {
+		if _, err := d.b.Enqueue(work, demoJob()); err != nil {
+			if work.Err() == nil {
+				return fmt.Errorf("enqueue a demo job: %w", err)
+			}
+			return nil
+		}
+		d.extra++
+	}
+	return nil
+}
+
+// show prints the counts: redrawn in place on a terminal, else a line
+// every 2 s at most.
+func (d *demo) show(work context.Context) {
+	if !d.tty && time.Since(d.lastLine) < 2*time.Second {
+		return
+	}
+	d.lastLine = time.Now()
+	line, err := d.counts.read(work, d.b)
+	if err != nil {
+		return
+	}
+	if d.seeding {
+		line += fmt.Sprintf("  (enqueueing: %d of %d)", d.seededN.Load(), d.jobs)
+	}
+	if d.tty {
+		fmt.Fprintf(d.e.stdout, "\r\033[K%s", line)
+	} else {
+		fmt.Fprintln(d.e.stdout, line)
+	}
+}
+
+// endLine ends the line the counter keeps redrawing.
+func (d *demo) endLine() {
+	if d.tty && !d.lastLine.IsZero() {
+		fmt.Fprintln(d.e.stdout)
+		d.lastLine = time.Time{}
+	}
+}
+
+// stop shuts the pool down, says why, and prints the last counts and a
+// summary.
+func (d *demo) stop(work context.Context, pool *worker.Pool, exitAfter time.Duration, log *slog.Logger) error {
 	why := "stopping"
 	if errors.Is(context.Cause(work), errTimeUp) {
-		why = fmt.Sprintf("stopping after %v (--exit-after)", *exitAfter)
+		why = fmt.Sprintf("stopping after %v (--exit-after)", exitAfter)
 	}
-	fmt.Fprintf(e.stdout, "workerd dev: %s: running jobs have up to %v to finish (%v at most in all); Ctrl-C again stops at once\n",
+	fmt.Fprintf(d.e.stdout, "workerd dev: %s: running jobs have up to %v to finish (%v at most in all); Ctrl-C again stops at once\n",
 		why, devShutdownTimeout, devShutdownTimeout+shutdownSlack)
-	err = shutdown([]*worker.Pool{pool}, devShutdownTimeout, e.hurry, log)
-	if seeded != nil {
-		<-seeded // work is done: at most the batch in flight is still going in
+	err := shutdown([]*worker.Pool{pool}, devShutdownTimeout, d.e.hurry, log)
+	if d.seeded != nil {
+		<-d.seeded // work is done: at most the batch in flight is still going in
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if line, err := counts.read(sctx, b); err == nil {
-		fmt.Fprintln(e.stdout, line)
+	if line, err := d.counts.read(sctx, d.b); err == nil {
+		fmt.Fprintln(d.e.stdout, line)
 	}
-	fmt.Fprintf(e.stdout, "workerd dev: stopped after %v; %d demo jobs enqueued\n", time.Since(start).Round(100*time.Millisecond), seededN.Load()+int64(extra))
-	return cmp.Or(failed, err)
+	fmt.Fprintf(d.e.stdout, "workerd dev: stopped after %v; %d demo jobs enqueued\n", time.Since(d.start).Round(100*time.Millisecond), d.seededN.Load()+int64(d.extra))
+	return err
 }
 
 // seed enqueues n demo jobs, devBatch per round trip, counting them into

@@ -26,11 +26,11 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	switch l.format {
 	case "auto":
 		if isTerminal(w) {
-			return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
+			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
 		}
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
 	case "text":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)})), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
 	}

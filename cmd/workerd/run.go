@@ -17,28 +17,26 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/middleware"
 	"github.com/fenceq/fenceq/worker"
 )
 
 const httpDefault = "127.0.0.1:9090"
 
+// runRun is the production runner: it loads the config, connects, starts
+// one pool per entry of pools, serves the endpoints, and at the first
+// signal stops it all in order.
 func runRun(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "run", "[--config workerd.yaml] [flags]")
-	var rf redisFlags
-	rf.register(fs)
-	var lf logFlags
-	lf.register(fs)
-	path := fs.String("config", "workerd.yaml", "config file")
-	httpAddr := fs.String("http", "", `address of /healthz, /readyz and /metrics (default: the config's "http", else `+httpDefault+`; "off" disables)`)
-	if _, err := parse(fs, "[--config workerd.yaml] [flags]", args, 0, 0); err != nil {
-		return err
-	}
-	log, err := lf.logger(e.stderr)
+	o, err := parseRunFlags(e, args)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path)
+	log, err := o.log.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(o.path)
 	if err != nil {
 		return err
 	}
@@ -46,30 +44,102 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["redis"] && e.getenv("REDIS_URL") == "" {
-		rf.url = cfg.Redis
-	}
-	if !set["prefix"] && cfg.Prefix != "" {
-		rf.prefix = cfg.Prefix
-	}
-	rdb, b, err := rf.connect(ctx, e)
+	o.defaultsFrom(cfg, e)
+	rdb, b, err := connectForRun(ctx, e, &o.redis)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	if err := b.LoadScripts(ctx); err != nil {
-		return &configError{fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)}
+	r := &runner{e: e, cfg: cfg, log: log, b: b, m: newMetrics(b, configQueues(cfg))}
+	if err := r.startPools(ctx, mux, timeouts); err != nil {
+		return err
 	}
+	srv, err := r.serve(cmp.Or(o.httpAddr, cfg.HTTP, httpDefault), rdb)
+	if err != nil {
+		_ = shutdown(r.m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
+		return err
+	}
+	log.Info("workerd running", slog.Int("pools", len(r.m.pools)), slog.Any("kinds", mux.Kinds()))
+	<-ctx.Done()
+	return r.stop(ctx, srv)
+}
 
+// runFlags are run's command line.
+type runFlags struct {
+	redis    redisFlags
+	log      logFlags
+	path     string // the config file
+	httpAddr string // empty: the config's http, else httpDefault
+	given    map[string]bool
+}
+
+func parseRunFlags(e *env, args []string) (*runFlags, error) {
+	const synopsis = "[--config workerd.yaml] [flags]"
+	fs := newFlags(e, "run", synopsis)
+	o := &runFlags{given: map[string]bool{}}
+	o.redis.register(fs)
+	o.log.register(fs)
+	fs.StringVar(&o.path, "config", "workerd.yaml", "config file")
+	fs.StringVar(&o.httpAddr, "http", "", `address of /healthz, /readyz and /metrics (default: the config's "http", else `+httpDefault+`; "off" disables)`)
+	if _, err := parse(fs, synopsis, args, 0, 0); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
+	return o, nil
+}
+
+// defaultsFrom takes the Redis address and key prefix from the config
+// where the command line does not give them (nor, for the address,
+// REDIS_URL).
+func (o *runFlags) defaultsFrom(cfg *fileConfig, e *env) {
+	if !o.given["redis"] && e.getenv("REDIS_URL") == "" {
+		o.redis.url = cfg.Redis
+	}
+	if !o.given["prefix"] && cfg.Prefix != "" {
+		o.redis.prefix = cfg.Prefix
+	}
+}
+
+// connectForRun connects and loads the scripts up front, so that a Redis
+// user without the right to run them is a configuration error at start.
+func connectForRun(ctx context.Context, e *env, rf *redisFlags) (redis.UniversalClient, *broker.Broker, error) {
+	rdb, b, err := rf.connect(ctx, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := b.LoadScripts(ctx); err != nil {
+		rdb.Close()
+		return nil, nil, &configError{fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)}
+	}
+	return rdb, b, nil
+}
+
+// runner is what the steps of one run share once it is connected. Its
+// metrics hold the pools it started (m.pools).
+type runner struct {
+	e   *env
+	cfg *fileConfig
+	log *slog.Logger
+	b   *broker.Broker
+	m   *metrics
+}
+
+// configQueues names every queue of every pool, for the metrics.
+func configQueues(cfg *fileConfig) []string {
 	var queues []string
 	for _, p := range cfg.Pools {
 		for _, q := range p.Queues {
 			queues = append(queues, q.Name)
 		}
 	}
-	m := newMetrics(b, queues)
+	return queues
+}
+
+// startPools builds and starts one pool per entry of the config's pools,
+// adding each to m.pools as it starts. When one fails to start, the pools
+// started before it are shut down.
+func (r *runner) startPools(ctx context.Context, mux *handlers.Mux, timeouts map[string]time.Duration) error {
+	cfg, m, log := r.cfg, r.m, r.log
 	for i, pc := range cfg.Pools {
 		wc := pc.workerConfig()
 		wc.ShutdownTimeout = cfg.ShutdownTimeout.Duration
@@ -82,43 +152,51 @@ func runRun(ctx context.Context, e *env, args []string) error {
 				wc.Periodic = append(wc.Periodic, per)
 			}
 		}
-		p, err := worker.New(b, mux, wc)
+		p, err := worker.New(r.b, mux, wc)
 		if err != nil {
-			return &configError{fmt.Errorf("%s: pools[%d]: %w", *path, i, err)}
+			return &configError{fmt.Errorf("%s: pools[%d]: %w", cfg.file, i, err)}
 		}
 		if err := p.Start(ctx); err != nil {
-			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
+			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, r.e.hurry, log)
 			return &configError{err}
 		}
 		m.pools = append(m.pools, p)
 	}
+	return nil
+}
 
-	addr := cmp.Or(*httpAddr, cfg.HTTP, httpDefault)
-	var srv *http.Server
-	if addr != "off" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
-			return &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
-		}
-		h := endpoints(rdb, b, m)
-		if err := mountDashboard(h, b, cmp.Or(cfg.UIToken, e.getenv("FENCEQ_UI_TOKEN")), log); err != nil {
-			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
-			return err
-		}
-		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()))
+// serve serves /healthz, /readyz, /metrics and the dashboard at addr in
+// the background; "off" serves nothing (a nil server).
+func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, error) {
+	if addr == "off" {
+		return nil, nil
 	}
-	log.Info("workerd running", slog.Int("pools", len(m.pools)), slog.Any("kinds", mux.Kinds()))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
+	}
+	h := endpoints(rdb, r.b, r.m)
+	if err := mountDashboard(h, r.b, cmp.Or(r.cfg.UIToken, r.e.getenv("FENCEQ_UI_TOKEN")), r.log); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	r.log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()))
+	return srv, nil
+}
 
-	<-ctx.Done()
-	grace := cmp.Or(cfg.ShutdownTimeout.Duration, worker.ShutdownTimeoutDefault)
+// stop shuts the pools down within the config's shutdown_timeout (or at
+// once on a second signal), then the endpoints: gracefully after a clean
+// shutdown, abruptly after a hurried one.
+func (r *runner) stop(ctx context.Context, srv *http.Server) error {
+	log := r.log
+	grace := cmp.Or(r.cfg.ShutdownTimeout.Duration, worker.ShutdownTimeoutDefault)
 	log.Info("workerd shutting down: running jobs may finish within shutdown_timeout, then they are cancelled and released; "+
 		"a second SIGINT or SIGTERM (Ctrl-C) stops at once",
 		slog.Any("reason", context.Cause(ctx)), slog.String("shutdown_timeout", grace.String()),
 		slog.String("at_most", (grace+shutdownSlack+httpShutdownTimeout).String()))
-	err = shutdown(m.pools, grace, e.hurry, log)
+	err := shutdown(r.m.pools, grace, r.e.hurry, log)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 		defer cancel()

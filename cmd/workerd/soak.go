@@ -86,43 +86,14 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 		return r, err
 	}
 	defer c.Close()
-	var done, enqueued atomic.Int64
-	handled := make(chan struct{}, 1) // wakes a producer waiting for room
-	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
-		done.Add(1)
-		select {
-		case handled <- struct{}{}:
-		default:
-		}
-		return nil
-	}), worker.Config{Queues: []worker.Queue{{Name: q}}, Concurrency: o.concurrency, Retention: o.retention,
-		Logger: slog.New(slog.DiscardHandler)})
+	sr := &soakRun{bn: bn, b: b, q: q, handled: make(chan struct{}, 1)}
+	p, err := worker.New(b, handlers.HandlerFunc(sr.handle), worker.Config{Queues: []worker.Queue{{Name: q}},
+		Concurrency: o.concurrency, Retention: o.retention, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return r, err
 	}
-	sample := func(start time.Time, prev soakSample) (soakSample, error) {
-		info, err := bn.rdb.Info(bn.ctx, "memory").Result()
-		if err != nil {
-			return soakSample{}, fmt.Errorf("read used_memory: %w", err)
-		}
-		used, err := strconv.ParseInt(strings.TrimSpace(infoValue(info, "used_memory")), 10, 64)
-		if err != nil {
-			return soakSample{}, fmt.Errorf("read used_memory: INFO memory has no number for it: %w", err)
-		}
-		n, err := b.Counts(bn.ctx, q)
-		if err != nil {
-			return soakSample{}, err
-		}
-		s := soakSample{ElapsedS: time.Since(start).Seconds(), UsedMemory: used, Done: done.Load(),
-			Kept: n.Done + n.Cancelled + n.Dead}
-		s.Backlog = enqueued.Load() - s.Done
-		if dt := s.ElapsedS - prev.ElapsedS; dt > 0 {
-			s.JobsPerS = float64(s.Done-prev.Done) / dt
-		}
-		return s, nil
-	}
-	start := time.Now()
-	s, err := sample(start, soakSample{})
+	sr.start = time.Now()
+	s, err := sr.sample(soakSample{})
 	if err != nil {
 		return r, err
 	}
@@ -133,42 +104,12 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 	}
 	shutdown := shutdownOnce(bn.ctx, p)
 	defer shutdown()
-	// The first producer to fail stops the others; so does the end.
-	pctx, stopProducing := context.WithCancel(bn.ctx)
-	var producing sync.WaitGroup
-	var failed error
-	var failOnce sync.Once
-	for range soakProducers {
-		producing.Go(func() {
-			if err := produce(pctx, b, q, o.backlog, &enqueued, &done, handled); err != nil {
-				failOnce.Do(func() { failed = fmt.Errorf("producer: %w", err) })
-				stopProducing()
-			}
-		})
-	}
-	stopProducers := sync.OnceValue(func() error {
-		stopProducing()
-		producing.Wait()
-		return failed
-	})
+	pctx, stopProducers := sr.startProducers(o.backlog)
 	// Run before the pool's shutdown (deferred calls run last first), so
 	// that nothing enqueues after bench deleted its keys.
 	defer stopProducers()
-	tick := time.NewTicker(o.every)
-	defer tick.Stop()
-	// The soak ends at the first sample at or past o.duration.
-	for r.Samples[len(r.Samples)-1].ElapsedS < o.duration.Seconds() {
-		select {
-		case <-tick.C:
-		case <-pctx.Done(): // a producer failed, or bench was interrupted
-			return r, cmp.Or(stopProducers(), bn.ctx.Err())
-		}
-		s, err := sample(start, r.Samples[len(r.Samples)-1])
-		if err != nil {
-			return r, err
-		}
-		r.Samples = append(r.Samples, s)
-		report(s)
+	if err := sr.follow(pctx, &r, o, report, stopProducers); err != nil {
+		return r, err
 	}
 	if err := stopProducers(); err != nil {
 		return r, err
@@ -176,27 +117,122 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 	if err := shutdown(); err != nil {
 		return r, err
 	}
+	err = r.summarize(o.duration)
+	return r, err
+}
+
+// soakRun is what a soak's handler, producers and samples share.
+type soakRun struct {
+	bn             *bencher
+	b              *broker.Broker
+	q              string
+	start          time.Time
+	done, enqueued atomic.Int64
+	handled        chan struct{} // wakes a producer waiting for room
+}
+
+// handle is the soak's no-op handler: it counts the job done.
+func (sr *soakRun) handle(context.Context, *handlers.Job) error {
+	sr.done.Add(1)
+	select {
+	case sr.handled <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// startProducers starts soakProducers producers keeping about backlog
+// jobs enqueued. The first to fail stops the others and ends pctx; stop
+// stops them too, waits for them, and answers that first failure.
+func (sr *soakRun) startProducers(backlog int) (pctx context.Context, stop func() error) {
+	pctx, stopProducing := context.WithCancel(sr.bn.ctx)
+	var producing sync.WaitGroup
+	var failed error
+	var failOnce sync.Once
+	for range soakProducers {
+		producing.Go(func() {
+			if err := produce(pctx, sr.b, sr.q, backlog, &sr.enqueued, &sr.done, sr.handled); err != nil {
+				failOnce.Do(func() { failed = fmt.Errorf("producer: %w", err) })
+				stopProducing()
+			}
+		})
+	}
+	return pctx, sync.OnceValue(func() error {
+		stopProducing()
+		producing.Wait()
+		return failed
+	})
+}
+
+// follow takes a sample every o.every into r.Samples until the first at
+// or past o.duration. It stops early when pctx ends: a producer failed
+// (answered by stopProducers), or bench was interrupted.
+func (sr *soakRun) follow(pctx context.Context, r *soakResult, o soakOptions, report func(soakSample), stopProducers func() error) error {
+	tick := time.NewTicker(o.every)
+	defer tick.Stop()
+	for r.Samples[len(r.Samples)-1].ElapsedS < o.duration.Seconds() {
+		select {
+		case <-tick.C:
+		case <-pctx.Done():
+			return cmp.Or(stopProducers(), sr.bn.ctx.Err())
+		}
+		s, err := sr.sample(r.Samples[len(r.Samples)-1])
+		if err != nil {
+			return err
+		}
+		r.Samples = append(r.Samples, s)
+		report(s)
+	}
+	return nil
+}
+
+// sample reads used_memory and the queue's counts; its rate is since prev.
+func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
+	info, err := sr.bn.rdb.Info(sr.bn.ctx, "memory").Result()
+	if err != nil {
+		return soakSample{}, fmt.Errorf("read used_memory: %w", err)
+	}
+	used, err := strconv.ParseInt(strings.TrimSpace(infoValue(info, "used_memory")), 10, 64)
+	if err != nil {
+		return soakSample{}, fmt.Errorf("read used_memory: INFO memory has no number for it: %w", err)
+	}
+	n, err := sr.b.Counts(sr.bn.ctx, sr.q)
+	if err != nil {
+		return soakSample{}, err
+	}
+	s := soakSample{ElapsedS: time.Since(sr.start).Seconds(), UsedMemory: used, Done: sr.done.Load(),
+		Kept: n.Done + n.Cancelled + n.Dead}
+	s.Backlog = sr.enqueued.Load() - s.Done
+	if dt := s.ElapsedS - prev.ElapsedS; dt > 0 {
+		s.JobsPerS = float64(s.Done-prev.Done) / dt
+	}
+	return s, nil
+}
+
+// summarize fills in the totals, the peak, and the memory slope fitted
+// over the samples of the second half of a soak of duration d.
+func (r *soakResult) summarize(d time.Duration) error {
 	last := r.Samples[len(r.Samples)-1]
 	r.Done, r.JobsPerS = last.Done, float64(last.Done)/last.ElapsedS
 	var xs, ys []float64
 	var half []soakSample
 	for _, s := range r.Samples {
 		r.PeakBytes = max(r.PeakBytes, s.UsedMemory)
-		if s.ElapsedS >= o.duration.Seconds()/2 {
+		if s.ElapsedS >= d.Seconds()/2 {
 			xs, ys = append(xs, s.ElapsedS), append(ys, float64(s.UsedMemory))
 			half = append(half, s)
 		}
 	}
 	var ok bool
 	if r.SlopeBytesPerS, ok = slope(xs, ys); !ok {
-		return r, fmt.Errorf("only %d samples in the second half of the soak: give --soak-every at most a quarter of --soak", len(xs))
+		return fmt.Errorf("only %d samples in the second half of the soak: give --soak-every at most a quarter of --soak", len(xs))
 	}
 	first, final := half[0], half[len(half)-1]
 	r.SecondHalfPerS = float64(final.Done-first.Done) / (final.ElapsedS - first.ElapsedS)
 	if r.SecondHalfPerS > 0 {
 		r.SlopeBytesPerJob = r.SlopeBytesPerS / r.SecondHalfPerS
 	}
-	return r, nil
+	return nil
 }
 
 // produce keeps about backlog jobs enqueued and not yet handled, in

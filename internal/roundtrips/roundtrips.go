@@ -12,7 +12,7 @@ import (
 // Counter is a go-redis hook (client.AddHook). A single command is one
 // round trip; a whole pipeline is one round trip of len(cmds) commands.
 type Counter struct {
-	Trips, Commands atomic.Int64
+	Trips, Commands atomic.Int64 // round trips, and the commands they carried
 }
 
 func (c *Counter) DialHook(next redis.DialHook) redis.DialHook { return next }

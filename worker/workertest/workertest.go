@@ -30,9 +30,9 @@ import (
 
 // Env is one test's queue: everything in memory, torn down with the test.
 type Env struct {
-	Broker *broker.Broker
-	Client *redis.Client
-	Redis  *miniredis.Miniredis
+	Broker *broker.Broker       // the broker over Redis: enqueue and inspect through it
+	Client *redis.Client        // a client of Redis, for what the broker does not offer
+	Redis  *miniredis.Miniredis // the in-memory server; move its clock with Advance, not SetTime
 
 	mu  sync.Mutex
 	now time.Time

@@ -1,0 +1,43 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+)
+
+// active is one job the pool holds.
+type active struct {
+	lease  broker.Lease
+	job    *handlers.Job
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// settling is set when the handler has returned: a renew that finds
+	// the lease gone after that has most likely met our own settlement,
+	// which reports for itself if it was stale.
+	settling atomic.Bool
+	// passed is set when the acker gave this job's slot to a job it claimed
+	// with the ack: the slot is not freed when this job ends.
+	passed atomic.Bool
+
+	mu            sync.Mutex
+	localDeadline time.Time   // when the lease certainly stops being ours
+	expiry        *time.Timer // fires at localDeadline: the watchdog
+}
+
+func (a *active) deadline() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.localDeadline
+}
+
+func (a *active) extend(d time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.localDeadline = d
+	a.expiry.Reset(time.Until(d))
+}

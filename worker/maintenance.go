@@ -1,0 +1,139 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// trimStepsMax bounds how far a trim's batch grows while retention is
+// behind, in ReapBatches: 1,000 jobs by default, a few milliseconds of
+// Redis (invariant 8).
+const trimStepsMax = 10
+
+// maintenance is the service that keeps the pool's queues in shape: it
+// recovers expired leases (the reaper), carries on the cascades of
+// finished jobs' dependents, and trims finished jobs past their retention,
+// each in bounded batches.
+//
+// It runs on its own loop, not behind claims: recovery keeps its schedule
+// whatever the pool is doing, so ready work cannot starve it (invariant 5).
+type maintenance struct {
+	loop
+	p *Pool
+
+	trimStep   map[string]int // per queue: the next trim's batch
+	trimBehind bool           // the last trim had a full batch
+	trimMark   atomic.Int64   // jobs the pool had finished at its last trim
+	trimDue    chan struct{}  // nudged when ReapBatch jobs finished since the last trim
+}
+
+func newMaintenance(p *Pool) *maintenance {
+	return &maintenance{loop: newLoop(), p: p, trimStep: map[string]int{}, trimDue: make(chan struct{}, 1)}
+}
+
+func (m *maintenance) start() { m.run(m.maintain) }
+
+// maintain is the loop: reap at most every reapInterval, again at once
+// while a batch comes back full or dependents are left, and trim whenever
+// the pool has finished a ReapBatch of jobs since the last trim.
+func (m *maintenance) maintain() {
+	cfg := &m.p.cfg
+	var nextReap time.Time
+	for !m.stopping() {
+		if !time.Now().Before(nextReap) {
+			nextReap = time.Now().Add(cfg.reapInterval())
+			if m.reap() {
+				nextReap = time.Now() // a full batch: more may be waiting
+			}
+		}
+		// Retention keeps pace with the pool's own settlements, not only
+		// with the reaper's clock: a busy pool finishes tens of thousands
+		// of jobs between two reaps, which the index would hold past its
+		// bound until then.
+		if n := m.p.stats.finished(); n-m.trimMark.Load() >= int64(cfg.ReapBatch) || m.trimBehind {
+			m.trimMark.Store(n)
+			m.trimBehind = false
+			for _, q := range cfg.Queues {
+				m.trimBehind = m.trim(q.Name) || m.trimBehind
+			}
+		}
+		if m.trimBehind {
+			continue
+		}
+		m.waitDue(time.Until(nextReap))
+	}
+}
+
+// finished tells maintenance the pool took a job to a final state; it
+// nudges the loop when a trim is due.
+func (m *maintenance) finished(n int64) {
+	if n-m.trimMark.Load() >= int64(m.p.cfg.ReapBatch) {
+		select {
+		case m.trimDue <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitDue blocks until a trim is due, maintenance stops, or d passes.
+func (m *maintenance) waitDue(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-m.trimDue:
+	case <-m.quit:
+	case <-t.C:
+	}
+}
+
+// reap recovers expired leases of every queue, one bounded batch each,
+// settles a bounded step of the dependents of finished jobs, and trims
+// finished jobs past their retention. It reports whether a batch was full
+// or dependents are left, so more may be waiting.
+func (m *maintenance) reap() (more bool) {
+	p := m.p
+	for _, q := range p.cfg.Queues {
+		res, err := p.b.Reap(context.Background(), q.Name, p.cfg.ReapBatch)
+		if err != nil {
+			p.log.Warn("fenceq could not reap expired leases", slog.String("queue", q.Name), slog.Any("error", err))
+			continue
+		}
+		p.logProblems(q.Name, "reap", res.Problems)
+		for _, r := range res.Reaped {
+			p.stats.reaped.Add(1)
+			p.log.Warn("fenceq recovered a job whose lease expired (its worker is gone or stalled)",
+				slog.String("queue", q.Name), slog.String("id", r.ID), slog.String("now", string(r.State)), slog.Int64("generation", r.Generation))
+		}
+		more = more || len(res.Reaped) == p.cfg.ReapBatch || res.CascadeLeft
+		// Retention is upkeep of the same kind: bounded, on the same clock.
+		more = m.trim(q.Name) || more
+	}
+	return more
+}
+
+// trim deletes one batch of queue's finished jobs past retention, and
+// reports whether the batch was full. Jobs finish as fast as the pool runs
+// them, which can be far more than one ReapBatch per reap interval: a full
+// batch doubles the next (up to trimStepsMax ReapBatches), so trimming
+// catches up with any rate the pool reaches, and one that was not full
+// falls back to ReapBatch.
+func (m *maintenance) trim(queue string) (full bool) {
+	p := m.p
+	step := max(m.trimStep[queue], p.cfg.ReapBatch)
+	trimmed, err := p.b.Trim(context.Background(), queue, p.cfg.trimRetention(), step)
+	if err != nil {
+		p.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
+		return false
+	}
+	full = trimmed == step
+	m.trimStep[queue] = p.cfg.ReapBatch
+	if full {
+		m.trimStep[queue] = min(2*step, trimStepsMax*p.cfg.ReapBatch)
+	}
+	return full
+}

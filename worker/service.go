@@ -1,0 +1,70 @@
+package worker
+
+import "sync"
+
+// service is one background loop of a pool: the dispatcher, maintenance,
+// the heartbeat, the acker, the scheduler and the relay. Each owns its
+// goroutine, the signal that ends it and the channel that says it has
+// ended; Start starts them and Shutdown stops them in order.
+//
+// Asking a service to stop and waiting for it are two steps because
+// Shutdown needs them apart: the dispatcher stops claiming first of all,
+// but is waited for last, since it may be asking Redis again for a claim
+// whose answer was lost while the handlers have their grace.
+type service interface {
+	// start runs the loop in a goroutine of its own. Call it once.
+	start()
+	// stop asks the loop to end and returns at once. It may be called
+	// again, and before start.
+	stop()
+	// wait returns when the loop has ended: at once when it was never
+	// started.
+	wait()
+}
+
+// loop is the lifecycle every service embeds: the goroutine's stop signal
+// and its done channel.
+type loop struct {
+	quit     chan struct{} // closed by stop
+	done     chan struct{} // closed when the goroutine has returned
+	stopOnce sync.Once
+	runOnce  sync.Once
+}
+
+func newLoop() loop {
+	return loop{quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+// run starts body in the loop's goroutine; the loop has ended when body
+// returns.
+func (l *loop) run(body func()) {
+	l.runOnce.Do(func() {
+		go func() {
+			defer close(l.done)
+			body()
+		}()
+	})
+}
+
+func (l *loop) stop() { l.stopOnce.Do(func() { close(l.quit) }) }
+
+// wait returns when the goroutine has returned. A loop that never ran has
+// nothing to wait for: stop marks it ended.
+func (l *loop) wait() {
+	select {
+	case <-l.quit:
+		l.runOnce.Do(func() { close(l.done) }) // never started: nothing runs
+	default:
+	}
+	<-l.done
+}
+
+// stopping reports whether the loop has been asked to stop.
+func (l *loop) stopping() bool {
+	select {
+	case <-l.quit:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,196 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/middleware"
+)
+
+// outcome is what one run of a handler came to. outcomeOf decides it, in
+// one place, from what the handler returned and why its context ended;
+// settleAs maps it, in one place, to what the pool asks of Redis.
+type outcome uint8
+
+const (
+	// outcomeDone: the handler returned nil. Acked, in a batch (acker).
+	outcomeDone outcome = iota + 1
+	// outcomeRetry: the handler returned an error. Failed: scheduled again
+	// after a backoff, or dead when its attempts are spent. A job whose
+	// cancel was requested (handlers.ErrJobCancelled) comes here too: the
+	// fail script finds its cancel flag and settles it cancelled.
+	outcomeRetry
+	// outcomeDead: the handler returned a permanent error. Failed for good.
+	outcomeDead
+	// outcomeSnooze: the handler returned a snooze. Scheduled again after
+	// its delay.
+	outcomeSnooze
+	// outcomeInterrupted: the pool cancelled the handler — Shutdown
+	// (handlers.ErrShutdown) or the lease's local deadline
+	// (handlers.ErrLeaseExpired) — and it returned an error: interrupted by
+	// us, not failed. Released: pending again, no attempt charged.
+	outcomeInterrupted
+	// outcomeLeaseLost: another claim replaced the lease while the handler
+	// ran. Nothing is sent: the result would be stale anyway.
+	outcomeLeaseLost
+	// outcomeNotRun: claimed as the pool stopped, and never run. Given back
+	// (released, uncharged).
+	outcomeNotRun
+)
+
+// String is the operation the outcome settles with, as the logs name it.
+func (o outcome) String() string {
+	switch o {
+	case outcomeDone:
+		return "ack"
+	case outcomeRetry, outcomeDead:
+		return "fail"
+	case outcomeSnooze:
+		return "snooze"
+	case outcomeInterrupted, outcomeNotRun:
+		return "release"
+	case outcomeLeaseLost:
+		return "discard"
+	}
+	return "unknown"
+}
+
+// outcomeOf is what a handler's run came to: herr is what it returned,
+// cause why its context was cancelled (nil while it was not). A lost lease
+// overrides everything; a handler the pool interrupted that returned
+// anyway with success is acked.
+func outcomeOf(herr, cause error) outcome {
+	var snooze *handlers.SnoozeError
+	var permanent *handlers.PermanentError
+	switch {
+	case errors.Is(cause, handlers.ErrLeaseLost):
+		return outcomeLeaseLost
+	case herr != nil && (errors.Is(cause, handlers.ErrShutdown) || errors.Is(cause, handlers.ErrLeaseExpired)):
+		return outcomeInterrupted
+	case herr == nil:
+		return outcomeDone
+	case errors.As(herr, &snooze):
+		return outcomeSnooze
+	case errors.As(herr, &permanent):
+		return outcomeDead
+	default:
+		return outcomeRetry
+	}
+}
+
+// settle stores what a's handler returned (herr), unless its lease was
+// lost, in which case the result would be stale anyway.
+func (p *Pool) settle(a *active, herr error) {
+	// Set before the cause is read: from here a renew that finds the lease
+	// gone leaves the handler's context alone, and the settlement reports
+	// for itself whether it was stale.
+	a.settling.Store(true)
+	p.settleAs(a, outcomeOf(herr, context.Cause(a.ctx)), herr)
+}
+
+// settleAs sends the broker call that settles a's job with outcome o,
+// retrying transient errors, and logs and counts what came of it. herr is
+// what the handler returned (nil for outcomeNotRun).
+func (p *Pool) settleAs(a *active, o outcome, herr error) {
+	attrs := middleware.JobAttrs(a.job)
+	var call func(context.Context) (broker.Outcome, broker.State, error)
+	switch o {
+	case outcomeLeaseLost:
+		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs, slog.Any("handler_error", herr))
+		return
+	case outcomeNotRun:
+		p.giveBack(a) // retried on a schedule of its own
+		return
+	case outcomeInterrupted:
+		call = func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Release(ctx, a.lease) }
+	case outcomeDone:
+		call = func(context.Context) (broker.Outcome, broker.State, error) {
+			o, err := p.acker.ack(a) // batched with other successes
+			return o, broker.StateDone, err
+		}
+	case outcomeSnooze:
+		delay := snoozeDelay(herr)
+		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
+			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Snooze(ctx, a.lease, delay) },
+				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+					return p.b.SnoozeClaim(ctx, a.lease, delay, c)
+				})
+		}
+	case outcomeRetry, outcomeDead:
+		f := broker.Failure{Error: herr.Error(), Dead: o == outcomeDead}
+		if !f.Dead {
+			f.Backoff = p.cfg.backoff(a.lease.Kind, a.lease.Attempt)
+		}
+		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
+			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Fail(ctx, a.lease, f) },
+				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+					return p.b.FailClaim(ctx, a.lease, f, c)
+				})
+		}
+	}
+
+	var res broker.Outcome
+	var state broker.State
+	err := p.retry(o.String(), attrs, func(ctx context.Context) (err error) {
+		res, state, err = call(ctx)
+		return err
+	})
+	switch {
+	case err != nil:
+		p.log.Error("fenceq could not settle a job; its lease will expire and a reaper will recover it",
+			attrs, slog.String("op", o.String()), slog.Any("error", err))
+	case res == broker.Stale:
+		p.stats.stale.Add(1)
+		p.log.Warn("fenceq stale settlement rejected: the job was taken over while its handler ran; nothing was stored",
+			attrs, slog.String("op", o.String()))
+	default:
+		p.count(o, state)
+		level := slog.LevelDebug
+		if o == outcomeRetry || o == outcomeDead {
+			level = slog.LevelWarn
+		}
+		p.log.LogAttrs(context.Background(), level, "fenceq settled a job", attrs,
+			slog.String("op", o.String()), slog.String("state", string(state)), slog.Any("error", herr))
+	}
+}
+
+// snoozeDelay is how long a snoozing handler asked to wait.
+func snoozeDelay(herr error) time.Duration {
+	var snooze *handlers.SnoozeError
+	if errors.As(herr, &snooze) {
+		return snooze.Delay
+	}
+	return 0
+}
+
+// settleThen runs a failure's settlement with a claim for a's slot after
+// it (fused), when the slot can be passed on to a job of a's queue, and
+// starts the job it took in that slot; else the settlement alone (plain).
+// When the fused call fails the claim is asked for again under its id,
+// as the acker does.
+func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
+	fused func(broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)) (broker.Outcome, broker.State, error) {
+	spec := broker.ClaimSpec{}
+	if !a.passed.Load() {
+		spec = p.dispatcher.claimSpec(1)
+	}
+	if spec.N == 0 || spec.Queue != a.lease.Queue {
+		return plain()
+	}
+	sent := time.Now()
+	o, st, claimed, err := fused(spec)
+	if err != nil {
+		claimed = p.reask(spec, sent)
+	} else {
+		p.dispatcher.took(spec, claimed)
+	}
+	for _, l := range claimed.Leases {
+		a.passed.Store(true)
+		p.run(l)
+	}
+	return o, st, err
+}

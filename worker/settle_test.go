@@ -1,0 +1,46 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fenceq/fenceq/handlers"
+)
+
+// outcomeOf decides every settlement: what the handler returned, read
+// against why its context ended.
+func TestOutcomeOf(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name        string
+		herr, cause error
+		want        outcome
+		op          string
+	}{
+		{"success", nil, nil, outcomeDone, "ack"},
+		{"error", boom, nil, outcomeRetry, "fail"},
+		{"wrapped permanent", fmt.Errorf("x: %w", handlers.Permanent(boom)), nil, outcomeDead, "fail"},
+		{"snooze", handlers.Snooze(time.Minute), nil, outcomeSnooze, "snooze"},
+		{"lease lost beats success", nil, handlers.ErrLeaseLost, outcomeLeaseLost, "discard"},
+		{"lease lost beats an error", boom, handlers.ErrLeaseLost, outcomeLeaseLost, "discard"},
+		{"shutdown interrupts an error", context.Canceled, handlers.ErrShutdown, outcomeInterrupted, "release"},
+		{"shutdown interrupts a permanent error", handlers.Permanent(boom), handlers.ErrShutdown, outcomeInterrupted, "release"},
+		{"expired lease interrupts", boom, handlers.ErrLeaseExpired, outcomeInterrupted, "release"},
+		{"success during shutdown is acked", nil, handlers.ErrShutdown, outcomeDone, "ack"},
+		{"a cancelled job fails (the script settles it cancelled)", context.Canceled, handlers.ErrJobCancelled, outcomeRetry, "fail"},
+		{"a cancelled job may still succeed", nil, handlers.ErrJobCancelled, outcomeDone, "ack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := outcomeOf(tc.herr, tc.cause)
+			if got != tc.want || got.String() != tc.op {
+				t.Fatalf("outcomeOf(%v, %v) = %v (%d), want %s (%d)", tc.herr, tc.cause, got, got, tc.op, tc.want)
+			}
+		})
+	}
+	if d := snoozeDelay(fmt.Errorf("later: %w", handlers.Snooze(time.Minute))); d != time.Minute {
+		t.Fatalf("snoozeDelay = %v, want 1m", d)
+	}
+}
