@@ -11,7 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Job is what Enqueue takes.
+// Job is what Enqueue takes. Its JSON form (MarshalJSON, UnmarshalJSON) is
+// the one way a job is written outside Go: the outbox stores it, and
+// workerd reads it from --jsonl lines and periodic jobs. A field added here
+// is added to that form too (jobcodec.go); its test fails until it is.
 type Job struct {
 	Queue   string // required; no '{' or '}'
 	Kind    string // required; selects the handler

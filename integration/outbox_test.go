@@ -67,6 +67,16 @@ func outboxRigOn(t *testing.T, rdb redis.UniversalClient) (*sql.DB, *broker.Brok
 	return db, b, table
 }
 
+// newRelay is a relay of table to b, batch rows per round (0: the default).
+func newRelay(t *testing.T, db *sql.DB, b *broker.Broker, table string, batch int) *outbox.Relay {
+	t.Helper()
+	r, err := outbox.NewRelay(db, b, outbox.RelayOptions{Table: table, Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // A job enqueued in a committed transaction reaches Redis exactly once; one
 // in a rolled-back transaction never does; a row relayed again after a
 // crash (enqueued, but its delete not committed) makes no second job.
@@ -108,7 +118,7 @@ func testOutbox(t *testing.T, rdb redis.UniversalClient) {
 	if _, err := b.Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", ID: "relayed-before", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	r := &outbox.Relay{DB: db, Broker: b, Table: table}
+	r := newRelay(t, db, b, table, 0)
 	n, err := r.RelayOnce(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("RelayOnce = %d, %v; want 1 new job", n, err)
@@ -161,7 +171,7 @@ func TestOutboxRelayedByPools(t *testing.T) {
 	})
 	for range 2 {
 		p, err := worker.New(b, h, worker.Config{Queues: []worker.Queue{{Name: "ob"}}, PollInterval: 20 * time.Millisecond,
-			Outbox: &outbox.Relay{DB: db, Broker: b, Table: table, Batch: 30}, Logger: slog.New(slog.DiscardHandler)})
+			Outbox: newRelay(t, db, b, table, 30), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +254,7 @@ func TestOutboxCarriesDependenciesAndUniqueKeys(t *testing.T) {
 		broker.Job{Queue: "ob", Kind: "k", ID: "follower", DependsOn: []string{"gone"}},
 		broker.Job{Queue: "ob", Kind: "k", ID: "stubborn", DependsOn: []string{"gone"}, RunIfDependencyFails: true},
 		broker.Job{Queue: "ob", Kind: "k", ID: "second", UniqueKey: "u1"})
-	r := &outbox.Relay{DB: db, Broker: b, Table: table}
+	r := newRelay(t, db, b, table, 0)
 	if n, err := r.RelayOnce(ctx); err != nil || n != 3 {
 		t.Errorf("RelayOnce = %d, %v; want 3 jobs, and the held unique key counted as relayed", n, err)
 	}
@@ -295,7 +305,7 @@ func TestOutboxRefusedRowsMovedAside(t *testing.T) {
 		enqueueThroughOutbox(t, db, b, table, broker.Job{Queue: "ob", Kind: "k", ID: id})
 	}
 
-	r := &outbox.Relay{DB: db, Broker: b, Table: table, Batch: 4}
+	r := newRelay(t, db, b, table, 4)
 	var errs []error
 	for range 2 {
 		_, err := r.RelayOnce(ctx)
@@ -352,7 +362,7 @@ func TestOutboxKeepsRowsWhileRedisIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := (&outbox.Relay{DB: db, Broker: unreachable, Table: table}).RelayOnce(ctx)
+	n, err := newRelay(t, db, unreachable, table, 0).RelayOnce(ctx)
 	var refused *outbox.RefusedError
 	if n != 0 || err == nil || errors.As(err, &refused) {
 		t.Fatalf("RelayOnce without Redis = %d, %v; want an error that refuses nothing", n, err)
@@ -361,7 +371,7 @@ func TestOutboxKeepsRowsWhileRedisIsDown(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&left); err != nil || left != 2 {
 		t.Fatalf("%d rows left in the outbox (%v), want 2", left, err)
 	}
-	if n, err := (&outbox.Relay{DB: db, Broker: b, Table: table}).RelayOnce(ctx); n != 2 || err != nil {
+	if n, err := newRelay(t, db, b, table, 0).RelayOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("RelayOnce once Redis is back = %d, %v; want 2", n, err)
 	}
 }
@@ -382,7 +392,7 @@ func TestOutboxWaitsForADependencyStillInTheOutbox(t *testing.T) {
 	if _, err := other.Exec(`SELECT 1 FROM "` + table + `" WHERE id = 'parent' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	r := &outbox.Relay{DB: db, Broker: b, Table: table}
+	r := newRelay(t, db, b, table, 0)
 	if n, err := r.RelayOnce(ctx); n != 0 || err != nil {
 		t.Fatalf("RelayOnce while the parent is held = %d, %v; want 0, nil", n, err)
 	}
@@ -429,7 +439,7 @@ func TestOutboxRefusedRowWarnedByPool(t *testing.T) {
 	})
 	logs := make(recorder, 1000)
 	p, err := worker.New(b, h, worker.Config{Queues: []worker.Queue{{Name: "ob"}}, PollInterval: 20 * time.Millisecond,
-		Outbox: &outbox.Relay{DB: db, Broker: b, Table: table, Batch: 1}, Logger: slog.New(logs)})
+		Outbox: newRelay(t, db, b, table, 1), Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,5 +463,56 @@ func TestOutboxRefusedRowWarnedByPool(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatal("no warning names the refused row and its reason")
 		}
+	}
+}
+
+// Rows written by the versions before broker.Job had its JSON form (the
+// options with the same names, written by hand here) relay as they were
+// meant: an upgrade with rows in the table loses none of their fields.
+func TestOutboxReadsRowsOfEarlierVersions(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	if _, err := b.Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", ID: "parent"}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
+	insertOutboxRow(t, db, table, "delayed", "ob", `{"max_attempts":3,"priority":2,"delay_ms":3600000,"unique_key":"u","unique_for_ms":7200000}`)
+	insertOutboxRow(t, db, table, "at", "ob", fmt.Sprintf(`{"run_at_ms":%d}`, at.UnixMilli()))
+	insertOutboxRow(t, db, table, "child", "ob", `{"depends_on":["parent"],"run_if_dependency_fails":true}`)
+	if n, err := newRelay(t, db, b, table, 0).RelayOnce(ctx); n != 3 || err != nil {
+		t.Fatalf("RelayOnce = %d, %v; want the 3 old rows relayed", n, err)
+	}
+	d, err := b.Job(ctx, "ob", "delayed")
+	if err != nil || d.State != broker.StateScheduled || d.MaxAttempts != 3 || d.Priority != 2 || time.Until(d.RunAt) < 50*time.Minute {
+		t.Errorf("delayed: %+v, %v; want scheduled an hour ahead, 3 attempts, priority 2", d, err)
+	}
+	if a, err := b.Job(ctx, "ob", "at"); err != nil || a.State != broker.StateScheduled || !a.RunAt.Equal(at) {
+		t.Errorf("at: %s at %v, %v; want scheduled at %v", a.State, a.RunAt, err, at)
+	}
+	if c, err := b.Job(ctx, "ob", "child"); err != nil || c.State != broker.StateBlocked {
+		t.Errorf("child: %s, %v; want blocked by its parent", c.State, err)
+	}
+	// unique_for_ms holds the key past the job's end.
+	if _, err := b.Cancel(ctx, "ob", "delayed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", UniqueKey: "u"}); !errors.Is(err, broker.ErrUniqueHeld) {
+		t.Errorf("the key of the cancelled job is free: unique_for_ms was lost (%v)", err)
+	}
+	// The parent's failure policy came along: the child runs anyway.
+	if _, err := b.Cancel(ctx, "ob", "parent"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := b.Job(ctx, "ob", "child")
+		if err == nil && c.State == broker.StatePending {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child: %s, %v after its parent was cancelled; want pending (run_if_dependency_fails)", c.State, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -14,9 +14,9 @@ import (
 
 // A job enqueued inside a SQL transaction reaches Redis only if the
 // transaction commits: the order row and its confirmation email are
-// written together or not at all. A Relay (or a pool with Config.Outbox)
-// moves committed rows to Redis. This example needs a PostgreSQL and a
-// Redis, so it is compiled but not run.
+// written together or not at all. A Relay (from NewRelay, run on its own
+// or by a pool with Config.Outbox) moves committed rows to Redis. This
+// example needs a PostgreSQL and a Redis, so it is compiled but not run.
 func Example() {
 	ctx := context.Background()
 	db, err := sql.Open("pgx", "postgres://app@127.0.0.1:5432/shop")
@@ -55,7 +55,10 @@ func Example() {
 
 	// The relay: at once while there are rows, then every second, until
 	// ctx ends. Several relays may run: they never take the same rows.
-	relay := &outbox.Relay{DB: db, Broker: b}
+	relay, err := outbox.NewRelay(db, b, outbox.RelayOptions{}) // fenceq_outbox, 500 rows a round
+	if err != nil {
+		panic(err)
+	}
 	if err := relay.Run(ctx, time.Second); err != nil && ctx.Err() == nil {
 		panic(err)
 	}

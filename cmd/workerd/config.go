@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -63,17 +65,18 @@ type retentionConfig struct {
 	MaxDead      int       `yaml:"max_dead"`
 }
 
-// periodicConfig is a job enqueued on a schedule (worker.Periodic).
+// periodicConfig is a job enqueued on a schedule (worker.Periodic): the
+// schedule's fields, and beside them the job's, which are broker.Job's JSON
+// form written in YAML (queue, kind, payload, max_attempts, priority,
+// delay, unique_key, unique_for, depends_on, …), so a field the job gains
+// is a field here too.
 type periodicConfig struct {
-	Name        string    `yaml:"name"`
-	Cron        string    `yaml:"cron"`
-	Every       duration  `yaml:"every"`
-	Queue       string    `yaml:"queue"`
-	Kind        string    `yaml:"kind"`
-	Payload     yaml.Node `yaml:"payload"`
-	MaxAttempts int       `yaml:"max_attempts"`
-	Priority    int       `yaml:"priority"`
-	CatchUp     bool      `yaml:"catch_up"`
+	Name    string   `yaml:"name"`
+	Cron    string   `yaml:"cron"`
+	Every   duration `yaml:"every"`
+	CatchUp bool     `yaml:"catch_up"`
+	// Job holds every other field, read by periodic.
+	Job map[string]yaml.Node `yaml:",inline"`
 }
 
 type queueConfig struct {
@@ -356,24 +359,90 @@ func (p poolConfig) workerConfig() worker.Config {
 }
 
 // periodic turns entry i into a worker.Periodic; the worker checks the
-// schedule itself when the pool is built.
+// schedule and the job itself when the pool is built.
 func (c *fileConfig) periodic(i int, p periodicConfig) (worker.Periodic, error) {
 	at := fmt.Sprintf("periodic[%d]", i)
-	if p.Name == "" || p.Queue == "" || p.Kind == "" {
+	job, err := periodicJob(at, p.Job)
+	if err != nil {
+		return worker.Periodic{}, err
+	}
+	if p.Name == "" || job.Queue == "" || job.Kind == "" {
 		return worker.Periodic{}, fieldErrorf(at, "name, queue and kind are required")
 	}
-	if err := checkQueueName(at+".queue", p.Queue); err != nil {
+	if err := checkQueueName(at+".queue", job.Queue); err != nil {
 		return worker.Periodic{}, err
 	}
-	if err := checkKind(at+".kind", p.Kind); err != nil {
+	if err := checkKind(at+".kind", job.Kind); err != nil {
 		return worker.Periodic{}, err
 	}
-	payload, err := payloadJSON(&p.Payload)
+	return worker.Periodic{Name: p.Name, Cron: p.Cron, Every: p.Every.Duration, CatchUp: p.CatchUp, Job: job}, nil
+}
+
+// periodicJob reads the job fields of a periodic entry at path at: each
+// converted to JSON (the payload as payloadJSON says), then read together
+// by broker.Job's UnmarshalJSON, the reader of every job written outside
+// Go. The id is refused: each tick sets its own.
+func periodicJob(at string, fields map[string]yaml.Node) (broker.Job, error) {
+	obj := make(map[string]json.RawMessage, len(fields))
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		n := fields[k]
+		known := func(f string) bool { return strings.EqualFold(f, k) }
+		switch {
+		case strings.EqualFold(k, "id"):
+			return broker.Job{}, &fieldError{path: at, line: n.Line, msg: "a periodic job has no id: each tick's job gets its own (periodic:NAME:TIME); remove it"}
+		case !slices.ContainsFunc(broker.JobFields(), known):
+			fields := slices.DeleteFunc(append(yamlFields(reflect.TypeFor[periodicConfig]()), broker.JobFields()...), func(f string) bool { return f == "id" })
+			return broker.Job{}, &fieldError{path: at, line: n.Line, msg: unknownFieldIn(k, "a periodic job", fields)}
+		}
+		var v []byte
+		var err error
+		if strings.EqualFold(k, "payload") {
+			v, err = payloadJSON(&n)
+		} else {
+			v, err = yamlJSON(&n)
+		}
+		if err != nil {
+			return broker.Job{}, &fieldError{path: joinPath(at, k), line: n.Line, msg: err.Error()}
+		}
+		obj[k] = v
+	}
+	data, err := json.Marshal(obj)
 	if err != nil {
-		return worker.Periodic{}, &fieldError{path: at + ".payload", line: p.Payload.Line, msg: err.Error()}
+		return broker.Job{}, fieldErrorf(at, "cannot be read as a job: %v", err)
 	}
-	return worker.Periodic{Name: p.Name, Cron: p.Cron, Every: p.Every.Duration, CatchUp: p.CatchUp,
-		Job: broker.Job{Queue: p.Queue, Kind: p.Kind, Payload: payload, MaxAttempts: p.MaxAttempts, Priority: p.Priority}}, nil
+	var j broker.Job
+	if err := json.Unmarshal(data, &j); err != nil {
+		var ve *broker.ValidationError
+		if !errors.As(err, &ve) {
+			return broker.Job{}, fieldErrorf(at, "cannot be read as a job: %v", err)
+		}
+		msg := ve.Reason
+		if ve.Value != "" {
+			msg = fmt.Sprintf("%q %s", ve.Value, ve.Reason)
+		}
+		return broker.Job{}, fieldErrorf(joinPath(at, ve.Field), "%s", msg)
+	}
+	if len(j.Payload) == 0 {
+		j.Payload = []byte("{}")
+	}
+	return j, nil
+}
+
+// yamlJSON is a YAML value (a job field's) as JSON.
+func yamlJSON(n *yaml.Node) ([]byte, error) {
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, fmt.Errorf("cannot be read: %v", err)
+	}
+	v, err := jsonValue(v)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be written as JSON: %v", err)
+	}
+	return b, nil
 }
 
 // payloadJSON is a periodic job's payload as JSON: a YAML map, list, number

@@ -280,6 +280,12 @@ func unknownFieldMessage(name, typ string) string {
 	if where == "" {
 		where = typ
 	}
+	return unknownFieldIn(name, where, fields)
+}
+
+// unknownFieldIn says that where has no field name, suggesting the one of
+// fields it is closest to, or listing them.
+func unknownFieldIn(name, where string, fields []string) string {
 	best, bestDist := "", 3 // suggest only near misses
 	for _, f := range fields {
 		if d := editDistance(strings.ToLower(name), f); d < bestDist {

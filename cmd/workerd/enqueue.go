@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	runIfFails := fs.Bool("run-if-dependency-fails", false, "with --after: run even when a dependency ends dead or cancelled (default: cancel this job)")
 	wait := fs.Bool("wait", false, "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done)")
 	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
-	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each {"kind": …, "payload": …, "id": …, "delay": "5s", "at": …, "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h", "depends_on": [ids…], "run_if_dependency_fails": true}; a line whose unique key is held is reported, not failed`)
+	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each a job's JSON form: {"kind": …, "payload": …, "id": …, "delay": "5s" (or "delay_ms": 5000), "at": RFC 3339 (or "run_at_ms"), "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h" (or "unique_for_ms"), "depends_on": [ids…], "run_if_dependency_fails": true}; a line whose unique key is held is reported, not failed`)
 	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
 	if err != nil {
 		return err
@@ -121,21 +122,6 @@ func readPayload(e *env, spec string, raw bool) ([]byte, error) {
 		return nil, usagef("the payload is not valid JSON (give --raw to send it as it is)")
 	}
 	return data, nil
-}
-
-// jsonlJob is one line of an --jsonl file.
-type jsonlJob struct {
-	Kind                 string          `json:"kind"`
-	Payload              json.RawMessage `json:"payload"`
-	ID                   string          `json:"id"`
-	Delay                string          `json:"delay"`
-	At                   time.Time       `json:"at"`
-	MaxAttempts          int             `json:"max_attempts"`
-	Priority             int             `json:"priority"`
-	UniqueKey            string          `json:"unique_key"`
-	UniqueFor            string          `json:"unique_for"`
-	DependsOn            []string        `json:"depends_on"`
-	RunIfDependencyFails bool            `json:"run_if_dependency_fails"`
 }
 
 const enqueueBatch = 500
@@ -231,33 +217,30 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 	return nil
 }
 
+// parseJSONL reads one --jsonl line: a job in broker.Job's JSON form, in
+// queue (a line may name it too, but no other). A job without a payload
+// gets {}.
 func parseJSONL(queue string, text []byte) (broker.Job, error) {
-	var l jsonlJob
-	dec := json.NewDecoder(strings.NewReader(string(text)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
+	var j broker.Job
+	dec := json.NewDecoder(bytes.NewReader(text))
+	if err := dec.Decode(&j); err != nil {
+		if errors.Is(err, broker.ErrInvalid) {
+			return broker.Job{}, err
+		}
 		return broker.Job{}, fmt.Errorf("not a job: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return broker.Job{}, errors.New("not a job: more follows the job's JSON object; write one job per line")
 	}
-	j := broker.Job{Queue: queue, Kind: l.Kind, ID: l.ID, RunAt: l.At, MaxAttempts: l.MaxAttempts, Priority: l.Priority, Payload: l.Payload,
-		UniqueKey: l.UniqueKey, DependsOn: l.DependsOn, RunIfDependencyFails: l.RunIfDependencyFails}
+	switch j.Queue {
+	case "":
+		j.Queue = queue
+	case queue:
+	default:
+		return broker.Job{}, fmt.Errorf("the line names queue %q, but this command enqueues into %q; give one queue per file", j.Queue, queue)
+	}
 	if len(j.Payload) == 0 {
 		j.Payload = []byte("{}")
-	}
-	for _, d := range []struct {
-		field, text string
-		to          *time.Duration
-	}{{"delay", l.Delay, &j.Delay}, {"unique_for", l.UniqueFor, &j.UniqueFor}} {
-		if d.text == "" {
-			continue
-		}
-		v, err := time.ParseDuration(d.text)
-		if err != nil {
-			return broker.Job{}, fmt.Errorf("%s %q is not a duration (write it with a unit: 30s, 5m)", d.field, d.text)
-		}
-		*d.to = v
 	}
 	return j, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 )
 
@@ -121,6 +122,9 @@ func FuzzParseJSONL(f *testing.F) {
 		`{"kind":"k","depends_on":[],"run_if_dependency_fails":"yes"}`,
 		`{"kind":"k","delay":"5"}`,
 		`{"kind":"k","bogus":1}`,
+		`{"kind":"k","queue":"q","delay_ms":1500,"unique_key":"u","unique_for_ms":60000,"run_at_ms":1800000000000}`,
+		`{"kind":"k","queue":"other"}`,
+		`{"kind":"k","delay":"1s","delay_ms":1000}`,
 		`{"kind":"k"} {"kind":"j"}`,
 		`{"kind":"k"}garbage`,
 		`{"KIND":"k","Payload":"s"}`,
@@ -138,14 +142,18 @@ func FuzzParseJSONL(f *testing.F) {
 			}
 			return
 		}
-		var want jsonlJob
+		var want jsonlReference
 		if err := json.Unmarshal(line, &want); err != nil {
 			t.Fatalf("parseJSONL accepted %q, which is not one JSON job: %v", line, err)
 		}
-		if j.Queue != "q" {
-			t.Fatalf("queue %q, want q", j.Queue)
+		if j.Queue != "q" || want.Queue != "" && want.Queue != "q" {
+			t.Fatalf("queue %q from a line naming %q, want q", j.Queue, want.Queue)
 		}
-		if j.Kind != want.Kind || j.ID != want.ID || j.MaxAttempts != want.MaxAttempts || j.Priority != want.Priority || !j.RunAt.Equal(want.At) {
+		wantAt := want.At
+		if want.RunAtMS != 0 {
+			wantAt = time.UnixMilli(want.RunAtMS)
+		}
+		if j.Kind != want.Kind || j.ID != want.ID || j.MaxAttempts != want.MaxAttempts || j.Priority != want.Priority || !j.RunAt.Equal(wantAt) {
 			t.Fatalf("job %+v from line %q (decoded %+v)", j, line, want)
 		}
 		if !json.Valid(j.Payload) {
@@ -154,14 +162,35 @@ func FuzzParseJSONL(f *testing.F) {
 		if len(want.Payload) == 0 && string(j.Payload) != "{}" {
 			t.Fatalf("payload %q for a line without one; want {}", j.Payload)
 		}
-		if want.Delay == "" && j.Delay != 0 {
+		if want.Delay == "" && want.DelayMS == 0 && j.Delay != 0 {
 			t.Fatalf("delay %v for a line without one", j.Delay)
 		}
 		if j.UniqueKey != want.UniqueKey || !slices.Equal(j.DependsOn, want.DependsOn) || j.RunIfDependencyFails != want.RunIfDependencyFails {
 			t.Fatalf("job %+v from line %q (decoded %+v)", j, line, want)
 		}
-		if want.UniqueFor == "" && j.UniqueFor != 0 {
+		if want.UniqueFor == "" && want.UniqueForMS == 0 && j.UniqueFor != 0 {
 			t.Fatalf("unique_for %v for a line without one", j.UniqueFor)
 		}
 	})
+}
+
+// jsonlReference is what a --jsonl line says, read without parseJSONL (and
+// without the strictness of broker.Job's JSON form): the fuzz test's
+// reference.
+type jsonlReference struct {
+	Queue                string          `json:"queue"`
+	Kind                 string          `json:"kind"`
+	Payload              json.RawMessage `json:"payload"`
+	ID                   string          `json:"id"`
+	Delay                string          `json:"delay"`
+	DelayMS              int64           `json:"delay_ms"`
+	At                   time.Time       `json:"at"`
+	RunAtMS              int64           `json:"run_at_ms"`
+	MaxAttempts          int             `json:"max_attempts"`
+	Priority             int             `json:"priority"`
+	UniqueKey            string          `json:"unique_key"`
+	UniqueFor            string          `json:"unique_for"`
+	UniqueForMS          int64           `json:"unique_for_ms"`
+	DependsOn            []string        `json:"depends_on"`
+	RunIfDependencyFails bool            `json:"run_if_dependency_fails"`
 }
