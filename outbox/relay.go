@@ -151,9 +151,17 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	return enqueued, err
 }
 
+// RunIntervalDefault is how often Run looks for rows when its interval is
+// zero or negative.
+const RunIntervalDefault = time.Second
+
 // Run relays until ctx ends, at once while there are rows, then every
-// interval.
+// interval (RunIntervalDefault when it is zero or negative, rather than a
+// loop that never rests).
 func (r *Relay) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = RunIntervalDefault
+	}
 	for {
 		n, err := r.RelayOnce(ctx)
 		if ctx.Err() != nil {

@@ -26,8 +26,9 @@ type Periodic struct {
 	// Every is a fixed interval; ticks fall on multiples of it since the
 	// Unix epoch, so every process computes the same ticks.
 	Every time.Duration
-	// Job is the template of each tick's job (queue, kind, payload, max
-	// attempts, priority). Its ID is set per tick.
+	// Job is the template of each tick's job: any field of a broker.Job
+	// (queue, kind, payload, max attempts, priority, delay, unique key,
+	// dependencies …). Its ID is set per tick.
 	Job broker.Job
 	// CatchUp enqueues, when the pool starts, the latest tick missed while
 	// no pool ran (once, however many were missed). Default false: missed
