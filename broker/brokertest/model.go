@@ -35,7 +35,7 @@ type mjob struct {
 	met       bool            // its dependencies were all met once (or it has none)
 
 	unique    string // its unique key, if any
-	uniqueTTL bool   // held for an hour rather than until it ends
+	uniqueTTL bool   // held for its UniqueFor rather than until it ends
 
 	errors   []int // the attempts of its error history, the last ErrorsKept
 	renewals int   // renewals of the last claim
@@ -58,8 +58,10 @@ func (j *mjob) failedAttempt(attempt int) {
 
 // holder is a unique key's holder in the model.
 type holder struct {
-	id  string
-	ttl bool // an hour: longer than any test
+	id string
+	// until is when the key expires, in Redis milliseconds: the holder's
+	// created_at plus its UniqueFor. 0: held until the job ends.
+	until int64
 }
 
 // model drives every broker operation from several simulated workers,
@@ -77,6 +79,7 @@ type model struct {
 	requests   []mrequest              // claims of an hour that took jobs: re-sent later by resendClaim
 	maxGen     int64                   // the largest generation Redis has answered
 	uniq       map[string]holder
+	now        span // when the current step's scripts ran
 	maxRunning int
 	events     int
 	paused     bool
@@ -190,21 +193,26 @@ func (m *model) enqueue(t *rapid.T) {
 	}
 	ctx := m.lostReply(t)
 	var res []broker.Enqueued
+	m.begin(t)
 	if len(jobs) == 1 {
 		id, err := m.s.b.Enqueue(ctx, jobs[0])
 		res = []broker.Enqueued{{ID: id, Err: err}}
 	} else {
 		res = m.s.b.EnqueueMany(ctx, jobs)
 	}
+	m.end(t)
 	// A lost reply means Redis ran the whole batch once before the answer
 	// that came back: a job created then answers as created (it is
 	// recognised), one refused then is judged again, after the batch's
-	// later jobs, as Redis judged it.
+	// later jobs, as Redis judged it. A key whose TTL ends within the
+	// step may have been free in either run: the job's answer says whether
+	// one of them created it.
 	created := make([]bool, len(jobs))
 	if ctx != m.s.ctx {
 		for i, j := range jobs {
-			if m.verdict(j) == "" {
-				m.create(j, res[i].ID)
+			why := m.verdict(j)
+			if why == "" || strings.HasPrefix(why, "perhaps ") && res[i].Err == nil {
+				m.create(t, j, res[i].ID)
 				created[i] = true
 			}
 		}
@@ -231,12 +239,11 @@ func (m *model) enqueue(t *rapid.T) {
 func (m *model) enqueueBatched(t *rapid.T) {
 	jobs := m.drawIndependent(t, rapid.IntRange(1, 4).Draw(t, "jobs"))
 	giveUp := make([]bool, len(jobs))
-	verdicts := make([]string, len(jobs))
-	for i, j := range jobs {
+	for i := range jobs {
 		giveUp[i] = rapid.IntRange(0, 3).Draw(t, "give up") == 0
-		verdicts[i] = m.verdict(j)
 	}
 	lost := m.lostReply(t)
+	m.begin(t)
 	holding, h := hold(lost)
 	res := make([]answer, len(jobs))
 	done := make([]chan struct{}, len(jobs))
@@ -280,6 +287,11 @@ func (m *model) enqueueBatched(t *rapid.T) {
 	for i := range jobs {
 		<-done[i]
 	}
+	m.end(t)
+	verdicts := make([]string, len(jobs))
+	for i, j := range jobs {
+		verdicts[i] = m.verdict(j) // independent: each as if alone
+	}
 	if rapid.Bool().Draw(t, "close") || giveUp[0] {
 		noErr(t, "Close", m.batcher.Close())
 		late := broker.Job{Queue: m.s.q, Kind: "k", ID: fmt.Sprintf("late-%d", len(m.ids))}
@@ -296,7 +308,13 @@ func (m *model) enqueueBatched(t *rapid.T) {
 				want(t, "id of a job given up in flight", res[i].id, j.ID)
 			}
 			if verdicts[i] == "" {
-				m.create(j, res[i].id)
+				m.create(t, j, res[i].id)
+			}
+			if strings.HasPrefix(verdicts[i], "perhaps ") {
+				// Its key's TTL ended within the step: Redis says which.
+				if _, err := m.s.b.Job(m.s.ctx, m.s.q, res[i].id); err == nil {
+					m.create(t, j, res[i].id)
+				}
 			}
 		case giveUp[i]:
 			if j.ID != "" && verdicts[i] != "exists" {
@@ -365,10 +383,16 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		}
 		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
 	}
+	// A unique key held until the job ends, for an hour, or for about as
+	// long as an advance of the clock (at 15 ms, exactly one on miniredis:
+	// the key's last moment).
 	if u := rapid.IntRange(0, 4).Draw(t, "unique"); u > 0 {
 		j.UniqueKey = fmt.Sprintf("u%d", u%2)
-		if rapid.Bool().Draw(t, "unique for an hour") {
+		switch rapid.IntRange(0, 2).Draw(t, "unique for") {
+		case 1:
 			j.UniqueFor = time.Hour
+		case 2:
+			j.UniqueFor = rapid.SampledFrom([]time.Duration{10, 15, 30, 40}).Draw(t, "unique for ms") * time.Millisecond
 		}
 	}
 	return j
@@ -382,19 +406,38 @@ func (m *model) enqueued(t *rapid.T, j broker.Job, id string, err error) {
 	case strings.HasPrefix(why, "missing "):
 		wantErr(t, "enqueue of "+j.ID+" depending on a "+why, err, broker.ErrInvalid)
 	case strings.HasPrefix(why, "held by "):
-		wantErr(t, "enqueue of a held unique key", err, broker.ErrUniqueHeld)
-		want(t, "id answered for a held key", id, strings.TrimPrefix(why, "held by "))
+		m.wantHeld(t, j, strings.TrimPrefix(why, "held by "), id, err)
+	case strings.HasPrefix(why, "perhaps held by ") && err != nil:
+		m.wantHeld(t, j, strings.TrimPrefix(why, "perhaps held by "), id, err)
 	default:
 		noErr(t, "Enqueue", err)
 		if j.ID != "" {
 			want(t, "id", id, j.ID)
 		}
-		m.create(j, id)
+		m.create(t, j, id)
 	}
 }
 
+// wantHeld checks the answer to enqueuing j under a unique key that holder
+// holds: a *UniqueHeldError naming the holder and its state ("" once
+// trimmed), and the holder's id.
+func (m *model) wantHeld(t *rapid.T, j broker.Job, holder, id string, err error) {
+	var he *broker.UniqueHeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("enqueue of %s under unique key %s held by %s: error %v, want a *UniqueHeldError", j.ID, j.UniqueKey, holder, err)
+	}
+	want(t, "holder named for a held key", he.HolderID, holder)
+	want(t, "id answered for a held key", id, holder)
+	var st broker.State
+	if h := m.jobs[holder]; h != nil {
+		st = h.state
+	}
+	want(t, "state of the holder of a held key", he.HolderState, st)
+}
+
 // verdict says why enqueuing j now creates nothing ("exists", "missing
-// <dependency>", "held by <holder>"), or "" when it creates the job.
+// <dependency>", "held by <holder>"), or "" when it creates the job, or
+// "perhaps held by <holder>" when the holder's TTL ends within the step.
 func (m *model) verdict(j broker.Job) string {
 	if j.ID != "" && m.jobs[j.ID] != nil {
 		return "exists"
@@ -404,14 +447,17 @@ func (m *model) verdict(j broker.Job) string {
 			return "missing " + d
 		}
 	}
-	if h, held := m.held(j.UniqueKey); held {
+	switch h, held := m.held(j.UniqueKey); held {
+	case yes:
 		return "held by " + h
+	case perhaps:
+		return "perhaps held by " + h
 	}
 	return ""
 }
 
 // create is enqueue's effect on the model: job j under id.
-func (m *model) create(j broker.Job, id string) {
+func (m *model) create(t *rapid.T, j broker.Job, id string) {
 	var deps []string
 	for _, d := range j.DependsOn {
 		if !slices.Contains(deps, d) {
@@ -425,7 +471,15 @@ func (m *model) create(j broker.Job, id string) {
 		m.ids = append(m.ids, id)
 	}
 	if j.UniqueKey != "" {
-		m.uniq[j.UniqueKey] = holder{id: id, ttl: mj.uniqueTTL}
+		h := holder{id: id}
+		if j.UniqueFor > 0 {
+			// Its key's TTL runs from the enqueue's time, which the job
+			// records as created_at.
+			created := m.s.job(t, id).CreatedAt.UnixMilli()
+			m.within(t, "created_at of "+id, m.now, created)
+			h.until = created + j.UniqueFor.Milliseconds()
+		}
+		m.uniq[j.UniqueKey] = h
 	}
 	open, failed := m.dependencies(mj)
 	switch {
@@ -439,17 +493,23 @@ func (m *model) create(j broker.Job, id string) {
 	}
 }
 
-// held answers the holder of a unique key, if it is held.
-func (m *model) held(key string) (string, bool) {
+// held answers the holder of a unique key and whether it holds the key
+// now, as lib.lua's unique_holder: the holder's own terms decide. A key
+// with a TTL is held until it expires, whatever became of its job (done,
+// or trimmed); perhaps when it expires within the step. A key without
+// one is held while its job is unfinished.
+func (m *model) held(key string) (string, tri) {
 	h, ok := m.uniq[key]
 	if key == "" || !ok {
-		return "", false
+		return "", no
 	}
-	if h.ttl {
-		return h.id, true
+	if h.until > 0 {
+		return h.id, m.now.reached(h.until).not()
 	}
-	j := m.jobs[h.id]
-	return h.id, j != nil && !j.state.Final()
+	if j := m.jobs[h.id]; j != nil && !j.state.Final() {
+		return h.id, yes
+	}
+	return h.id, no
 }
 
 // dependencies is the model of lib.lua's: the open dependencies, and
@@ -482,7 +542,7 @@ func (m *model) finish(id string, st broker.State) {
 	j := m.jobs[id]
 	j.state, j.deadline = st, 0
 	j.keptToWait, j.waited = j.waited, false
-	if h, ok := m.uniq[j.unique]; ok && !h.ttl && h.id == id {
+	if h, ok := m.uniq[j.unique]; ok && h.until == 0 && h.id == id {
 		delete(m.uniq, j.unique)
 	}
 	for cid, c := range m.jobs {
@@ -1049,7 +1109,10 @@ func (m *model) cancelJob(t *rapid.T) {
 
 func (m *model) retry(t *rapid.T) {
 	id, j := m.pickID(t)
-	prev, err := m.s.b.Retry(m.lostReply(t), m.s.q, id)
+	ctx := m.lostReply(t)
+	m.begin(t)
+	prev, err := m.s.b.Retry(ctx, m.s.q, id)
+	m.end(t)
 	if j == nil {
 		wantErr(t, "Retry of a trimmed job", err, broker.ErrJobNotFound)
 		return
@@ -1062,6 +1125,9 @@ func (m *model) retry(t *rapid.T) {
 		return
 	}
 	open, refused := m.retryVerdict(id)
+	if strings.HasPrefix(refused, "perhaps ") && err == nil {
+		refused = "" // the holder's TTL ended within the step, before the retry
+	}
 	if refused != "" {
 		if err == nil {
 			t.Fatalf("Retry of %s succeeded; want it refused: %s", id, refused)
@@ -1084,7 +1150,10 @@ func (m *model) retryDead(t *rapid.T) {
 			dead = append(dead, id)
 		}
 	}
-	n, err := m.s.b.RetryDead(m.lostReply(t), m.s.q, limit)
+	ctx := m.lostReply(t)
+	m.begin(t)
+	n, err := m.s.b.RetryDead(ctx, m.s.q, limit)
+	m.end(t)
 	noErr(t, "RetryDead", err)
 	// One script retried them in turn: take them in the order of the
 	// generations it gave them.
@@ -1099,7 +1168,7 @@ func (m *model) retryDead(t *rapid.T) {
 	for _, j := range back {
 		id := j.ID
 		open, refused := m.retryVerdict(id)
-		if refused != "" {
+		if refused != "" && !strings.HasPrefix(refused, "perhaps ") {
 			t.Fatalf("RetryDead sent %s back; the model refuses it: %s", id, refused)
 		}
 		m.retried(t, id, open)
@@ -1112,7 +1181,8 @@ func (m *model) retryDead(t *rapid.T) {
 }
 
 // retryVerdict says whether a dead or cancelled job may go back: the
-// dependencies it waits for again, or why it may not.
+// dependencies it waits for again, or why it may not ("perhaps ..." when
+// the key's holder's TTL ends within the step).
 func (m *model) retryVerdict(id string) (open map[string]bool, refused string) {
 	j := m.jobs[id]
 	open = map[string]bool{}
@@ -1127,7 +1197,10 @@ func (m *model) retryVerdict(id string) (open map[string]bool, refused string) {
 			return nil, "a dependency failed"
 		}
 	}
-	if h, held := m.held(j.unique); !j.uniqueTTL && held && h != id {
+	if h, held := m.held(j.unique); !j.uniqueTTL && held != no && h != id {
+		if held == perhaps {
+			return open, "perhaps: unique key held by " + h
+		}
 		return nil, "unique key held by " + h
 	}
 	return open, ""
@@ -1273,7 +1346,33 @@ func (m *model) check(t *rapid.T) {
 	paused, err := m.s.b.Paused(m.s.ctx, m.s.q)
 	noErr(t, "Paused", err)
 	want(t, "paused", paused, m.paused)
+	m.checkUnique(t)
 	m.s.consistent(t) // invariant 6
+}
+
+// checkUnique compares the unique keys with Redis: a held key names its
+// holder, a free one is gone (expired, or deleted when its job ended).
+func (m *model) checkUnique(t *rapid.T) {
+	for _, key := range []string{"u0", "u1"} {
+		m.begin(t)
+		got, err := m.s.Client.Get(m.s.ctx, m.s.b.Prefix()+":{"+m.s.q+"}:unique:"+key).Result()
+		m.end(t)
+		if errors.Is(err, redis.Nil) {
+			got, err = "", nil
+		}
+		noErr(t, "GET unique key "+key, err)
+		h, held := m.held(key)
+		if held == perhaps && (got == "" || got == h) {
+			continue // its TTL ends about now
+		}
+		w := ""
+		if held == yes {
+			w = h
+		}
+		if got != w {
+			t.Fatalf("unique key %s holds %q; the model has %q (holder %+v, Redis time %d..%d)", key, got, w, m.uniq[key], m.now.lo, m.now.hi)
+		}
+	}
 }
 
 // keepSettled moves the last settlement's record aside, as a claim or a
