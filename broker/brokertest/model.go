@@ -1,9 +1,11 @@
 package brokertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -44,6 +46,10 @@ type mjob struct {
 	// hooks and retries) is its own business: renewals is then a floor.
 	resent bool
 
+	// finishedAt is its finished_at (Redis ms) once a check has read it
+	// after it finished; 0 until then, and while it is unfinished.
+	finishedAt int64
+
 	waited     bool // a Wait registered on it while unfinished
 	keptToWait bool // it had Wait callers when it finished: trim keeps it for them
 }
@@ -79,7 +85,8 @@ type model struct {
 	requests   []mrequest              // claims of an hour that took jobs: re-sent later by resendClaim
 	maxGen     int64                   // the largest generation Redis has answered
 	uniq       map[string]holder
-	now        span // when the current step's scripts ran
+	now        span  // when the current step's scripts ran
+	checked    int64 // Redis time of the last check: jobs finished since, finished after it
 	maxRunning int
 	events     int
 	paused     bool
@@ -540,7 +547,7 @@ func (j *mjob) ready() {
 // the model's fan-outs are far below the scripts' inline budget).
 func (m *model) finish(id string, st broker.State) {
 	j := m.jobs[id]
-	j.state, j.deadline = st, 0
+	j.state, j.deadline, j.finishedAt = st, 0, 0
 	j.keptToWait, j.waited = j.waited, false
 	if h, ok := m.uniq[j.unique]; ok && h.until == 0 && h.id == id {
 		delete(m.uniq, j.unique)
@@ -1233,17 +1240,29 @@ func (m *model) pause(t *rapid.T) {
 	}
 }
 
-// trim runs retention with small counts and takes what it deleted out of
-// the model: only finished jobs, as many as it says.
+// trim runs retention with small ages and counts (0: none of that kind),
+// ages in the range an advance moves the clock, and checks that it deleted
+// exactly the jobs trim.lua picks: per state, done, cancelled and
+// dead in turn, those finished more than the age ago, then the oldest
+// beyond the count, at most limit in all. On a real server, a job whose
+// age ends within the step may have gone either way: the jobs deleted must
+// be the pick of some instant of the step.
 func (m *model) trim(t *rapid.T) {
-	r := broker.Retention{
-		MaxDone:      rapid.IntRange(1, 3).Draw(t, "max done"),
-		MaxCancelled: rapid.IntRange(1, 3).Draw(t, "max cancelled"),
-		MaxDead:      rapid.IntRange(1, 3).Draw(t, "max dead"),
+	age := func(what string) time.Duration {
+		return rapid.SampledFrom([]time.Duration{0, 15, 20, 30, 45}).Draw(t, what) * time.Millisecond
 	}
-	n, err := m.s.b.Trim(m.s.ctx, m.s.q, r, rapid.IntRange(1, 5).Draw(t, "limit"))
+	r := broker.Retention{
+		Done: age("done age"), Cancelled: age("cancelled age"), Dead: age("dead age"),
+		MaxDone:      rapid.IntRange(0, 3).Draw(t, "max done"),
+		MaxCancelled: rapid.IntRange(0, 3).Draw(t, "max cancelled"),
+		MaxDead:      rapid.IntRange(0, 3).Draw(t, "max dead"),
+	}
+	limit := rapid.IntRange(1, 5).Draw(t, "limit")
+	m.begin(t)
+	n, err := m.s.b.Trim(m.s.ctx, m.s.q, r, limit)
+	m.end(t)
 	noErr(t, "Trim", err)
-	deleted := 0
+	gone := map[string]bool{}
 	for id, j := range m.jobs {
 		_, err := m.s.b.Job(m.s.ctx, m.s.q, id)
 		if !errors.Is(err, broker.ErrJobNotFound) {
@@ -1252,13 +1271,78 @@ func (m *model) trim(t *rapid.T) {
 		if !j.state.Final() {
 			t.Fatalf("Trim deleted job %s, which was %s", id, j.state)
 		}
-		if j.keptToWait {
+		gone[id] = true
+	}
+	want(t, "jobs trimmed", len(gone), n)
+	// The instants at which the pick can change: the step's first, and
+	// each job's age ending within the step.
+	instants := []int64{m.now.lo}
+	for _, j := range m.jobs {
+		for _, a := range []time.Duration{r.Done, r.Cancelled, r.Dead} {
+			if at := j.finishedAt + a.Milliseconds() + 1; a > 0 && at > m.now.lo && at <= m.now.hi {
+				instants = append(instants, at)
+			}
+		}
+	}
+	var picked map[string]bool
+	for _, now := range instants {
+		if picked = m.trimmed(r, limit, now); maps.Equal(picked, gone) {
+			break
+		}
+	}
+	if !maps.Equal(picked, gone) {
+		t.Fatalf("Trim(%+v, limit %d) at %d..%d deleted %v; want %v", r, limit, m.now.lo, m.now.hi, slices.Sorted(maps.Keys(gone)), slices.Sorted(maps.Keys(m.trimmed(r, limit, m.now.lo))))
+	}
+	for id := range gone {
+		if j := m.jobs[id]; j.keptToWait {
 			m.keptToWait[id] = j.state
 		}
 		delete(m.jobs, id)
-		deleted++
 	}
-	want(t, "jobs trimmed", deleted, n)
+}
+
+// trimmed is the model of trim.lua run at now: the finished jobs it
+// deletes. Each index is read as Redis orders it, by finished_at and then
+// by id.
+func (m *model) trimmed(r broker.Retention, limit int, now int64) map[string]bool {
+	out := map[string]bool{}
+	budget := limit
+	for _, k := range []struct {
+		st    broker.State
+		age   time.Duration
+		count int
+	}{{broker.StateDone, r.Done, r.MaxDone}, {broker.StateCancelled, r.Cancelled, r.MaxCancelled}, {broker.StateDead, r.Dead, r.MaxDead}} {
+		var ids []string
+		for id, j := range m.jobs {
+			if j.state == k.st {
+				ids = append(ids, id)
+			}
+		}
+		slices.SortFunc(ids, func(a, b string) int {
+			return cmp.Or(cmp.Compare(m.jobs[a].finishedAt, m.jobs[b].finishedAt), strings.Compare(a, b))
+		})
+		if budget > 0 && k.age > 0 {
+			// Older than the age: finished_at < now - age, a prefix.
+			old := 0
+			for old < len(ids) && m.jobs[ids[old]].finishedAt < now-k.age.Milliseconds() {
+				old++
+			}
+			taken := min(old, budget)
+			for _, id := range ids[:taken] {
+				out[id] = true
+			}
+			budget -= taken
+			ids = ids[taken:] // what is left of the index
+		}
+		if budget > 0 && k.count > 0 && len(ids) > k.count {
+			excess := min(len(ids)-k.count, budget)
+			for _, id := range ids[:excess] {
+				out[id] = true
+			}
+			budget -= excess
+		}
+	}
+	return out
 }
 
 // wait calls Wait with a short deadline: a finished job answers at once,
@@ -1304,8 +1388,23 @@ func (m *model) setEvents(t *rapid.T) {
 
 // check compares every job with Redis after each step.
 func (m *model) check(t *rapid.T) {
+	// A job that finished in the step finished between the last check and
+	// this one.
+	since := m.widen(span{m.checked, m.s.redisTime(t)})
+	if m.checked == 0 {
+		since.lo = 0
+	}
+	m.checked = since.hi
 	for id, j := range m.jobs {
 		got := m.s.job(t, id)
+		if j.state.Final() {
+			f := got.FinishedAt.UnixMilli()
+			if j.finishedAt == 0 {
+				m.within(t, "finished_at of "+id, since, f)
+				j.finishedAt = f
+			}
+			want(t, "finished_at of "+id, f, j.finishedAt)
+		}
 		token := ""
 		if j.state == broker.StateRunning {
 			token = j.token
