@@ -88,6 +88,10 @@ type model struct {
 	now        span  // when the current step's scripts ran
 	checked    int64 // Redis time of the last check: jobs finished since, finished after it
 	maxRunning int
+	rate       int              // starts per period; 0: no rate limit
+	per        int64            // the rate's period, ms
+	starts     map[string]int64 // the starts ZSET: a claim's token → its Redis time
+	startsTTL  int64            // when the starts key expires: its last claim's PEXPIRE
 	events     int
 	paused     bool
 	// Settlements the throughput counters must show: jobs acked done, and
@@ -111,7 +115,7 @@ func testModel(t *testing.T, nb NewBackend) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s, cleanup := on(rt, be)
 		defer cleanup()
-		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}, keptToWait: map[string]broker.State{}}
+		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}, starts: map[string]int64{}, keptToWait: map[string]broker.State{}}
 		m.batcherOpts = broker.BatcherOptions{MaxJobs: rapid.IntRange(1, 3).Draw(rt, "batcher max jobs")}
 		m.newBatcher(rt)
 		defer func() { _ = m.batcher.Close() }()
@@ -571,12 +575,12 @@ func (m *model) finish(id string, st broker.State) {
 func (m *model) claim(t *rapid.T) {
 	n := rapid.IntRange(1, 3).Draw(t, "n")
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
-	w := m.claimable(n)
 	req := broker.NewRequestID()
 	lost := rapid.Bool().Draw(t, "claim reply lost")
 	if lost {
 		lease = time.Hour // the re-send must come within the lease (see lostClaimReply)
 	}
+	m.begin(t)
 	res, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
 	noErr(t, "ClaimRequest", err)
 	if lost {
@@ -593,7 +597,8 @@ func (m *model) claim(t *rapid.T) {
 		}
 		res = again
 	}
-	m.took(t, "claim", res, w)
+	m.end(t)
+	m.took(t, "claim", res, n, lease)
 	m.remember(req, n, lease, res)
 }
 
@@ -612,7 +617,9 @@ func (m *model) ackClaim(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.begin(t)
 	os, res, err := m.s.b.AckClaim(ctx, acks, spec)
+	m.end(t)
 	noErr(t, "AckClaim", err)
 	if len(acks) > 0 {
 		_, resent := again(j, l, "ack")
@@ -621,7 +628,7 @@ func (m *model) ackClaim(t *rapid.T) {
 			m.acked(l.ID)
 		}
 	}
-	m.took(t, "AckClaim", res, m.claimable(n)) // the acks come first
+	m.took(t, "AckClaim", res, n, lease) // the acks come first
 	m.remember(spec.RequestID, n, lease, res)
 }
 
@@ -723,18 +730,23 @@ func (m *model) ackClaimMany(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.begin(t)
 	os, res, err := m.s.b.AckClaim(ctx, acks, spec)
+	m.end(t)
 	noErr(t, "AckClaim of several", err)
 	for i := range acks {
 		m.wantOutcome(t, fmt.Sprintf("AckClaim's ack %d of %d", i, k), os[i], nil, wantOK[i])
 	}
-	m.took(t, "AckClaim of several", res, m.claimable(n))
+	m.took(t, "AckClaim of several", res, n, lease)
 	m.remember(spec.RequestID, n, lease, res)
 }
 
-// claimable is how many jobs a claim of n takes now: the pending ones,
-// none while paused, no more than max running lets start.
-func (m *model) claimable(n int) int {
+// claimable is how many jobs a claim of n took, as take.lua counts them:
+// the pending ones, none while paused, no more than max running lets
+// start, and no more than the rate limit's starts left in the window. It
+// answers a range, lo..hi, which is one number but where counted says
+// that a real server's clock left it open.
+func (m *model) claimable(t *rapid.T, op string, n int, res broker.ClaimResult, lease time.Duration) (lo, hi int) {
 	pending, running := 0, 0
 	for _, j := range m.jobs {
 		switch j.state {
@@ -744,23 +756,105 @@ func (m *model) claimable(n int) int {
 			running++
 		}
 	}
-	w := min(n, pending)
-	if m.paused {
-		w = 0
-	}
 	if m.maxRunning > 0 {
-		w = min(w, max(0, m.maxRunning-running))
+		n = min(n, max(0, m.maxRunning-running))
 	}
-	return w
+	if m.paused {
+		pending = 0
+	}
+	lo, hi = min(n, pending), min(n, pending)
+	if m.rate > 0 && n > 0 {
+		least, most := m.counted(t, op, res, lease)
+		lo, hi = min(lo, max(0, m.rate-most)), min(hi, max(0, m.rate-least))
+	}
+	return lo, hi
 }
 
-// took checks that a claim took w pending jobs, and makes them running.
-func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, w int) {
+// counted is the number of earlier starts a claim under the rate limit
+// counted: the model's, less those a period or more before the claim,
+// which it dropped, and all of them once the starts key expired (a period
+// after the last claim that recorded one, by that claim's period). It
+// reads the starts back from Redis, which must hold exactly those and the
+// claim's own, at its time; on a real server, a start whose end falls
+// within the step may have gone either way, and Redis says which. Unless
+// the key expired between the claim and the read (on a real server, a
+// period after the claim): then counted answers what the model has, as a
+// range, least..most, and Redis holds none of them any more.
+func (m *model) counted(t *rapid.T, op string, res broker.ClaimResult, lease time.Duration) (least, most int) {
+	at := m.now
+	var c int64
+	if len(res.Leases) > 0 {
+		// The claim's time, exactly: its leases run from it.
+		c = res.Leases[0].Deadline.UnixMilli() - lease.Milliseconds()
+		m.within(t, op+"'s claim time", m.now, c)
+		at = m.widen(span{c, c})
+	}
+	read := span{lo: m.s.redisTime(t)}
+	zs, err := m.s.Client.ZRangeWithScores(m.s.ctx, m.s.b.Prefix()+":{"+m.s.q+"}:starts", 0, -1).Result()
+	noErr(t, "ZRANGE starts", err)
+	read.hi = m.s.redisTime(t)
+	read = m.widen(read)
+	got := map[string]int64{}
+	for _, z := range zs {
+		got[z.Member.(string)] = int64(z.Score)
+	}
+	expired := at.reached(m.startsTTL)
+	ttl := m.startsTTL
+	if len(res.Leases) > 0 {
+		ttl = c + m.per
+	}
+	if len(got) == 0 && read.reached(ttl) != no {
+		for _, start := range m.starts {
+			switch max(expired, at.reached(start+m.per)) {
+			case no:
+				least++
+				most++
+			case perhaps:
+				most++
+			}
+		}
+		clear(m.starts)
+		return least, most
+	}
+	counted := 0
+	for tok, start := range m.starts {
+		gone := max(expired, at.reached(start+m.per))
+		g, in := got[tok]
+		switch {
+		case in && g != start:
+			t.Fatalf("%s: start %s at %d, the model has %d", op, tok, g, start)
+		case in && gone == yes:
+			t.Fatalf("%s at %d..%d kept start %s of %d (period %d ms, key until %d)", op, at.lo, at.hi, tok, start, m.per, m.startsTTL)
+		case !in && gone == no:
+			t.Fatalf("%s at %d..%d dropped start %s of %d (period %d ms, key until %d)", op, at.lo, at.hi, tok, start, m.per, m.startsTTL)
+		}
+		if in {
+			counted++
+		} else {
+			delete(m.starts, tok)
+		}
+	}
+	for _, l := range res.Leases {
+		if g, in := got[l.Token]; !in || g != c {
+			t.Fatalf("%s: start of %s recorded %v at %d, want at %d", op, l.Token, in, g, c)
+		}
+		m.starts[l.Token] = c
+		m.startsTTL = c + m.per
+	}
+	if len(got) != len(m.starts) {
+		t.Fatalf("%s: starts in Redis %v, the model has %v", op, got, m.starts)
+	}
+	return counted, counted
+}
+
+// took checks what a claim of n took (claimable), and makes those jobs
+// running.
+func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease time.Duration) {
 	if len(res.Problems) > 0 {
 		t.Fatalf("%s reported problems: %v", op, res.Problems)
 	}
-	if len(res.Leases) != w {
-		t.Fatalf("%s took %d jobs; want %d", op, len(res.Leases), w)
+	if lo, hi := m.claimable(t, op, n, res, lease); len(res.Leases) < lo || len(res.Leases) > hi {
+		t.Fatalf("%s took %d jobs; want %d (to %d, a start's end falling within the step)", op, len(res.Leases), lo, hi)
 	}
 	for _, l := range res.Leases {
 		j := m.jobs[l.ID]
@@ -901,11 +995,13 @@ func (m *model) fail(t *rapid.T) {
 	var res broker.ClaimResult
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.begin(t)
 	if claim.N > 0 {
 		o, st, res, err = m.s.b.FailClaim(ctx, l, f, claim)
 	} else {
 		o, st, err = m.s.b.Fail(ctx, l, f)
 	}
+	m.end(t)
 	var w broker.State
 	switch {
 	case !valid:
@@ -926,7 +1022,7 @@ func (m *model) fail(t *rapid.T) {
 	}
 	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
 	if claim.N > 0 {
-		m.took(t, "FailClaim", res, m.claimable(claim.N)) // the failure comes first
+		m.took(t, "FailClaim", res, claim.N, claim.Lease) // the failure comes first
 	}
 }
 
@@ -948,11 +1044,13 @@ func (m *model) snooze(t *rapid.T) {
 	var res broker.ClaimResult
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.begin(t)
 	if claim.N > 0 {
 		o, st, res, err = m.s.b.SnoozeClaim(ctx, l, d, claim)
 	} else {
 		o, st, err = m.s.b.Snooze(ctx, l, d)
 	}
+	m.end(t)
 	var w broker.State
 	switch {
 	case !valid:
@@ -968,7 +1066,7 @@ func (m *model) snooze(t *rapid.T) {
 	}
 	m.settle(t, "snooze", "snooze", l, j, valid, w, o, st, err)
 	if claim.N > 0 {
-		m.took(t, "SnoozeClaim", res, m.claimable(claim.N))
+		m.took(t, "SnoozeClaim", res, claim.N, claim.Lease)
 	}
 }
 
@@ -1376,9 +1474,26 @@ func (m *model) wait(t *rapid.T) {
 	}
 }
 
+// setLimits sets the running limit, the rate limit (a period in the range
+// an advance moves the clock) or both: SetLimits both, SetMaxRunning and
+// SetRate one, keeping the other.
 func (m *model) setLimits(t *rapid.T) {
-	m.maxRunning = rapid.IntRange(0, 2).Draw(t, "max running")
-	noErr(t, "SetLimits", m.s.b.SetLimits(m.s.ctx, m.s.q, broker.Limits{MaxRunning: m.maxRunning}))
+	l := broker.Limits{MaxRunning: rapid.IntRange(0, 2).Draw(t, "max running")}
+	if rapid.Bool().Draw(t, "rate limit") {
+		l.Rate = rapid.IntRange(1, 3).Draw(t, "rate")
+		l.Per = rapid.SampledFrom([]time.Duration{15, 20, 30, 45}).Draw(t, "per ms") * time.Millisecond
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "limits set") {
+	case 0:
+		noErr(t, "SetLimits", m.s.b.SetLimits(m.s.ctx, m.s.q, l))
+		m.maxRunning, m.rate, m.per = l.MaxRunning, l.Rate, l.Per.Milliseconds()
+	case 1:
+		noErr(t, "SetMaxRunning", m.s.b.SetMaxRunning(m.s.ctx, m.s.q, l.MaxRunning))
+		m.maxRunning = l.MaxRunning
+	default:
+		noErr(t, "SetRate", m.s.b.SetRate(m.s.ctx, m.s.q, l.Rate, l.Per))
+		m.rate, m.per = l.Rate, l.Per.Milliseconds()
+	}
 }
 
 func (m *model) setEvents(t *rapid.T) {
@@ -1445,6 +1560,9 @@ func (m *model) check(t *rapid.T) {
 	paused, err := m.s.b.Paused(m.s.ctx, m.s.q)
 	noErr(t, "Paused", err)
 	want(t, "paused", paused, m.paused)
+	l, err := m.s.b.Limits(m.s.ctx, m.s.q)
+	noErr(t, "Limits", err)
+	want(t, "limits", l, broker.Limits{MaxRunning: m.maxRunning, Rate: m.rate, Per: time.Duration(m.per) * time.Millisecond})
 	m.checkUnique(t)
 	m.s.consistent(t) // invariant 6
 }
