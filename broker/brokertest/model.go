@@ -119,6 +119,9 @@ func testModel(t *testing.T, nb NewBackend) {
 		m.batcherOpts = broker.BatcherOptions{MaxJobs: rapid.IntRange(1, 3).Draw(rt, "batcher max jobs")}
 		m.newBatcher(rt)
 		defer func() { _ = m.batcher.Close() }()
+		if rapid.Bool().Draw(rt, "limits from the start") {
+			m.setLimits(rt) // so that runs under a rate limit claim often enough to meet its edges
+		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"enqueue":        m.enqueue,
 			"enqueueBatched": m.enqueueBatched,
