@@ -30,6 +30,7 @@ func TestMiniredis(t *testing.T) {
 				mr.SetTime(now)
 				mr.FastForward(d) // and expire keys with a TTL, as real time would
 			},
+			Frozen: true,
 		}
 	})
 }

@@ -26,6 +26,11 @@ type Backend struct {
 	// Advance moves the server's clock forward by at least d: miniredis's
 	// SetTime, or a sleep on a real server.
 	Advance func(d time.Duration)
+	// Frozen says that the server's clock moves only with Advance
+	// (miniredis's SetTime and FastForward): a script's time and a key's
+	// expiry are then exact, and the model test holds every time boundary
+	// to the millisecond. On a real server it allows a few either side.
+	Frozen bool
 }
 
 // NewBackend returns a Backend for one test; it may call t.Skip.

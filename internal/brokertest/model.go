@@ -1,9 +1,11 @@
 package brokertest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -35,7 +37,7 @@ type mjob struct {
 	met       bool            // its dependencies were all met once (or it has none)
 
 	unique    string // its unique key, if any
-	uniqueTTL bool   // held for an hour rather than until it ends
+	uniqueTTL bool   // held for its UniqueFor rather than until it ends
 
 	errors   []int // the attempts of its error history, the last ErrorsKept
 	renewals int   // renewals of the last claim
@@ -43,6 +45,10 @@ type mjob struct {
 	// counts again, and how many a client sends (a Cluster client's
 	// hooks and retries) is its own business: renewals is then a floor.
 	resent bool
+
+	// finishedAt is its finished_at (Redis ms) once a check has read it
+	// after it finished; 0 until then, and while it is unfinished.
+	finishedAt int64
 
 	waited     bool // a Wait registered on it while unfinished
 	keptToWait bool // it had Wait callers when it finished: trim keeps it for them
@@ -58,8 +64,10 @@ func (j *mjob) failedAttempt(attempt int) {
 
 // holder is a unique key's holder in the model.
 type holder struct {
-	id  string
-	ttl bool // an hour: longer than any test
+	id string
+	// until is when the key expires, in Redis milliseconds: the holder's
+	// created_at plus its UniqueFor. 0: held until the job ends.
+	until int64
 }
 
 // model drives every broker operation from several simulated workers,
@@ -77,7 +85,13 @@ type model struct {
 	requests   []mrequest              // claims of an hour that took jobs: re-sent later by resendClaim
 	maxGen     int64                   // the largest generation Redis has answered
 	uniq       map[string]holder
+	now        span  // when the current step's scripts ran
+	checked    int64 // Redis time of the last check: jobs finished since, finished after it
 	maxRunning int
+	rate       int              // starts per period; 0: no rate limit
+	per        int64            // the rate's period, ms
+	starts     map[string]int64 // the starts ZSET: a claim's token → its Redis time
+	startsTTL  int64            // when the starts key expires: its last claim's PEXPIRE
 	events     int
 	paused     bool
 	// Settlements the throughput counters must show: jobs acked done, and
@@ -101,10 +115,13 @@ func testModel(t *testing.T, nb NewBackend) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s, cleanup := on(rt, be)
 		defer cleanup()
-		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}, keptToWait: map[string]broker.State{}}
+		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}, starts: map[string]int64{}, keptToWait: map[string]broker.State{}}
 		m.batcherOpts = broker.BatcherOptions{MaxJobs: rapid.IntRange(1, 3).Draw(rt, "batcher max jobs")}
 		m.newBatcher(rt)
 		defer func() { _ = m.batcher.Close() }()
+		if rapid.Bool().Draw(rt, "limits from the start") {
+			m.setLimits(rt) // so that runs under a rate limit claim often enough to meet its edges
+		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"enqueue":        m.enqueue,
 			"enqueueBatched": m.enqueueBatched,
@@ -190,21 +207,26 @@ func (m *model) enqueue(t *rapid.T) {
 	}
 	ctx := m.lostReply(t)
 	var res []broker.Enqueued
+	m.begin(t)
 	if len(jobs) == 1 {
 		id, err := m.s.b.Enqueue(ctx, jobs[0])
 		res = []broker.Enqueued{{ID: id, Err: err}}
 	} else {
 		res = m.s.b.EnqueueMany(ctx, jobs)
 	}
+	m.end(t)
 	// A lost reply means Redis ran the whole batch once before the answer
 	// that came back: a job created then answers as created (it is
 	// recognised), one refused then is judged again, after the batch's
-	// later jobs, as Redis judged it.
+	// later jobs, as Redis judged it. A key whose TTL ends within the
+	// step may have been free in either run: the job's answer says whether
+	// one of them created it.
 	created := make([]bool, len(jobs))
 	if ctx != m.s.ctx {
 		for i, j := range jobs {
-			if m.verdict(j) == "" {
-				m.create(j, res[i].ID)
+			why := m.verdict(j)
+			if why == "" || strings.HasPrefix(why, "perhaps ") && res[i].Err == nil {
+				m.create(t, j, res[i].ID)
 				created[i] = true
 			}
 		}
@@ -231,12 +253,11 @@ func (m *model) enqueue(t *rapid.T) {
 func (m *model) enqueueBatched(t *rapid.T) {
 	jobs := m.drawIndependent(t, rapid.IntRange(1, 4).Draw(t, "jobs"))
 	giveUp := make([]bool, len(jobs))
-	verdicts := make([]string, len(jobs))
-	for i, j := range jobs {
+	for i := range jobs {
 		giveUp[i] = rapid.IntRange(0, 3).Draw(t, "give up") == 0
-		verdicts[i] = m.verdict(j)
 	}
 	lost := m.lostReply(t)
+	m.begin(t)
 	holding, h := hold(lost)
 	res := make([]answer, len(jobs))
 	done := make([]chan struct{}, len(jobs))
@@ -280,6 +301,11 @@ func (m *model) enqueueBatched(t *rapid.T) {
 	for i := range jobs {
 		<-done[i]
 	}
+	m.end(t)
+	verdicts := make([]string, len(jobs))
+	for i, j := range jobs {
+		verdicts[i] = m.verdict(j) // independent: each as if alone
+	}
 	if rapid.Bool().Draw(t, "close") || giveUp[0] {
 		noErr(t, "Close", m.batcher.Close())
 		late := broker.Job{Queue: m.s.q, Kind: "k", ID: fmt.Sprintf("late-%d", len(m.ids))}
@@ -296,7 +322,13 @@ func (m *model) enqueueBatched(t *rapid.T) {
 				want(t, "id of a job given up in flight", res[i].id, j.ID)
 			}
 			if verdicts[i] == "" {
-				m.create(j, res[i].id)
+				m.create(t, j, res[i].id)
+			}
+			if strings.HasPrefix(verdicts[i], "perhaps ") {
+				// Its key's TTL ended within the step: Redis says which.
+				if _, err := m.s.b.Job(m.s.ctx, m.s.q, res[i].id); err == nil {
+					m.create(t, j, res[i].id)
+				}
 			}
 		case giveUp[i]:
 			if j.ID != "" && verdicts[i] != "exists" {
@@ -365,10 +397,16 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		}
 		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
 	}
+	// A unique key held until the job ends, for an hour, or for about as
+	// long as an advance of the clock (at 15 ms, exactly one on miniredis:
+	// the key's last moment).
 	if u := rapid.IntRange(0, 4).Draw(t, "unique"); u > 0 {
 		j.UniqueKey = fmt.Sprintf("u%d", u%2)
-		if rapid.Bool().Draw(t, "unique for an hour") {
+		switch rapid.IntRange(0, 2).Draw(t, "unique for") {
+		case 1:
 			j.UniqueFor = time.Hour
+		case 2:
+			j.UniqueFor = rapid.SampledFrom([]time.Duration{10, 15, 30, 40}).Draw(t, "unique for ms") * time.Millisecond
 		}
 	}
 	return j
@@ -382,19 +420,38 @@ func (m *model) enqueued(t *rapid.T, j broker.Job, id string, err error) {
 	case strings.HasPrefix(why, "missing "):
 		wantErr(t, "enqueue of "+j.ID+" depending on a "+why, err, broker.ErrInvalid)
 	case strings.HasPrefix(why, "held by "):
-		wantErr(t, "enqueue of a held unique key", err, broker.ErrUniqueHeld)
-		want(t, "id answered for a held key", id, strings.TrimPrefix(why, "held by "))
+		m.wantHeld(t, j, strings.TrimPrefix(why, "held by "), id, err)
+	case strings.HasPrefix(why, "perhaps held by ") && err != nil:
+		m.wantHeld(t, j, strings.TrimPrefix(why, "perhaps held by "), id, err)
 	default:
 		noErr(t, "Enqueue", err)
 		if j.ID != "" {
 			want(t, "id", id, j.ID)
 		}
-		m.create(j, id)
+		m.create(t, j, id)
 	}
 }
 
+// wantHeld checks the answer to enqueuing j under a unique key that holder
+// holds: a *UniqueHeldError naming the holder and its state ("" once
+// trimmed), and the holder's id.
+func (m *model) wantHeld(t *rapid.T, j broker.Job, holder, id string, err error) {
+	var he *broker.UniqueHeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("enqueue of %s under unique key %s held by %s: error %v, want a *UniqueHeldError", j.ID, j.UniqueKey, holder, err)
+	}
+	want(t, "holder named for a held key", he.HolderID, holder)
+	want(t, "id answered for a held key", id, holder)
+	var st broker.State
+	if h := m.jobs[holder]; h != nil {
+		st = h.state
+	}
+	want(t, "state of the holder of a held key", he.HolderState, st)
+}
+
 // verdict says why enqueuing j now creates nothing ("exists", "missing
-// <dependency>", "held by <holder>"), or "" when it creates the job.
+// <dependency>", "held by <holder>"), or "" when it creates the job, or
+// "perhaps held by <holder>" when the holder's TTL ends within the step.
 func (m *model) verdict(j broker.Job) string {
 	if j.ID != "" && m.jobs[j.ID] != nil {
 		return "exists"
@@ -404,14 +461,17 @@ func (m *model) verdict(j broker.Job) string {
 			return "missing " + d
 		}
 	}
-	if h, held := m.held(j.UniqueKey); held {
+	switch h, held := m.held(j.UniqueKey); held {
+	case yes:
 		return "held by " + h
+	case perhaps:
+		return "perhaps held by " + h
 	}
 	return ""
 }
 
 // create is enqueue's effect on the model: job j under id.
-func (m *model) create(j broker.Job, id string) {
+func (m *model) create(t *rapid.T, j broker.Job, id string) {
 	var deps []string
 	for _, d := range j.DependsOn {
 		if !slices.Contains(deps, d) {
@@ -425,7 +485,15 @@ func (m *model) create(j broker.Job, id string) {
 		m.ids = append(m.ids, id)
 	}
 	if j.UniqueKey != "" {
-		m.uniq[j.UniqueKey] = holder{id: id, ttl: mj.uniqueTTL}
+		h := holder{id: id}
+		if j.UniqueFor > 0 {
+			// Its key's TTL runs from the enqueue's time, which the job
+			// records as created_at.
+			created := m.s.job(t, id).CreatedAt.UnixMilli()
+			m.within(t, "created_at of "+id, m.now, created)
+			h.until = created + j.UniqueFor.Milliseconds()
+		}
+		m.uniq[j.UniqueKey] = h
 	}
 	open, failed := m.dependencies(mj)
 	switch {
@@ -439,17 +507,23 @@ func (m *model) create(j broker.Job, id string) {
 	}
 }
 
-// held answers the holder of a unique key, if it is held.
-func (m *model) held(key string) (string, bool) {
+// held answers the holder of a unique key and whether it holds the key
+// now, as lib.lua's unique_holder: the holder's own terms decide. A key
+// with a TTL is held until it expires, whatever became of its job (done,
+// or trimmed); perhaps when it expires within the step. A key without
+// one is held while its job is unfinished.
+func (m *model) held(key string) (string, tri) {
 	h, ok := m.uniq[key]
 	if key == "" || !ok {
-		return "", false
+		return "", no
 	}
-	if h.ttl {
-		return h.id, true
+	if h.until > 0 {
+		return h.id, m.now.reached(h.until).not()
 	}
-	j := m.jobs[h.id]
-	return h.id, j != nil && !j.state.Final()
+	if j := m.jobs[h.id]; j != nil && !j.state.Final() {
+		return h.id, yes
+	}
+	return h.id, no
 }
 
 // dependencies is the model of lib.lua's: the open dependencies, and
@@ -480,9 +554,9 @@ func (j *mjob) ready() {
 // the model's fan-outs are far below the scripts' inline budget).
 func (m *model) finish(id string, st broker.State) {
 	j := m.jobs[id]
-	j.state, j.deadline = st, 0
+	j.state, j.deadline, j.finishedAt = st, 0, 0
 	j.keptToWait, j.waited = j.waited, false
-	if h, ok := m.uniq[j.unique]; ok && !h.ttl && h.id == id {
+	if h, ok := m.uniq[j.unique]; ok && h.until == 0 && h.id == id {
 		delete(m.uniq, j.unique)
 	}
 	for cid, c := range m.jobs {
@@ -504,12 +578,12 @@ func (m *model) finish(id string, st broker.State) {
 func (m *model) claim(t *rapid.T) {
 	n := rapid.IntRange(1, 3).Draw(t, "n")
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
-	w := m.claimable(n)
 	req := broker.NewRequestID()
 	lost := rapid.Bool().Draw(t, "claim reply lost")
 	if lost {
 		lease = time.Hour // the re-send must come within the lease (see lostClaimReply)
 	}
+	m.begin(t)
 	res, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
 	noErr(t, "ClaimRequest", err)
 	if lost {
@@ -526,7 +600,8 @@ func (m *model) claim(t *rapid.T) {
 		}
 		res = again
 	}
-	m.took(t, "claim", res, w)
+	m.end(t)
+	m.took(t, "claim", res, n, lease)
 	m.remember(req, n, lease, res)
 }
 
@@ -545,7 +620,9 @@ func (m *model) ackClaim(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.begin(t)
 	os, res, err := m.s.b.AckClaim(ctx, acks, spec)
+	m.end(t)
 	noErr(t, "AckClaim", err)
 	if len(acks) > 0 {
 		_, resent := again(j, l, "ack")
@@ -554,7 +631,7 @@ func (m *model) ackClaim(t *rapid.T) {
 			m.acked(l.ID)
 		}
 	}
-	m.took(t, "AckClaim", res, m.claimable(n)) // the acks come first
+	m.took(t, "AckClaim", res, n, lease) // the acks come first
 	m.remember(spec.RequestID, n, lease, res)
 }
 
@@ -656,18 +733,23 @@ func (m *model) ackClaimMany(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.begin(t)
 	os, res, err := m.s.b.AckClaim(ctx, acks, spec)
+	m.end(t)
 	noErr(t, "AckClaim of several", err)
 	for i := range acks {
 		m.wantOutcome(t, fmt.Sprintf("AckClaim's ack %d of %d", i, k), os[i], nil, wantOK[i])
 	}
-	m.took(t, "AckClaim of several", res, m.claimable(n))
+	m.took(t, "AckClaim of several", res, n, lease)
 	m.remember(spec.RequestID, n, lease, res)
 }
 
-// claimable is how many jobs a claim of n takes now: the pending ones,
-// none while paused, no more than max running lets start.
-func (m *model) claimable(n int) int {
+// claimable is how many jobs a claim of n took, as take.lua counts them:
+// the pending ones, none while paused, no more than max running lets
+// start, and no more than the rate limit's starts left in the window. It
+// answers a range, lo..hi, which is one number but where counted says
+// that a real server's clock left it open.
+func (m *model) claimable(t *rapid.T, op string, n int, res broker.ClaimResult, lease time.Duration) (lo, hi int) {
 	pending, running := 0, 0
 	for _, j := range m.jobs {
 		switch j.state {
@@ -677,23 +759,105 @@ func (m *model) claimable(n int) int {
 			running++
 		}
 	}
-	w := min(n, pending)
-	if m.paused {
-		w = 0
-	}
 	if m.maxRunning > 0 {
-		w = min(w, max(0, m.maxRunning-running))
+		n = min(n, max(0, m.maxRunning-running))
 	}
-	return w
+	if m.paused {
+		pending = 0
+	}
+	lo, hi = min(n, pending), min(n, pending)
+	if m.rate > 0 && n > 0 {
+		least, most := m.counted(t, op, res, lease)
+		lo, hi = min(lo, max(0, m.rate-most)), min(hi, max(0, m.rate-least))
+	}
+	return lo, hi
 }
 
-// took checks that a claim took w pending jobs, and makes them running.
-func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, w int) {
+// counted is the number of earlier starts a claim under the rate limit
+// counted: the model's, less those a period or more before the claim,
+// which it dropped, and all of them once the starts key expired (a period
+// after the last claim that recorded one, by that claim's period). It
+// reads the starts back from Redis, which must hold exactly those and the
+// claim's own, at its time; on a real server, a start whose end falls
+// within the step may have gone either way, and Redis says which. Unless
+// the key expired between the claim and the read (on a real server, a
+// period after the claim): then counted answers what the model has, as a
+// range, least..most, and Redis holds none of them any more.
+func (m *model) counted(t *rapid.T, op string, res broker.ClaimResult, lease time.Duration) (least, most int) {
+	at := m.now
+	var c int64
+	if len(res.Leases) > 0 {
+		// The claim's time, exactly: its leases run from it.
+		c = res.Leases[0].Deadline.UnixMilli() - lease.Milliseconds()
+		m.within(t, op+"'s claim time", m.now, c)
+		at = m.widen(span{c, c})
+	}
+	read := span{lo: m.s.redisTime(t)}
+	zs, err := m.s.Client.ZRangeWithScores(m.s.ctx, m.s.b.Prefix()+":{"+m.s.q+"}:starts", 0, -1).Result()
+	noErr(t, "ZRANGE starts", err)
+	read.hi = m.s.redisTime(t)
+	read = m.widen(read)
+	got := map[string]int64{}
+	for _, z := range zs {
+		got[z.Member.(string)] = int64(z.Score)
+	}
+	expired := at.reached(m.startsTTL)
+	ttl := m.startsTTL
+	if len(res.Leases) > 0 {
+		ttl = c + m.per
+	}
+	if len(got) == 0 && read.reached(ttl) != no {
+		for _, start := range m.starts {
+			switch max(expired, at.reached(start+m.per)) {
+			case no:
+				least++
+				most++
+			case perhaps:
+				most++
+			}
+		}
+		clear(m.starts)
+		return least, most
+	}
+	counted := 0
+	for tok, start := range m.starts {
+		gone := max(expired, at.reached(start+m.per))
+		g, in := got[tok]
+		switch {
+		case in && g != start:
+			t.Fatalf("%s: start %s at %d, the model has %d", op, tok, g, start)
+		case in && gone == yes:
+			t.Fatalf("%s at %d..%d kept start %s of %d (period %d ms, key until %d)", op, at.lo, at.hi, tok, start, m.per, m.startsTTL)
+		case !in && gone == no:
+			t.Fatalf("%s at %d..%d dropped start %s of %d (period %d ms, key until %d)", op, at.lo, at.hi, tok, start, m.per, m.startsTTL)
+		}
+		if in {
+			counted++
+		} else {
+			delete(m.starts, tok)
+		}
+	}
+	for _, l := range res.Leases {
+		if g, in := got[l.Token]; !in || g != c {
+			t.Fatalf("%s: start of %s recorded %v at %d, want at %d", op, l.Token, in, g, c)
+		}
+		m.starts[l.Token] = c
+		m.startsTTL = c + m.per
+	}
+	if len(got) != len(m.starts) {
+		t.Fatalf("%s: starts in Redis %v, the model has %v", op, got, m.starts)
+	}
+	return counted, counted
+}
+
+// took checks what a claim of n took (claimable), and makes those jobs
+// running.
+func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease time.Duration) {
 	if len(res.Problems) > 0 {
 		t.Fatalf("%s reported problems: %v", op, res.Problems)
 	}
-	if len(res.Leases) != w {
-		t.Fatalf("%s took %d jobs; want %d", op, len(res.Leases), w)
+	if lo, hi := m.claimable(t, op, n, res, lease); len(res.Leases) < lo || len(res.Leases) > hi {
+		t.Fatalf("%s took %d jobs; want %d (to %d, a start's end falling within the step)", op, len(res.Leases), lo, hi)
 	}
 	for _, l := range res.Leases {
 		j := m.jobs[l.ID]
@@ -834,11 +998,13 @@ func (m *model) fail(t *rapid.T) {
 	var res broker.ClaimResult
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.begin(t)
 	if claim.N > 0 {
 		o, st, res, err = m.s.b.FailClaim(ctx, l, f, claim)
 	} else {
 		o, st, err = m.s.b.Fail(ctx, l, f)
 	}
+	m.end(t)
 	var w broker.State
 	switch {
 	case !valid:
@@ -859,7 +1025,7 @@ func (m *model) fail(t *rapid.T) {
 	}
 	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
 	if claim.N > 0 {
-		m.took(t, "FailClaim", res, m.claimable(claim.N)) // the failure comes first
+		m.took(t, "FailClaim", res, claim.N, claim.Lease) // the failure comes first
 	}
 }
 
@@ -881,11 +1047,13 @@ func (m *model) snooze(t *rapid.T) {
 	var res broker.ClaimResult
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.begin(t)
 	if claim.N > 0 {
 		o, st, res, err = m.s.b.SnoozeClaim(ctx, l, d, claim)
 	} else {
 		o, st, err = m.s.b.Snooze(ctx, l, d)
 	}
+	m.end(t)
 	var w broker.State
 	switch {
 	case !valid:
@@ -901,7 +1069,7 @@ func (m *model) snooze(t *rapid.T) {
 	}
 	m.settle(t, "snooze", "snooze", l, j, valid, w, o, st, err)
 	if claim.N > 0 {
-		m.took(t, "SnoozeClaim", res, m.claimable(claim.N))
+		m.took(t, "SnoozeClaim", res, claim.N, claim.Lease)
 	}
 }
 
@@ -1049,7 +1217,10 @@ func (m *model) cancelJob(t *rapid.T) {
 
 func (m *model) retry(t *rapid.T) {
 	id, j := m.pickID(t)
-	prev, err := m.s.b.Retry(m.lostReply(t), m.s.q, id)
+	ctx := m.lostReply(t)
+	m.begin(t)
+	prev, err := m.s.b.Retry(ctx, m.s.q, id)
+	m.end(t)
 	if j == nil {
 		wantErr(t, "Retry of a trimmed job", err, broker.ErrJobNotFound)
 		return
@@ -1062,6 +1233,9 @@ func (m *model) retry(t *rapid.T) {
 		return
 	}
 	open, refused := m.retryVerdict(id)
+	if strings.HasPrefix(refused, "perhaps ") && err == nil {
+		refused = "" // the holder's TTL ended within the step, before the retry
+	}
 	if refused != "" {
 		if err == nil {
 			t.Fatalf("Retry of %s succeeded; want it refused: %s", id, refused)
@@ -1084,7 +1258,10 @@ func (m *model) retryDead(t *rapid.T) {
 			dead = append(dead, id)
 		}
 	}
-	n, err := m.s.b.RetryDead(m.lostReply(t), m.s.q, limit)
+	ctx := m.lostReply(t)
+	m.begin(t)
+	n, err := m.s.b.RetryDead(ctx, m.s.q, limit)
+	m.end(t)
 	noErr(t, "RetryDead", err)
 	// One script retried them in turn: take them in the order of the
 	// generations it gave them.
@@ -1099,7 +1276,7 @@ func (m *model) retryDead(t *rapid.T) {
 	for _, j := range back {
 		id := j.ID
 		open, refused := m.retryVerdict(id)
-		if refused != "" {
+		if refused != "" && !strings.HasPrefix(refused, "perhaps ") {
 			t.Fatalf("RetryDead sent %s back; the model refuses it: %s", id, refused)
 		}
 		m.retried(t, id, open)
@@ -1112,7 +1289,8 @@ func (m *model) retryDead(t *rapid.T) {
 }
 
 // retryVerdict says whether a dead or cancelled job may go back: the
-// dependencies it waits for again, or why it may not.
+// dependencies it waits for again, or why it may not ("perhaps ..." when
+// the key's holder's TTL ends within the step).
 func (m *model) retryVerdict(id string) (open map[string]bool, refused string) {
 	j := m.jobs[id]
 	open = map[string]bool{}
@@ -1127,7 +1305,10 @@ func (m *model) retryVerdict(id string) (open map[string]bool, refused string) {
 			return nil, "a dependency failed"
 		}
 	}
-	if h, held := m.held(j.unique); !j.uniqueTTL && held && h != id {
+	if h, held := m.held(j.unique); !j.uniqueTTL && held != no && h != id {
+		if held == perhaps {
+			return open, "perhaps: unique key held by " + h
+		}
 		return nil, "unique key held by " + h
 	}
 	return open, ""
@@ -1160,17 +1341,29 @@ func (m *model) pause(t *rapid.T) {
 	}
 }
 
-// trim runs retention with small counts and takes what it deleted out of
-// the model: only finished jobs, as many as it says.
+// trim runs retention with small ages and counts (0: none of that kind),
+// ages in the range an advance moves the clock, and checks that it deleted
+// exactly the jobs trim.lua picks: per state, done, cancelled and
+// dead in turn, those finished more than the age ago, then the oldest
+// beyond the count, at most limit in all. On a real server, a job whose
+// age ends within the step may have gone either way: the jobs deleted must
+// be the pick of some instant of the step.
 func (m *model) trim(t *rapid.T) {
-	r := broker.Retention{
-		MaxDone:      rapid.IntRange(1, 3).Draw(t, "max done"),
-		MaxCancelled: rapid.IntRange(1, 3).Draw(t, "max cancelled"),
-		MaxDead:      rapid.IntRange(1, 3).Draw(t, "max dead"),
+	age := func(what string) time.Duration {
+		return rapid.SampledFrom([]time.Duration{0, 15, 20, 30, 45}).Draw(t, what) * time.Millisecond
 	}
-	n, err := m.s.b.Trim(m.s.ctx, m.s.q, r, rapid.IntRange(1, 5).Draw(t, "limit"))
+	r := broker.Retention{
+		Done: age("done age"), Cancelled: age("cancelled age"), Dead: age("dead age"),
+		MaxDone:      rapid.IntRange(0, 3).Draw(t, "max done"),
+		MaxCancelled: rapid.IntRange(0, 3).Draw(t, "max cancelled"),
+		MaxDead:      rapid.IntRange(0, 3).Draw(t, "max dead"),
+	}
+	limit := rapid.IntRange(1, 5).Draw(t, "limit")
+	m.begin(t)
+	n, err := m.s.b.Trim(m.s.ctx, m.s.q, r, limit)
+	m.end(t)
 	noErr(t, "Trim", err)
-	deleted := 0
+	gone := map[string]bool{}
 	for id, j := range m.jobs {
 		_, err := m.s.b.Job(m.s.ctx, m.s.q, id)
 		if !errors.Is(err, broker.ErrJobNotFound) {
@@ -1179,13 +1372,78 @@ func (m *model) trim(t *rapid.T) {
 		if !j.state.Final() {
 			t.Fatalf("Trim deleted job %s, which was %s", id, j.state)
 		}
-		if j.keptToWait {
+		gone[id] = true
+	}
+	want(t, "jobs trimmed", len(gone), n)
+	// The instants at which the pick can change: the step's first, and
+	// each job's age ending within the step.
+	instants := []int64{m.now.lo}
+	for _, j := range m.jobs {
+		for _, a := range []time.Duration{r.Done, r.Cancelled, r.Dead} {
+			if at := j.finishedAt + a.Milliseconds() + 1; a > 0 && at > m.now.lo && at <= m.now.hi {
+				instants = append(instants, at)
+			}
+		}
+	}
+	var picked map[string]bool
+	for _, now := range instants {
+		if picked = m.trimmed(r, limit, now); maps.Equal(picked, gone) {
+			break
+		}
+	}
+	if !maps.Equal(picked, gone) {
+		t.Fatalf("Trim(%+v, limit %d) at %d..%d deleted %v; want %v", r, limit, m.now.lo, m.now.hi, slices.Sorted(maps.Keys(gone)), slices.Sorted(maps.Keys(m.trimmed(r, limit, m.now.lo))))
+	}
+	for id := range gone {
+		if j := m.jobs[id]; j.keptToWait {
 			m.keptToWait[id] = j.state
 		}
 		delete(m.jobs, id)
-		deleted++
 	}
-	want(t, "jobs trimmed", deleted, n)
+}
+
+// trimmed is the model of trim.lua run at now: the finished jobs it
+// deletes. Each index is read as Redis orders it, by finished_at and then
+// by id.
+func (m *model) trimmed(r broker.Retention, limit int, now int64) map[string]bool {
+	out := map[string]bool{}
+	budget := limit
+	for _, k := range []struct {
+		st    broker.State
+		age   time.Duration
+		count int
+	}{{broker.StateDone, r.Done, r.MaxDone}, {broker.StateCancelled, r.Cancelled, r.MaxCancelled}, {broker.StateDead, r.Dead, r.MaxDead}} {
+		var ids []string
+		for id, j := range m.jobs {
+			if j.state == k.st {
+				ids = append(ids, id)
+			}
+		}
+		slices.SortFunc(ids, func(a, b string) int {
+			return cmp.Or(cmp.Compare(m.jobs[a].finishedAt, m.jobs[b].finishedAt), strings.Compare(a, b))
+		})
+		if budget > 0 && k.age > 0 {
+			// Older than the age: finished_at < now - age, a prefix.
+			old := 0
+			for old < len(ids) && m.jobs[ids[old]].finishedAt < now-k.age.Milliseconds() {
+				old++
+			}
+			taken := min(old, budget)
+			for _, id := range ids[:taken] {
+				out[id] = true
+			}
+			budget -= taken
+			ids = ids[taken:] // what is left of the index
+		}
+		if budget > 0 && k.count > 0 && len(ids) > k.count {
+			excess := min(len(ids)-k.count, budget)
+			for _, id := range ids[:excess] {
+				out[id] = true
+			}
+			budget -= excess
+		}
+	}
+	return out
 }
 
 // wait calls Wait with a short deadline: a finished job answers at once,
@@ -1219,9 +1477,26 @@ func (m *model) wait(t *rapid.T) {
 	}
 }
 
+// setLimits sets the running limit, the rate limit (a period in the range
+// an advance moves the clock) or both: SetLimits both, SetMaxRunning and
+// SetRate one, keeping the other.
 func (m *model) setLimits(t *rapid.T) {
-	m.maxRunning = rapid.IntRange(0, 2).Draw(t, "max running")
-	noErr(t, "SetLimits", m.s.b.SetLimits(m.s.ctx, m.s.q, broker.Limits{MaxRunning: m.maxRunning}))
+	l := broker.Limits{MaxRunning: rapid.IntRange(0, 2).Draw(t, "max running")}
+	if rapid.Bool().Draw(t, "rate limit") {
+		l.Rate = rapid.IntRange(1, 3).Draw(t, "rate")
+		l.Per = rapid.SampledFrom([]time.Duration{15, 20, 30, 45}).Draw(t, "per ms") * time.Millisecond
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "limits set") {
+	case 0:
+		noErr(t, "SetLimits", m.s.b.SetLimits(m.s.ctx, m.s.q, l))
+		m.maxRunning, m.rate, m.per = l.MaxRunning, l.Rate, l.Per.Milliseconds()
+	case 1:
+		noErr(t, "SetMaxRunning", m.s.b.SetMaxRunning(m.s.ctx, m.s.q, l.MaxRunning))
+		m.maxRunning = l.MaxRunning
+	default:
+		noErr(t, "SetRate", m.s.b.SetRate(m.s.ctx, m.s.q, l.Rate, l.Per))
+		m.rate, m.per = l.Rate, l.Per.Milliseconds()
+	}
 }
 
 func (m *model) setEvents(t *rapid.T) {
@@ -1231,8 +1506,23 @@ func (m *model) setEvents(t *rapid.T) {
 
 // check compares every job with Redis after each step.
 func (m *model) check(t *rapid.T) {
+	// A job that finished in the step finished between the last check and
+	// this one.
+	since := m.widen(span{m.checked, m.s.redisTime(t)})
+	if m.checked == 0 {
+		since.lo = 0
+	}
+	m.checked = since.hi
 	for id, j := range m.jobs {
 		got := m.s.job(t, id)
+		if j.state.Final() {
+			f := got.FinishedAt.UnixMilli()
+			if j.finishedAt == 0 {
+				m.within(t, "finished_at of "+id, since, f)
+				j.finishedAt = f
+			}
+			want(t, "finished_at of "+id, f, j.finishedAt)
+		}
 		token := ""
 		if j.state == broker.StateRunning {
 			token = j.token
@@ -1273,7 +1563,36 @@ func (m *model) check(t *rapid.T) {
 	paused, err := m.s.b.Paused(m.s.ctx, m.s.q)
 	noErr(t, "Paused", err)
 	want(t, "paused", paused, m.paused)
+	l, err := m.s.b.Limits(m.s.ctx, m.s.q)
+	noErr(t, "Limits", err)
+	want(t, "limits", l, broker.Limits{MaxRunning: m.maxRunning, Rate: m.rate, Per: time.Duration(m.per) * time.Millisecond})
+	m.checkUnique(t)
 	m.s.consistent(t) // invariant 6
+}
+
+// checkUnique compares the unique keys with Redis: a held key names its
+// holder, a free one is gone (expired, or deleted when its job ended).
+func (m *model) checkUnique(t *rapid.T) {
+	for _, key := range []string{"u0", "u1"} {
+		m.begin(t)
+		got, err := m.s.Client.Get(m.s.ctx, m.s.b.Prefix()+":{"+m.s.q+"}:unique:"+key).Result()
+		m.end(t)
+		if errors.Is(err, redis.Nil) {
+			got, err = "", nil
+		}
+		noErr(t, "GET unique key "+key, err)
+		h, held := m.held(key)
+		if held == perhaps && (got == "" || got == h) {
+			continue // its TTL ends about now
+		}
+		w := ""
+		if held == yes {
+			w = h
+		}
+		if got != w {
+			t.Fatalf("unique key %s holds %q; the model has %q (holder %+v, Redis time %d..%d)", key, got, w, m.uniq[key], m.now.lo, m.now.hi)
+		}
+	}
 }
 
 // keepSettled moves the last settlement's record aside, as a claim or a
