@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceq/fenceq/scripts/lua"
+	"github.com/fenceq/fenceq/internal/lua"
 )
 
 // scripts are the atomic operations, each lib.lua followed by the pieces
