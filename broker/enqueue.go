@@ -309,21 +309,24 @@ func (b *Broker) enqueued(c *enqueueCall) Enqueued {
 	queue, id := c.k.name, c.id
 	v, err := c.cmd.Result()
 	r := newReply("enqueue "+queue, v, err)
-	switch status := r.str(); status {
-	case "exists":
+	switch s := r.status(); s {
+	case statusOK:
+	case statusExists:
 		if state := State(r.str()); r.err == nil {
 			return Enqueued{ID: id, Err: &DuplicateError{Queue: queue, ID: id, State: state}}
 		}
-	case "unique":
+	case statusUniqueHeld:
 		if holder, state := r.str(), State(r.str()); r.err == nil {
 			return Enqueued{ID: holder, Existing: true,
 				Err: &UniqueHeldError{Queue: queue, Key: c.unique, HolderID: holder, HolderState: state}}
 		}
-	case "no_parent":
+	case statusNoDependency:
 		if parent := r.str(); r.err == nil {
 			return Enqueued{ID: id, Err: &ValidationError{Field: "depends on", Value: parent, Reason: "no such job in queue " + queue +
 				": it was never enqueued, or it finished and retention deleted it (enqueue a dependent while its parent is kept, or keep more)"}}
 		}
+	default:
+		r.unexpected(s)
 	}
 	return Enqueued{ID: id, Err: r.err}
 }

@@ -169,14 +169,16 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 		r := c.reply
 		r.int() // Redis time
 		for _, pos := range c.idx {
-			status, until := r.int(), r.time()
-			switch status {
-			case 1:
+			s, until := r.status(), r.time()
+			switch s {
+			case statusOK:
 				out[pos] = Renewal{Outcome: OK, Deadline: until, LocalDeadline: sent.Add(lease)}
-			case 2:
+			case statusCancel:
 				out[pos] = Renewal{Outcome: CancelRequested, Deadline: until, LocalDeadline: sent.Add(lease)}
-			default:
+			case statusStale:
 				out[pos] = Renewal{Outcome: Stale}
+			default:
+				r.unexpected(s)
 			}
 		}
 		if r.err != nil {

@@ -124,10 +124,13 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	for _, call := range calls {
 		r := call.reply
 		for _, pos := range call.idx {
-			if r.str() == "done" {
+			switch s := r.status(); s {
+			case statusOK:
 				out[pos] = OK
-			} else {
+			case statusStale:
 				out[pos] = Stale
+			default:
+				r.unexpected(s)
 			}
 		}
 		if call == claiming {
@@ -226,24 +229,17 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
 	}
+	r := newReply(mode+" "+l.Queue, v, nil)
+	o, st := r.settled()
 	if c.N > 0 {
-		r := newReply(mode+" "+l.Queue, v, nil)
-		v = r.str()
 		if cv := r.next(); r.err == nil {
 			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, sent)
 		}
-		if err = cmp.Or(r.err, err); err != nil {
-			return Stale, "", ClaimResult{}, err
-		}
 	}
-	st, ok := v.(string)
-	if !ok {
-		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: unexpected reply %v", mode, l.ID, l.Queue, v)
+	if err = cmp.Or(r.err, err); err != nil {
+		return Stale, "", ClaimResult{}, err
 	}
-	if st == "stale" {
-		return Stale, "", res, nil
-	}
-	return OK, State(st), res, nil
+	return o, st, res, nil
 }
 
 // Release gives a lease back, as a worker shutting down does: the job is
@@ -255,22 +251,21 @@ func (b *Broker) Release(ctx context.Context, l Lease) (Outcome, State, error) {
 }
 
 // settle runs one guarded script that takes (id, gen, token) first and
-// answers 'stale' or the job's new state.
+// answers {status, the job's state after the call}.
 func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l Lease, extra ...any) (Outcome, State, error) {
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, "", err
 	}
 	k := b.queueKeys(l.Queue)
 	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token}, extra...)
-	v, err := b.run(ctx, script, k, args...).Text()
+	v, err := b.run(ctx, script, k, args...).Result()
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
 	}
-	switch v {
-	case "stale":
-		return Stale, "", nil
-	case "ok":
-		return OK, StateRunning, nil
+	r := newReply(op+" "+l.Queue, v, nil)
+	o, st := r.settled()
+	if r.err != nil {
+		return Stale, "", r.err
 	}
-	return OK, State(v), nil
+	return o, st, nil
 }

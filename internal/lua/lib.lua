@@ -38,6 +38,15 @@
 -- All times are milliseconds of Redis server time (TIME). Worker clocks never
 -- reach a script.
 --
+-- Replies: an operation that can refuse or find nothing answers a STATUS
+-- code first, then what that status carries: {status, payload...} for an
+-- operation on one job, and one (status, payload...) per item, after what
+-- the whole call reports, for a batch (ack, renew, retry). Scripts that
+-- only read or repair (claim, reap, trim, leases, overview, throughput)
+-- answer their data. A job key that is not a job hash is the status
+-- 'corrupt' with the reason, never an error reply: Go reads numbers, never
+-- error text.
+--
 -- Bounded scripts (invariant 8): no script loops over anything but the
 -- batch its caller passed, plus at most a fixed budget of cascade steps.
 -- Nothing here recurses.
@@ -48,6 +57,22 @@ local K = {
   limits = KEYS[10], starts = KEYS[11], events = KEYS[12], blocked = KEYS[13],
   gen = KEYS[14], cascade = KEYS[15], stats = KEYS[16],
 }
+-- STATUS is the first value of a reply. broker/status.go holds the same
+-- list, and a test checks that the two agree.
+local STATUS = {
+  ok = 0,            -- the operation took effect, or answers what it read
+  stale = 1,         -- the claim is no longer valid; nothing changed
+  cancel = 2,        -- renew: extended, but the job's cancellation was requested
+  missing = 3,       -- no such job
+  corrupt = 4,       -- the job key holds no usable job; payload: why
+  exists = 5,        -- enqueue: the id is taken; payload: the job's state
+  unique_held = 6,   -- enqueue: the unique key is held; payload: holder id, its state
+  no_dependency = 7, -- enqueue: a dependency does not exist; payload: its id
+  refused = 8,       -- retry: the job cannot go back as enqueue would let it in; payload: why
+  not_retryable = 9, -- retry: the job is neither dead nor cancelled
+  waiting = 10,      -- wait: the job has not finished; the caller is registered
+}
+
 local JOB = ARGV[1]
 local BASE = string.sub(JOB, 1, -5) -- the queue's prefix: JOB without its 'job:'
 
@@ -255,6 +280,21 @@ local function read(key, ...)
       return nil, nil
     end
     return nil, 'job hash has no ' .. first .. ' field'
+  end
+  return f, nil
+end
+
+-- read_job reads fields of the job an operator or caller named, as read
+-- does, and answers the reply for a job that cannot be read: nil and
+-- {missing} when there is none, nil and {corrupt, why} when its key holds
+-- no usable job hash.
+local function read_job(key, ...)
+  local f, bad = read(key, ...)
+  if bad then
+    return nil, {STATUS.corrupt, bad}
+  end
+  if not f then
+    return nil, {STATUS.missing}
   end
   return f, nil
 end
