@@ -56,7 +56,7 @@ func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(i int) [
 func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls []*queueCall, head func(c *queueCall) []any) {
 	args := make([][]any, len(calls))
 	for i, c := range calls {
-		args[i] = append(append([]any{c.k.job}, head(c)...), c.args...)
+		args[i] = append(append([]any{c.k.base}, head(c)...), c.args...)
 	}
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

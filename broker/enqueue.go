@@ -138,7 +138,7 @@ type enqueueCall struct {
 	k      *queueKeys
 	id     string
 	unique string        // Job.UniqueKey, which a *UniqueHeldError names
-	args   []any         // ARGV, the job key prefix first
+	args   []any         // ARGV, the queue's key prefix first
 	cmd    *redis.Cmd    // the script's answer
 	acks   *redis.IntCmd // on the durable path, the WAIT that followed cmd on the same connection
 }
@@ -289,14 +289,14 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 	}
 	unique := ""
 	if j.UniqueKey != "" {
-		unique = b.opts.Prefix + ":{" + j.Queue + "}:unique:" + j.UniqueKey
+		unique = k.derived(kindUnique, j.UniqueKey)
 	}
 	policy := "cancel"
 	if j.RunIfDependencyFails {
 		policy = "run"
 	}
 	args := make([]any, 0, 12+len(j.DependsOn))
-	args = append(args, k.job, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
+	args = append(args, k.base, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
 		unique, j.UniqueFor.Milliseconds(), policy, nonce)
 	for _, d := range j.DependsOn {
 		args = append(args, d)

@@ -32,7 +32,7 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 		return JobInfo{}, err
 	}
 	k := b.queueKeys(queue)
-	finished := k.base() + "finished:" + id
+	finished := k.derived(kindFinished, id)
 	woken := "0"
 	mine := "" // the created_at of the job this caller registered on
 	for {
