@@ -132,44 +132,28 @@ func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
 	return e.ID, e.Err
 }
 
-// enqueueCall is one prepared job: the enqueue script's arguments, then
-// its answer.
+// enqueueCall is one prepared job: the enqueue script's call, then its
+// answer.
 type enqueueCall struct {
+	*scriptCall
 	k      *queueKeys
 	id     string
 	unique string        // Job.UniqueKey, which a *UniqueHeldError names
-	args   []any         // ARGV, the queue's key prefix first
-	cmd    *redis.Cmd    // the script's answer
 	acks   *redis.IntCmd // on the durable path, the WAIT that followed cmd on the same connection
 }
 
-// send runs the calls' scripts: one call on its own, several in one
-// pipeline (one round trip on a single Redis; go-redis splits it by node on
-// a Cluster), and with Options.WaitReplicas, each followed by WAIT. A call
-// that meets NOSCRIPT is run again on its own, which loads the script.
+// send runs the calls' scripts in one round trip (evalAll), and with
+// Options.WaitReplicas, each followed by WAIT.
 func (b *Broker) send(ctx context.Context, calls []*enqueueCall) {
-	s := b.scripts.enqueue
-	switch {
-	case b.opts.WaitReplicas > 0:
+	if b.opts.WaitReplicas > 0 {
 		b.enqueueDurably(ctx, calls)
 		return
-	case len(calls) == 1:
-		calls[0].cmd = s.Run(ctx, b.rdb, calls[0].k.list, calls[0].args...)
-		return
 	}
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range calls {
-			c.cmd = s.EvalSha(ctx, p, c.k.list, c.args...)
-		}
-		return nil
-	})
-	for _, c := range calls {
-		// A node without the script ran nothing (each node of a Cluster
-		// has its own cache).
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			c.cmd = s.Run(ctx, b.rdb, c.k.list, c.args...)
-		}
+	evals := make([]*scriptCall, len(calls))
+	for i, c := range calls {
+		evals[i] = c.scriptCall
 	}
+	b.evalAll(ctx, evals)
 }
 
 // enqueueDurably runs each call's enqueue script and then WAIT on one
@@ -203,7 +187,7 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 			group := groups[node]
 			_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, c := range group {
-					c.cmd = b.scripts.enqueue.EvalSha(ctx, p, c.k.list, c.args...)
+					c.queue(ctx, p)
 				}
 				// Pipeliner lacks Wait: the raw command, timeout in milliseconds.
 				acks := redis.NewIntCmd(ctx, "WAIT", b.opts.WaitReplicas, b.opts.WaitTimeout.Milliseconds())
@@ -217,8 +201,8 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 				err := c.cmd.Err()
 				switch {
 				case round == rounds || err == nil:
-				case redis.HasErrorPrefix(err, "NOSCRIPT"):
-					_ = b.scripts.enqueue.Load(ctx, node).Err()
+				case c.unloaded():
+					_ = c.script.Load(ctx, node).Err()
 					pending = append(pending, c)
 				case redis.HasErrorPrefix(err, "MOVED"), redis.HasErrorPrefix(err, "ASK"),
 					redis.HasErrorPrefix(err, "TRYAGAIN"), redis.HasErrorPrefix(err, "CLUSTERDOWN"):
@@ -296,12 +280,12 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 		policy = "run"
 	}
 	args := make([]any, 0, 12+len(j.DependsOn))
-	args = append(args, k.base, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
+	args = append(args, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
 		unique, j.UniqueFor.Milliseconds(), policy, nonce)
 	for _, d := range j.DependsOn {
 		args = append(args, d)
 	}
-	return &enqueueCall{k: k, id: j.ID, unique: j.UniqueKey, args: args}, nil
+	return &enqueueCall{scriptCall: newScriptCall(b.scripts.enqueue, k, args), k: k, id: j.ID, unique: j.UniqueKey}, nil
 }
 
 // enqueued reads the enqueue script's answer to c.

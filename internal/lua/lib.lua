@@ -140,6 +140,17 @@ local function to_ready(id, key, priority)
   wake()
 end
 
+-- requeue files a job whose lease has ended as pending again. refund gives
+-- its attempt back: the worker did not fail (it released the job, or an
+-- operator did).
+local function requeue(id, key, priority, refund)
+  if refund then
+    redis.call('HINCRBY', key, 'attempt', -1)
+  end
+  redis.call('HDEL', key, 'lease_until')
+  to_ready(id, key, priority)
+end
+
 -- release_blocked files a job whose dependencies are met: scheduled when
 -- its run_at is still ahead, else pending.
 local function release_blocked(id, key, now)

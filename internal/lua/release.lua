@@ -26,9 +26,7 @@ if f[5] == '1' then
   settle_cascade(now)
   return {STATUS.ok, 'cancelled'}
 end
-redis.call('HINCRBY', key, 'attempt', -1)
 settled(key, 'release', 'pending')
-redis.call('HDEL', key, 'lease_until')
-to_ready(id, key, f[6])
+requeue(id, key, f[6], true)
 event('released', id, ARGV[3])
 return {STATUS.ok, 'pending'}

@@ -29,8 +29,6 @@ if f[3] == '1' then
   settle_cascade(now)
   return {STATUS.ok, 'running', 'cancelled', gen}
 end
-redis.call('HINCRBY', key, 'attempt', -1)
-redis.call('HDEL', key, 'lease_until')
-to_ready(id, key, f[4])
+requeue(id, key, f[4], true)
 event('force_released', id, gen)
 return {STATUS.ok, 'running', 'pending', gen}
