@@ -326,7 +326,9 @@ type Enqueued struct {
 
 // EnqueueMany stores many jobs in one pipeline: one round trip on a single
 // Redis, however many queues they go to. Each job is atomic on its own; the
-// answers are in the order of jobs. Sent again after a lost reply, a job
+// answers are in the order of jobs. It follows the batch rule of the
+// package doc with no error of its own: each answer's Err is its job's
+// refusal or its failed call's error. Sent again after a lost reply, a job
 // the first send created answers as created; one it refused (nothing was
 // written) is judged again, so a job whose dependency a later job of the
 // same batch created is enqueued the second time.

@@ -145,8 +145,9 @@ type Renewal struct {
 
 // Renew extends many leases by the given duration. Leases of one queue go in
 // one script call, and all calls in one pipeline: one round trip on a single
-// Redis. The answers are in the order of leases. The error is non-nil when
-// any queue failed (it joins their errors); each Renewal says which.
+// Redis. The answers are in the order of leases. It follows the batch rule
+// of the package doc: the error is non-nil when any queue's call failed (it
+// joins their errors), and each Renewal of such a queue carries it in Err.
 func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration) ([]Renewal, error) {
 	if err := validLease(lease); err != nil {
 		return nil, err

@@ -45,8 +45,9 @@ type Ack struct {
 
 // AckMany settles many leases as done, each with its result: one script
 // call per queue, all in one pipeline. It answers, in order, OK or Stale for
-// each (as Ack does); on an error, none of the answers is known and the
-// caller should try again (an ack is idempotent for its claim).
+// each (as Ack does). It follows the batch rule of the package doc: on an
+// error it answers no outcomes, and the caller should try again (an ack is
+// idempotent for its claim).
 func (b *Broker) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
 	out, _, err := b.ackClaim(ctx, acks, ClaimSpec{})
 	return out, err
@@ -67,7 +68,8 @@ type ClaimSpec struct {
 // the claim in the same script call as the acks of its queue. Every ack
 // keeps its guard and the claim its limits.
 //
-// On an error neither part's outcome is known, and both are safe to send
+// On an error (the batch rule of the package doc) neither part's outcome
+// is known, and both are safe to send
 // again: the acks with AckMany (or AckClaim), the claim with ClaimRequest
 // (or AckClaim) under the same request id, which answers the leases this
 // call took if it ran, so a lost reply costs no job an attempt.
