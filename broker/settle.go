@@ -69,10 +69,10 @@ type ClaimSpec struct {
 // keeps its guard and the claim its limits.
 //
 // On an error (the batch rule of the package doc) neither part's outcome
-// is known, and both are safe to send
-// again: the acks with AckMany (or AckClaim), the claim with ClaimRequest
-// (or AckClaim) under the same request id, which answers the leases this
-// call took if it ran, so a lost reply costs no job an attempt.
+// is known, and both are safe to send again: the acks with AckMany (or
+// AckClaim), the claim with ClaimRequest (or AckClaim) under the same
+// request id, which answers the leases this call took if it ran, so a
+// lost reply costs no job an attempt.
 func (b *Broker) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return nil, ClaimResult{}, err
