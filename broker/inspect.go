@@ -13,14 +13,17 @@ import (
 
 // JobInfo is a job as stored, for inspection.
 type JobInfo struct {
-	Queue, ID, Kind  string
-	Payload          []byte
-	State            State
-	Attempt          int
-	MaxAttempts      int
-	Priority         int
-	Generation       int64
-	Token            string    // the valid claim's token while running, else empty
+	Queue, ID, Kind string
+	Payload         []byte
+	State           State
+	Attempt         int
+	MaxAttempts     int
+	Priority        int
+	Generation      int64
+	// ClaimID names the valid claim while running (its Lease.ClaimID), else
+	// empty. It is a fingerprint: it tells claims apart but cannot renew or
+	// settle the job.
+	ClaimID          string
 	LeaseUntil       time.Time // Redis clock; zero unless running
 	RunAt            time.Time
 	CreatedAt        time.Time
@@ -88,7 +91,7 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	if j.State == StateRunning {
 		// The hash keeps a settled claim's token (to answer its re-send);
 		// only a running job has a valid one.
-		j.Token = h["token"]
+		j.ClaimID = claimID(h["token"])
 	}
 	if !j.State.valid() {
 		return bad(fmt.Sprintf("field state is %q, not one of %v", h["state"], States))

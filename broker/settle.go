@@ -96,7 +96,7 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
 		func(i int) []any {
 			l := acks[i].Lease
-			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, acks[i].Result}
+			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, acks[i].Result}
 		})
 	if err != nil {
 		return nil, res, err
@@ -226,7 +226,7 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 		return Stale, "", res, &ValidationError{Field: "claim queue", Value: c.Queue, Reason: "must be the failed job's queue, " + l.Queue}
 	}
 	sent := time.Now()
-	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, mode, msg, after.Milliseconds()}, c.args()...)
+	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, mode, msg, after.Milliseconds()}, c.args()...)
 	v, err := b.run(ctx, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
@@ -259,7 +259,7 @@ func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l 
 		return Stale, "", err
 	}
 	k := b.queueKeys(l.Queue)
-	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token}, extra...)
+	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token}, extra...)
 	v, err := b.run(ctx, script, k, args...).Result()
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)

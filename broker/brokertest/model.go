@@ -520,7 +520,7 @@ func (m *model) claim(t *rapid.T) {
 		}
 		for i, l := range again.Leases {
 			f := res.Leases[i]
-			if l.ID != f.ID || l.Generation != f.Generation || l.Token != f.Token || l.Attempt != f.Attempt || !l.Deadline.Equal(f.Deadline) {
+			if l.ID != f.ID || l.Generation != f.Generation || l.ClaimID() != f.ClaimID() || l.Attempt != f.Attempt || !l.Deadline.Equal(f.Deadline) {
 				t.Fatalf("a re-sent claim answered %+v, the first %+v", l, f)
 			}
 		}
@@ -609,7 +609,7 @@ func (m *model) resendClaim(t *rapid.T) {
 	}
 	var want []broker.Lease
 	for _, l := range r.leases {
-		if j := m.jobs[l.ID]; j != nil && j.state == broker.StateRunning && j.token == l.Token {
+		if j := m.jobs[l.ID]; j != nil && j.state == broker.StateRunning && j.token == l.ClaimID() {
 			want = append(want, l)
 		}
 	}
@@ -618,7 +618,7 @@ func (m *model) resendClaim(t *rapid.T) {
 	}
 	for i, l := range res.Leases {
 		w := want[i]
-		if l.ID != w.ID || l.Token != w.Token || l.Generation != w.Generation || l.Attempt != w.Attempt {
+		if l.ID != w.ID || l.ClaimID() != w.ClaimID() || l.Generation != w.Generation || l.Attempt != w.Attempt {
 			t.Fatalf("request sent again answered %+v, want %+v", l, w)
 		}
 		if l.Deadline.UnixMilli() != m.jobs[l.ID].deadline {
@@ -645,7 +645,7 @@ func (m *model) ackClaimMany(t *rapid.T) {
 	wantOK := make([]bool, k)
 	for i, l := range ls {
 		j := m.jobs[l.ID]
-		valid := j != nil && j.state == broker.StateRunning && j.token == l.Token
+		valid := j != nil && j.state == broker.StateRunning && j.token == l.ClaimID()
 		_, resent := again(j, l, "ack")
 		wantOK[i] = valid || resent
 		if valid {
@@ -705,7 +705,7 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, w int) {
 			t.Fatalf("%s of %s: attempt %d, want %d", op, l.ID, l.Attempt, j.attempt+1)
 		}
 		j.keepSettled()
-		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, "", l.Deadline.UnixMilli()
+		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.ClaimID(), "", l.Deadline.UnixMilli()
 		j.renewals, j.resent = 0, false
 		m.claims = append(m.claims, l)
 	}
@@ -736,22 +736,22 @@ func (m *model) pickClaim(t *rapid.T) (l broker.Lease, j *mjob, valid bool) {
 	}
 	l = rapid.SampledFrom(m.claims).Draw(t, "claim")
 	j = m.jobs[l.ID]
-	return l, j, j != nil && j.state == broker.StateRunning && j.token == l.Token
+	return l, j, j != nil && j.state == broker.StateRunning && j.token == l.ClaimID()
 }
 
 // again answers what a settlement by op under claim l recorded, when the
 // request is a re-send of it: the job still carries the claim's token, or
 // the claim after it kept the record.
 func again(j *mjob, l broker.Lease, op string) (broker.State, bool) {
-	if j == nil || l.Token == "" {
+	if j == nil || l.ClaimID() == "" {
 		return "", false
 	}
 	record := ""
 	switch {
-	case j.state != broker.StateRunning && j.token == l.Token:
+	case j.state != broker.StateRunning && j.token == l.ClaimID():
 		record = j.settled
-	case strings.HasPrefix(j.prev, l.Token+" "):
-		record = strings.TrimPrefix(j.prev, l.Token+" ")
+	case strings.HasPrefix(j.prev, l.ClaimID()+" "):
+		record = strings.TrimPrefix(j.prev, l.ClaimID()+" ")
 	}
 	var done, outcome string
 	if _, err := fmt.Sscanf(record, "%s %s", &done, &outcome); err != nil || done != op {
@@ -1238,7 +1238,7 @@ func (m *model) check(t *rapid.T) {
 			token = j.token
 		}
 		w := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", j.state, j.gen, j.attempt, token, j.cancel)
-		g := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", got.State, got.Generation, got.Attempt, got.Token, got.CancelRequested)
+		g := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", got.State, got.Generation, got.Attempt, got.ClaimID, got.CancelRequested)
 		if g != w {
 			// Invariant 1 (the one valid claim is the model's) or 3 (gen) broken.
 			t.Fatalf("job %s in Redis: %s\nmodel: %s", id, g, w)
