@@ -98,14 +98,8 @@ func (c *scriptCall) unloaded() bool { return redis.HasErrorPrefix(c.cmd.Err(), 
 
 // evalAll runs the calls in one pipeline: one round trip on a single Redis
 // (go-redis splits it by node on a Cluster). A call that meets NOSCRIPT is
-// run again on its own, which loads the script; a lone call goes by
-// itself, as EVALSHA with that fallback.
+// run again on its own, which loads the script.
 func (b *Broker) evalAll(ctx context.Context, calls []*scriptCall) {
-	if len(calls) == 1 {
-		c := calls[0]
-		c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
-		return
-	}
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
 			c.queue(ctx, p)

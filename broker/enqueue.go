@@ -145,8 +145,13 @@ type enqueueCall struct {
 // send runs the calls' scripts in one round trip (evalAll), and with
 // Options.WaitReplicas, each followed by WAIT.
 func (b *Broker) send(ctx context.Context, calls []*enqueueCall) {
-	if b.opts.WaitReplicas > 0 {
+	switch {
+	case b.opts.WaitReplicas > 0:
 		b.enqueueDurably(ctx, calls)
+		return
+	case len(calls) == 1:
+		c := calls[0]
+		c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
 		return
 	}
 	evals := make([]*scriptCall, len(calls))
