@@ -63,7 +63,7 @@ func TestAckClaim256(t *testing.T) {
 				t.Fatalf("claimed %d", len(res.Leases))
 			}
 			again, err := b.ClaimRequest(ctx, spec.RequestID, "q", n, time.Minute)
-			if err != nil || len(again.Leases) != n || again.Leases[n-1].Token != res.Leases[n-1].Token {
+			if err != nil || len(again.Leases) != n || again.Leases[n-1].ClaimID() != res.Leases[n-1].ClaimID() {
 				t.Fatalf("claim alone again: %d %v", len(again.Leases), err)
 			}
 			_, whole, err := b.AckClaim(ctx, nil, spec)

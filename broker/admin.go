@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -24,14 +23,10 @@ func (b *Broker) ReleaseUnowned(ctx context.Context, queue, id string) (Released
 	}
 	v, err := b.run(ctx, b.scripts.releaseUnowned, b.queueKeys(queue), id).Result()
 	r := newReply("release_unowned "+queue, v, err)
-	prev := State(r.str())
-	if r.err != nil {
-		return Released{}, corruptOr(queue, id, r.err)
+	if err := r.job(r.status(), queue, id); err != nil {
+		return Released{}, err
 	}
-	if prev == "missing" {
-		return Released{}, notFound(queue, id)
-	}
-	out := Released{Previous: prev, State: State(r.str()), Generation: r.int()}
+	out := Released{Previous: State(r.str()), State: State(r.str()), Generation: r.int()}
 	return out, r.err
 }
 
@@ -44,14 +39,13 @@ func (b *Broker) Cancel(ctx context.Context, queue, id string) (State, error) {
 	if err := validID(queue, id); err != nil {
 		return "", err
 	}
-	v, err := b.run(ctx, b.scripts.cancel, b.queueKeys(queue), id).Text()
-	if err != nil {
-		return "", corruptOr(queue, id, fmt.Errorf("fenceq: cancel: %w", err))
+	v, err := b.run(ctx, b.scripts.cancel, b.queueKeys(queue), id).Result()
+	r := newReply("cancel "+queue, v, err)
+	if err := r.job(r.status(), queue, id); err != nil {
+		return "", err
 	}
-	if v == "missing" {
-		return "", notFound(queue, id)
-	}
-	return State(v), nil
+	st := State(r.str())
+	return st, r.err
 }
 
 // Retry sends a dead or cancelled job back to pending with a fresh attempt
@@ -70,14 +64,14 @@ func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
 		return "", err
 	}
 	r := res[0]
-	switch {
-	case r.prev == "missing":
+	switch r.status {
+	case statusMissing:
 		return "", notFound(queue, id)
-	case r.prev == "corrupt":
-		return "", &CorruptJobError{Queue: queue, ID: id, Reason: r.outcome}
-	case strings.HasPrefix(r.outcome, "refused: "):
-		return r.prev, fmt.Errorf("fenceq: job %q in queue %q stays %s: %s", id, queue, r.prev, strings.TrimPrefix(r.outcome, "refused: "))
-	case r.outcome == "":
+	case statusCorrupt:
+		return "", &CorruptJobError{Queue: queue, ID: id, Reason: r.detail}
+	case statusRefused:
+		return r.prev, fmt.Errorf("fenceq: job %q in queue %q stays %s: %s", id, queue, r.prev, r.detail)
+	case statusNotRetryable:
 		return r.prev, fmt.Errorf("fenceq: job %q in queue %q is %s; only dead or cancelled jobs can be retried", id, queue, r.prev)
 	default:
 		return r.prev, nil
@@ -108,7 +102,7 @@ func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, e
 		}
 		for _, r := range res {
 			switch {
-			case r.prev == StateDead && (r.outcome == string(StatePending) || r.outcome == string(StateBlocked)):
+			case r.prev == StateDead && r.status == statusOK:
 				sent++
 			case r.prev == StateDead:
 				skip++ // still dead: it stays where it was
@@ -123,28 +117,32 @@ func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, e
 
 // retried is retry.lua's answer for one job.
 type retried struct {
-	prev    State  // or "missing", "corrupt"
-	outcome string // the new state, "" (not retryable), "refused: …", or a corrupt hash's reason
+	status status // ok, not_retryable, refused, missing or corrupt
+	prev   State  // the state before the call; "" when missing or corrupt
+	detail string // the new state (ok), why (refused), or a corrupt hash's reason
 }
 
+// retry runs retry.lua for ids of one queue. Its error is the script
+// call's; each job's refusal is in its answer.
 func (b *Broker) retry(ctx context.Context, queue string, ids []string) ([]retried, error) {
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, NewRequestID())
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	v, err := b.run(ctx, b.scripts.retry, b.queueKeys(queue), args...).StringSlice()
+	v, err := b.run(ctx, b.scripts.retry, b.queueKeys(queue), args...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: retry in queue %q: %w", queue, err)
 	}
-	if len(v) != 2*len(ids) {
-		return nil, fmt.Errorf("fenceq: retry in queue %q: %d values in the reply for %d jobs", queue, len(v), len(ids))
-	}
+	r := newReply("retry "+queue, v, nil)
 	out := make([]retried, len(ids))
 	for i := range out {
-		out[i] = retried{prev: State(v[2*i]), outcome: v[2*i+1]}
+		out[i] = retried{status: r.status(), prev: State(r.str()), detail: r.str()}
 	}
-	return out, nil
+	if r.more() {
+		return nil, fmt.Errorf("fenceq: retry in queue %q: %d values in the reply for %d jobs", queue, len(r.vals), len(ids))
+	}
+	return out, r.err
 }
 
 // Reaped is one job that Reap took from an expired lease.
@@ -194,14 +192,4 @@ func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult,
 		return ReapResult{}, r.err
 	}
 	return res, nil
-}
-
-// corruptOr turns a script's "corrupt job hash" error reply into a
-// *CorruptJobError; other errors pass through.
-func corruptOr(queue, id string, err error) error {
-	msg := err.Error()
-	if i := strings.Index(msg, "job "+id+": "); i >= 0 && (strings.Contains(msg, "corrupt") || strings.Contains(msg, "not a hash")) {
-		return &CorruptJobError{Queue: queue, ID: id, Reason: msg[i+len("job "+id+": "):]}
-	}
-	return err
 }

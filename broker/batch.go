@@ -50,26 +50,65 @@ func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(i int) [
 }
 
 // pipeline runs the script once per call, head(c) then c's items as its
-// arguments, all calls in one pipeline: one round trip on a single Redis
-// (go-redis splits it by node on a Cluster). A call that meets NOSCRIPT is
-// run again on its own, which reloads the script.
+// arguments, all calls in one round trip (evalAll).
 func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls []*queueCall, head func(c *queueCall) []any) {
-	args := make([][]any, len(calls))
+	evals := make([]*scriptCall, len(calls))
 	for i, c := range calls {
-		args[i] = append(append([]any{c.k.job}, head(c)...), c.args...)
+		evals[i] = newScriptCall(s, c.k, head(c), c.args)
 	}
-	cmds := make([]*redis.Cmd, len(calls))
+	b.evalAll(ctx, evals)
+	for i, c := range calls {
+		v, err := evals[i].cmd.Result()
+		c.reply = newReply(op+" "+c.k.name, v, err)
+	}
+}
+
+// scriptCall is one script call for one queue, sent with others.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string   // the queue's KEYS
+	args   []any      // ARGV, the queue's key prefix first
+	cmd    *redis.Cmd // the answer, once sent
+}
+
+// newScriptCall is a call of s for k's queue whose ARGV is the queue's key
+// prefix, then parts in order.
+func newScriptCall(s *redis.Script, k *queueKeys, parts ...[]any) *scriptCall {
+	n := 1
+	for _, p := range parts {
+		n += len(p)
+	}
+	args := make([]any, 1, n)
+	args[0] = k.base
+	for _, p := range parts {
+		args = append(args, p...)
+	}
+	return &scriptCall{script: s, keys: k.list, args: args}
+}
+
+// queue adds the call to p, by EVALSHA.
+func (c *scriptCall) queue(ctx context.Context, p redis.Pipeliner) {
+	c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+}
+
+// unloaded reports whether the call did not run because its node's script
+// cache lacks the script (each node of a Cluster has its own; SCRIPT FLUSH
+// empties it).
+func (c *scriptCall) unloaded() bool { return redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") }
+
+// evalAll runs the calls in one pipeline: one round trip on a single Redis
+// (go-redis splits it by node on a Cluster). A call that meets NOSCRIPT is
+// run again on its own, which loads the script.
+func (b *Broker) evalAll(ctx context.Context, calls []*scriptCall) {
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, c := range calls {
-			cmds[i] = s.EvalSha(ctx, p, c.k.list, args[i]...)
+		for _, c := range calls {
+			c.queue(ctx, p)
 		}
 		return nil
 	})
-	for i, c := range calls {
-		v, err := cmds[i].Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = s.Run(ctx, b.rdb, c.k.list, args[i]...).Result()
+	for _, c := range calls {
+		if c.unloaded() {
+			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
 		}
-		c.reply = newReply(op+" "+c.k.name, v, err)
 	}
 }

@@ -106,7 +106,7 @@ func (b *Broker) run(ctx context.Context, s *redis.Script, k *queueKeys, args ..
 	return s.Run(ctx, b.rdb, k.list, withJobPrefix(k, args)...)
 }
 
-// withJobPrefix puts the job key prefix first: every script's ARGV[1].
+// withJobPrefix puts the queue's key prefix first: every script's ARGV[1].
 func withJobPrefix(k *queueKeys, args []any) []any {
-	return append([]any{k.job}, args...)
+	return append([]any{k.base}, args...)
 }

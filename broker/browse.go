@@ -271,8 +271,8 @@ func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (Job
 	var nChildren *redis.IntCmd
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		fields = p.HMGet(ctx, k.job+id, "depends_on", "on_parent_failure", "unique_until_done")
-		children = p.SRandMemberN(ctx, k.key("children:"+id), int64(limit))
-		nChildren = p.SCard(ctx, k.key("children:"+id))
+		children = p.SRandMemberN(ctx, k.derived(kindChildren, id), int64(limit))
+		nChildren = p.SCard(ctx, k.derived(kindChildren, id))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
@@ -297,7 +297,7 @@ func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (Job
 	deps = deps[:min(len(deps), limit)]
 	out.RunIfDependencyFails = str(1) == "run"
 	if u := str(2); u != "" {
-		out.UniqueKey = strings.TrimPrefix(u, k.key("unique:"))
+		out.UniqueKey = strings.TrimPrefix(u, k.derived(kindUnique, ""))
 	}
 
 	// A dependent is listed as "<incarnation>:<id>"; an entry whose job has

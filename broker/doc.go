@@ -1,5 +1,5 @@
 // Package broker is fenceq's Redis data model: key names, one Go method per
-// atomic Lua operation (scripts/lua), and typed results. A Broker owns no
+// atomic Lua operation (internal/lua), and typed results. A Broker owns no
 // goroutines and holds no policy: when to claim, renew, retry or reap is the
 // worker package's business. The one exception is opt-in: a [Batcher],
 // which lets concurrent producers share round trips, runs one goroutine
@@ -116,4 +116,18 @@
 // Delivery is at least once: a handler may run again after a crash, so
 // handlers must be idempotent. Fencing guarantees that the queue's own state
 // never takes a stale result.
+//
+// # Batches
+//
+// The operations on many items (EnqueueMany, AckMany, AckClaim, Renew)
+// follow one rule. Each item gets its own answer, in the caller's order,
+// read from its own status in the reply of its queue's script call: one
+// item's refusal (stale, a duplicate id, a held unique key) never fails
+// another. Only a script call that failed (Redis unreachable, a timeout, a
+// reply of the wrong shape) leaves answers unknown, and then exactly its
+// own items': where an item's answer has room for an error (Enqueued.Err,
+// Renewal.Err) those items carry the call's error and the rest are
+// answered; the returned error, where there is one, joins the failed
+// calls' errors. AckMany and AckClaim, whose Outcome has no such room,
+// answer no outcomes with an error; an ack is safe to send again.
 package broker

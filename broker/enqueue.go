@@ -135,44 +135,33 @@ func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
 	return e.ID, e.Err
 }
 
-// enqueueCall is one prepared job: the enqueue script's arguments, then
-// its answer.
+// enqueueCall is one prepared job: the enqueue script's call, then its
+// answer.
 type enqueueCall struct {
+	*scriptCall
 	k      *queueKeys
 	id     string
 	unique string        // Job.UniqueKey, which a *UniqueHeldError names
-	args   []any         // ARGV, the job key prefix first
-	cmd    *redis.Cmd    // the script's answer
 	acks   *redis.IntCmd // on the durable path, the WAIT that followed cmd on the same connection
 }
 
-// send runs the calls' scripts: one call on its own, several in one
-// pipeline (one round trip on a single Redis; go-redis splits it by node on
-// a Cluster), and with Options.WaitReplicas, each followed by WAIT. A call
-// that meets NOSCRIPT is run again on its own, which loads the script.
+// send runs the calls' scripts in one round trip (evalAll), and with
+// Options.WaitReplicas, each followed by WAIT.
 func (b *Broker) send(ctx context.Context, calls []*enqueueCall) {
-	s := b.scripts.enqueue
 	switch {
 	case b.opts.WaitReplicas > 0:
 		b.enqueueDurably(ctx, calls)
 		return
 	case len(calls) == 1:
-		calls[0].cmd = s.Run(ctx, b.rdb, calls[0].k.list, calls[0].args...)
+		c := calls[0]
+		c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
 		return
 	}
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range calls {
-			c.cmd = s.EvalSha(ctx, p, c.k.list, c.args...)
-		}
-		return nil
-	})
-	for _, c := range calls {
-		// A node without the script ran nothing (each node of a Cluster
-		// has its own cache).
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			c.cmd = s.Run(ctx, b.rdb, c.k.list, c.args...)
-		}
+	evals := make([]*scriptCall, len(calls))
+	for i, c := range calls {
+		evals[i] = c.scriptCall
 	}
+	b.evalAll(ctx, evals)
 }
 
 // enqueueDurably runs each call's enqueue script and then WAIT on one
@@ -206,7 +195,7 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 			group := groups[node]
 			_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, c := range group {
-					c.cmd = b.scripts.enqueue.EvalSha(ctx, p, c.k.list, c.args...)
+					c.queue(ctx, p)
 				}
 				// Pipeliner lacks Wait: the raw command, timeout in milliseconds.
 				acks := redis.NewIntCmd(ctx, "WAIT", b.opts.WaitReplicas, b.opts.WaitTimeout.Milliseconds())
@@ -220,8 +209,8 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 				err := c.cmd.Err()
 				switch {
 				case round == rounds || err == nil:
-				case redis.HasErrorPrefix(err, "NOSCRIPT"):
-					_ = b.scripts.enqueue.Load(ctx, node).Err()
+				case c.unloaded():
+					_ = c.script.Load(ctx, node).Err()
 					pending = append(pending, c)
 				case redis.HasErrorPrefix(err, "MOVED"), redis.HasErrorPrefix(err, "ASK"),
 					redis.HasErrorPrefix(err, "TRYAGAIN"), redis.HasErrorPrefix(err, "CLUSTERDOWN"):
@@ -292,19 +281,19 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 	}
 	unique := ""
 	if j.UniqueKey != "" {
-		unique = b.opts.Prefix + ":{" + j.Queue + "}:unique:" + j.UniqueKey
+		unique = k.derived(kindUnique, j.UniqueKey)
 	}
 	policy := "cancel"
 	if j.RunIfDependencyFails {
 		policy = "run"
 	}
 	args := make([]any, 0, 12+len(j.DependsOn))
-	args = append(args, k.job, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
+	args = append(args, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
 		unique, j.UniqueFor.Milliseconds(), policy, nonce)
 	for _, d := range j.DependsOn {
 		args = append(args, d)
 	}
-	return &enqueueCall{k: k, id: j.ID, unique: j.UniqueKey, args: args}, nil
+	return &enqueueCall{scriptCall: newScriptCall(b.scripts.enqueue, k, args), k: k, id: j.ID, unique: j.UniqueKey}, nil
 }
 
 // enqueued reads the enqueue script's answer to c.
@@ -312,21 +301,24 @@ func (b *Broker) enqueued(c *enqueueCall) Enqueued {
 	queue, id := c.k.name, c.id
 	v, err := c.cmd.Result()
 	r := newReply("enqueue "+queue, v, err)
-	switch status := r.str(); status {
-	case "exists":
+	switch s := r.status(); s {
+	case statusOK:
+	case statusExists:
 		if state := State(r.str()); r.err == nil {
 			return Enqueued{ID: id, Err: &DuplicateError{Queue: queue, ID: id, State: state}}
 		}
-	case "unique":
+	case statusUniqueHeld:
 		if holder, state := r.str(), State(r.str()); r.err == nil {
 			return Enqueued{ID: holder, Existing: true,
 				Err: &UniqueHeldError{Queue: queue, Key: c.unique, HolderID: holder, HolderState: state}}
 		}
-	case "no_parent":
+	case statusNoDependency:
 		if parent := r.str(); r.err == nil {
 			return Enqueued{ID: id, Err: &ValidationError{Field: "depends on", Value: parent, Reason: "no such job in queue " + queue +
 				": it was never enqueued, or it finished and retention deleted it (enqueue a dependent while its parent is kept, or keep more)"}}
 		}
+	default:
+		r.unexpected(s)
 	}
 	return Enqueued{ID: id, Err: r.err}
 }
@@ -342,7 +334,9 @@ type Enqueued struct {
 
 // EnqueueMany stores many jobs in one pipeline: one round trip on a single
 // Redis, however many queues they go to. Each job is atomic on its own; the
-// answers are in the order of jobs. Sent again after a lost reply, a job
+// answers are in the order of jobs. It follows the batch rule of the
+// package doc with no error of its own: each answer's Err is its job's
+// refusal or its failed call's error. Sent again after a lost reply, a job
 // the first send created answers as created; one it refused (nothing was
 // written) is judged again, so a job whose dependency a later job of the
 // same batch created is enqueued the second time.

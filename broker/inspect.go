@@ -13,14 +13,17 @@ import (
 
 // JobInfo is a job as stored, for inspection.
 type JobInfo struct {
-	Queue, ID, Kind  string    // the job's queue, id and kind (which selects its handler)
-	Payload          []byte    // as enqueued
-	State            State     // the state whose index holds it
-	Attempt          int       // 1 on the first run, as Lease.Attempt; 0 before its first claim
-	MaxAttempts      int       // claims allowed before it is dead (Job.MaxAttempts, its default applied)
-	Priority         int       // PriorityMin to PriorityMax; higher is claimed first
-	Generation       int64     // its lease generation, raised by every claim, release and reap
-	Token            string    // the valid claim's token while running, else empty
+	Queue, ID, Kind string // the job's queue, id and kind (which selects its handler)
+	Payload         []byte // as enqueued
+	State           State  // the state whose index holds it
+	Attempt         int    // 1 on the first run, as Lease.Attempt; 0 before its first claim
+	MaxAttempts     int    // claims allowed before it is dead (Job.MaxAttempts, its default applied)
+	Priority        int    // PriorityMin to PriorityMax; higher is claimed first
+	Generation      int64  // its lease generation, raised by every claim, release and reap
+	// ClaimID names the valid claim while running (its Lease.ClaimID), else
+	// empty. It is a fingerprint: it tells claims apart but cannot renew or
+	// settle the job.
+	ClaimID          string
 	LeaseUntil       time.Time // Redis clock; zero unless running
 	RunAt            time.Time // Redis clock; when it is (or was) due
 	CreatedAt        time.Time // Redis clock; when it was enqueued
@@ -88,7 +91,7 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	if j.State == StateRunning {
 		// The hash keeps a settled claim's token (to answer its re-send);
 		// only a running job has a valid one.
-		j.Token = h["token"]
+		j.ClaimID = claimID(h["token"])
 	}
 	if !j.State.valid() {
 		return bad(fmt.Sprintf("field state is %q, not one of %v", h["state"], States))

@@ -13,11 +13,90 @@ const (
 	maxIDBytes   = 1024 // job ids
 )
 
+// This file is the one definition of fenceq's key names, for Go and Lua
+// alike: a queue's keys are "<prefix>:{<queue>}:" (its base, whose hash tag
+// puts them all in one Redis Cluster slot) followed by a name of
+// queueKeyNames, or by a kind of derivedKinds, ':' and an id. The scripts
+// get the same names from scriptKeys, which writes the Lua that defines
+// them; no script builds a key any other way.
+
+// queueKeyNames are a queue's fixed keys, in the order of every script's
+// KEYS (lib.lua reads them by name, K.ready, from the table scriptKeys
+// writes):
+//
+//	ready      ZSET    pending jobs; score = priority band + FIFO sequence
+//	scheduled  ZSET    delayed jobs and retries in backoff; score = run_at
+//	leases     ZSET    running jobs; score = lease_until (the reaper reads this)
+//	dead       ZSET    dead jobs; score = finished_at
+//	done       ZSET    done jobs; score = finished_at
+//	cancelled  ZSET    cancelled jobs; score = finished_at
+//	wake       LIST    at most one wake-up token for workers blocked in BLPOP
+//	seq        STRING  the ready index's FIFO sequence
+//	paused     STRING  present while the queue is paused (nothing is claimed)
+//	limits     HASH    the queue's settings, shared by every pool: max_running,
+//	                   rate, period_ms, events (the stream's length when on)
+//	starts     ZSET    recent starts, for the rate limit; score = claim time
+//	events     STREAM  lifecycle events, when enabled
+//	blocked    ZSET    jobs waiting for the jobs they depend on; score = created_at
+//	gen        STRING  the queue's generation counter (invariants 3 and 10)
+//	cascade    LIST    finished jobs whose dependents are still to be settled
+//	stats      HASH    settlements per minute of Redis time: "<minute>:d" jobs
+//	                   done, "<minute>:f" failed attempts, and "head", the
+//	                   newest minute counted (lib.lua's count_settled)
+var queueKeyNames = []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq",
+	"paused", "limits", "starts", "events", "blocked", "gen", "cascade", "stats"}
+
+// derivedKinds are the kinds of key that belong to one job (or request) of
+// a queue, "<base><kind>:<id>":
+//
+//	job       HASH    the job itself
+//	children  SET     "<incarnation>:<child id>" of the jobs that wait for the job
+//	cascade   SET     the same, taken from a finished job, being settled (id: a
+//	                  number from gen)
+//	finished  LIST    a wake-up for Broker.Wait callers of the job; expires
+//	                  lib.lua's WAIT_KEEP_MS after it finished
+//	final     HASH    a waited-on job trimmed before its callers read it: its
+//	                  hash, renamed by trim.lua; expires at its 'wait_until'
+//	claim     STRING  the ids one claim request took, for its re-send (id: the
+//	                  request id)
+//	unique    STRING  the id of the job holding a unique key (id: Job.UniqueKey)
+const (
+	kindJob      = "job"
+	kindChildren = "children"
+	kindCascade  = "cascade"
+	kindFinished = "finished"
+	kindFinal    = "final"
+	kindClaim    = "claim"
+	kindUnique   = "unique"
+)
+
+var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindClaim, kindUnique}
+
+// derivedSep separates a derived key's kind from its id.
+const derivedSep = ":"
+
+// scriptKeys is the Lua that every script runs first: the names above as
+// lib.lua uses them. K maps each of queueKeyNames to its KEYS entry; BASE
+// is the queue's base, ARGV[1]; JOB the prefix of its job hashes; and
+// derived(kind, id) the key of one job's structure.
+func scriptKeys() string {
+	var s strings.Builder
+	s.WriteString("-- keys, written by broker/keys.go\nlocal K = {")
+	for i, name := range queueKeyNames {
+		fmt.Fprintf(&s, "%s = KEYS[%d], ", name, i+1)
+	}
+	s.WriteString("}\nlocal BASE = ARGV[1]\n")
+	fmt.Fprintf(&s, "local JOB = BASE .. '%s%s'\n", kindJob, derivedSep)
+	fmt.Fprintf(&s, "local function derived(kind, id)\n  return BASE .. kind .. '%s' .. id\nend\n", derivedSep)
+	return s.String()
+}
+
 // queueKeys are the key names of one queue, built once per queue.
 type queueKeys struct {
 	name       string
+	base       string      // "<prefix>:{<queue>}:", every script's ARGV[1]
 	job        string      // job hash prefix: job key = job + id
-	list       []string    // KEYS of every script, in lib.lua's order
+	list       []string    // KEYS of every script: queueKeyNames, in order
 	registered atomic.Bool // added to the queues set by this broker
 }
 
@@ -26,19 +105,22 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 		return k.(*queueKeys)
 	}
 	base := b.opts.Prefix + ":{" + queue + "}:"
-	k := &queueKeys{name: queue, job: base + "job:"}
-	for _, s := range []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq", "paused", "limits", "starts", "events", "blocked", "gen", "cascade", "stats"} {
-		k.list = append(k.list, base+s)
+	k := &queueKeys{name: queue, base: base}
+	k.job = k.derived(kindJob, "")
+	for _, name := range queueKeyNames {
+		k.list = append(k.list, base+name)
 	}
 	actual, _ := b.queues.LoadOrStore(queue, k)
 	return actual.(*queueKeys)
 }
 
-// key is one of the queue's keys by name ("wake", "limits", ...).
-func (k *queueKeys) key(name string) string { return k.base() + name }
+// key is one of the queue's keys by its name in queueKeyNames ("wake",
+// "limits", ...).
+func (k *queueKeys) key(name string) string { return k.base + name }
 
-// base is the queue's key prefix, "<prefix>:{<queue>}:".
-func (k *queueKeys) base() string { return k.job[:len(k.job)-len("job:")] }
+// derived is the key of kind (one of derivedKinds) for id, as lib.lua's
+// derived builds it.
+func (k *queueKeys) derived(kind, id string) string { return k.base + kind + derivedSep + id }
 
 // index is the key of the index that holds jobs in state s.
 func (k *queueKeys) index(s State) string {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,7 +22,10 @@ type Lease struct {
 	// the fencing token to hand to external systems: a later claim of the
 	// same job always carries a larger generation.
 	Generation int64
-	Token      string // this claim's token; only the broker needs it
+	// token is this claim's capability: whoever holds it may renew and
+	// settle the job. Only the broker reads it; ClaimID names the claim
+	// without giving it away.
+	token string
 	// Deadline is when the lease expires on the Redis server's clock. It is
 	// for display: do not compare it with the local clock.
 	Deadline time.Time
@@ -29,6 +33,21 @@ type Lease struct {
 	// still held: the moment the claim (or last renew) was sent, plus the
 	// lease duration, on this process's monotonic clock.
 	LocalDeadline time.Time
+}
+
+// ClaimID names this claim without handing out its capability: a short
+// one-way fingerprint of its token, the same as JobInfo.ClaimID while the
+// claim is valid. Two leases are the same claim iff their ClaimIDs are
+// equal.
+func (l Lease) ClaimID() string { return claimID(l.token) }
+
+// claimID fingerprints a claim token; "" for none.
+func claimID(token string) string {
+	if token == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:8])
 }
 
 // ClaimResult is what Claim took.
@@ -82,7 +101,7 @@ func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (Cla
 	for i := 0; i < count && r.err == nil; i++ {
 		l := Lease{
 			Queue: queue, ID: r.str(), Kind: r.str(), Payload: []byte(r.str()),
-			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(), Token: r.str(),
+			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(), token: r.str(),
 		}
 		until := r.int()
 		l.Deadline = msTime(until)
@@ -145,8 +164,9 @@ type Renewal struct {
 
 // Renew extends many leases by the given duration. Leases of one queue go in
 // one script call, and all calls in one pipeline: one round trip on a single
-// Redis. The answers are in the order of leases. The error is non-nil when
-// any queue failed (it joins their errors); each Renewal says which.
+// Redis. The answers are in the order of leases. It follows the batch rule
+// of the package doc: the error is non-nil when any queue's call failed (it
+// joins their errors), and each Renewal of such a queue carries it in Err.
 func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration) ([]Renewal, error) {
 	if err := validLease(lease); err != nil {
 		return nil, err
@@ -159,7 +179,7 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 	calls, err := b.perQueue(ctx, "renew", b.scripts.renew, len(leases),
 		func(i int) string { return leases[i].Queue }, []any{lease.Milliseconds()},
 		func(i int) []any {
-			return []any{leases[i].ID, strconv.FormatInt(leases[i].Generation, 10), leases[i].Token}
+			return []any{leases[i].ID, strconv.FormatInt(leases[i].Generation, 10), leases[i].token}
 		})
 	if err != nil {
 		return nil, err
@@ -169,14 +189,16 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 		r := c.reply
 		r.int() // Redis time
 		for _, pos := range c.idx {
-			status, until := r.int(), r.time()
-			switch status {
-			case 1:
+			s, until := r.status(), r.time()
+			switch s {
+			case statusOK:
 				out[pos] = Renewal{Outcome: OK, Deadline: until, LocalDeadline: sent.Add(lease)}
-			case 2:
+			case statusCancel:
 				out[pos] = Renewal{Outcome: CancelRequested, Deadline: until, LocalDeadline: sent.Add(lease)}
-			default:
+			case statusStale:
 				out[pos] = Renewal{Outcome: Stale}
+			default:
+				r.unexpected(s)
 			}
 		}
 		if r.err != nil {

@@ -73,6 +73,50 @@ func (r *reply) int() int64 {
 
 func (r *reply) time() time.Time { return msTime(r.int()) }
 
+// settled reads a guarded script's {status, the job's state after the
+// call}: OK and that state, or Stale.
+func (r *reply) settled() (Outcome, State) {
+	s, st := r.status(), State(r.str())
+	switch s {
+	case statusOK:
+		return OK, st
+	case statusStale:
+		return Stale, ""
+	}
+	r.unexpected(s)
+	return Stale, ""
+}
+
+// job judges the status s of a script's reply about one named job: the
+// error for a job that is not there (ErrJobNotFound) or not readable
+// (*CorruptJobError), or the reply's error; nil when s is ok and the
+// payload follows.
+func (r *reply) job(s status, queue, id string) error {
+	switch s {
+	case statusOK:
+	case statusMissing:
+		return notFound(queue, id)
+	case statusCorrupt:
+		if reason := r.str(); r.err == nil {
+			return &CorruptJobError{Queue: queue, ID: id, Reason: reason}
+		}
+	default:
+		r.unexpected(s)
+	}
+	return r.err
+}
+
+// status reads a status code (status.go).
+func (r *reply) status() status { return status(r.int()) }
+
+// unexpected records a status the operation cannot answer (a script and a
+// broker of different versions) as the reply's error.
+func (r *reply) unexpected(s status) {
+	if r.err == nil {
+		r.err = fmt.Errorf("fenceq: %s: unexpected reply status %v", r.op, s)
+	}
+}
+
 func msTime(ms int64) time.Time {
 	if ms <= 0 {
 		return time.Time{}

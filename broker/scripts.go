@@ -5,11 +5,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceq/fenceq/scripts/lua"
+	"github.com/fenceq/fenceq/internal/lua"
 )
 
-// scripts are the atomic operations, each lib.lua followed by the pieces
-// it uses and its own file.
+// scripts are the atomic operations, each the key names (scriptKeys), then
+// lib.lua, the pieces it uses and its own file.
 type scripts struct {
 	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, overview, throughput *redis.Script
 }
@@ -33,6 +33,7 @@ func loadScripts() (*scripts, error) {
 	if err != nil {
 		return nil, err
 	}
+	lib = scriptKeys() + "\n-- lib.lua\n" + lib
 	var s scripts
 	for name, dst := range map[string]**redis.Script{
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,

@@ -45,8 +45,9 @@ type Ack struct {
 
 // AckMany settles many leases as done, each with its result: one script
 // call per queue, all in one pipeline. It answers, in order, OK or Stale for
-// each (as Ack does); on an error, none of the answers is known and the
-// caller should try again (an ack is idempotent for its claim).
+// each (as Ack does). It follows the batch rule of the package doc: on an
+// error it answers no outcomes, and the caller should try again (an ack is
+// idempotent for its claim).
 func (b *Broker) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
 	out, _, err := b.ackClaim(ctx, acks, ClaimSpec{})
 	return out, err
@@ -67,10 +68,11 @@ type ClaimSpec struct {
 // the claim in the same script call as the acks of its queue. Every ack
 // keeps its guard and the claim its limits.
 //
-// On an error neither part's outcome is known, and both are safe to send
-// again: the acks with AckMany (or AckClaim), the claim with ClaimRequest
-// (or AckClaim) under the same request id, which answers the leases this
-// call took if it ran, so a lost reply costs no job an attempt.
+// On an error (the batch rule of the package doc) neither part's outcome
+// is known, and both are safe to send again: the acks with AckMany (or
+// AckClaim), the claim with ClaimRequest (or AckClaim) under the same
+// request id, which answers the leases this call took if it ran, so a
+// lost reply costs no job an attempt.
 func (b *Broker) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return nil, ClaimResult{}, err
@@ -94,7 +96,7 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
 		func(i int) []any {
 			l := acks[i].Lease
-			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, acks[i].Result}
+			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, acks[i].Result}
 		})
 	if err != nil {
 		return nil, res, err
@@ -124,10 +126,13 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	for _, call := range calls {
 		r := call.reply
 		for _, pos := range call.idx {
-			if r.str() == "done" {
+			switch s := r.status(); s {
+			case statusOK:
 				out[pos] = OK
-			} else {
+			case statusStale:
 				out[pos] = Stale
+			default:
+				r.unexpected(s)
 			}
 		}
 		if call == claiming {
@@ -221,29 +226,22 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 		return Stale, "", res, &ValidationError{Field: "claim queue", Value: c.Queue, Reason: "must be the failed job's queue, " + l.Queue}
 	}
 	sent := time.Now()
-	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token, mode, msg, after.Milliseconds()}, c.args()...)
+	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, mode, msg, after.Milliseconds()}, c.args()...)
 	v, err := b.run(ctx, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
 	}
+	r := newReply(mode+" "+l.Queue, v, nil)
+	o, st := r.settled()
 	if c.N > 0 {
-		r := newReply(mode+" "+l.Queue, v, nil)
-		v = r.str()
 		if cv := r.next(); r.err == nil {
 			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, sent)
 		}
-		if err = cmp.Or(r.err, err); err != nil {
-			return Stale, "", ClaimResult{}, err
-		}
 	}
-	st, ok := v.(string)
-	if !ok {
-		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: unexpected reply %v", mode, l.ID, l.Queue, v)
+	if err = cmp.Or(r.err, err); err != nil {
+		return Stale, "", ClaimResult{}, err
 	}
-	if st == "stale" {
-		return Stale, "", res, nil
-	}
-	return OK, State(st), res, nil
+	return o, st, res, nil
 }
 
 // Release gives a lease back, as a worker shutting down does: the job is
@@ -255,22 +253,21 @@ func (b *Broker) Release(ctx context.Context, l Lease) (Outcome, State, error) {
 }
 
 // settle runs one guarded script that takes (id, gen, token) first and
-// answers 'stale' or the job's new state.
+// answers {status, the job's state after the call}.
 func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l Lease, extra ...any) (Outcome, State, error) {
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, "", err
 	}
 	k := b.queueKeys(l.Queue)
-	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.Token}, extra...)
-	v, err := b.run(ctx, script, k, args...).Text()
+	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token}, extra...)
+	v, err := b.run(ctx, script, k, args...).Result()
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
 	}
-	switch v {
-	case "stale":
-		return Stale, "", nil
-	case "ok":
-		return OK, StateRunning, nil
+	r := newReply(op+" "+l.Queue, v, nil)
+	o, st := r.settled()
+	if r.err != nil {
+		return Stale, "", r.err
 	}
-	return OK, State(v), nil
+	return o, st, nil
 }

@@ -32,7 +32,7 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 		return JobInfo{}, err
 	}
 	k := b.queueKeys(queue)
-	finished := k.base() + "finished:" + id
+	finished := k.derived(kindFinished, id)
 	woken := "0"
 	mine := "" // the created_at of the job this caller registered on
 	for {
@@ -45,28 +45,31 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 			runCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			defer cancel()
 		}
-		v, err := b.run(runCtx, b.scripts.wait, k, id, woken, mine).StringSlice()
-		if err == nil && ctx.Err() != nil {
+		v, err := b.run(runCtx, b.scripts.wait, k, id, woken, mine).Result()
+		if ctx.Err() != nil {
 			return JobInfo{}, ctx.Err()
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return JobInfo{}, ctx.Err()
-			}
-			return JobInfo{}, corruptOr(queue, id, fmt.Errorf("fenceq: wait for job %q in queue %q: %w", id, queue, err))
+			return JobInfo{}, fmt.Errorf("fenceq: wait for job %q in queue %q: %w", id, queue, err)
 		}
-		switch v[0] {
-		case "missing":
-			return JobInfo{}, notFound(queue, id)
-		case "final":
-			h := make(map[string]string, len(v)/2)
-			for i := 1; i+1 < len(v); i += 2 {
-				h[v[i]] = v[i+1]
+		r := newReply("wait "+queue, v, nil)
+		s := r.status()
+		if s != statusWaiting {
+			if err := r.job(s, queue, id); err != nil {
+				return JobInfo{}, err
+			}
+			h := make(map[string]string, len(r.vals)/2)
+			for r.more() {
+				h[r.str()] = r.str()
+			}
+			if r.err != nil {
+				return JobInfo{}, r.err
 			}
 			return parseJob(queue, id, h)
 		}
-		if len(v) > 1 {
-			mine = v[1]
+		mine = r.str()
+		if r.err != nil {
+			return JobInfo{}, r.err
 		}
 		woken = "0"
 		recheck := time.Now().Add(waitRecheck)

@@ -42,22 +42,29 @@ func TestWaitAcrossIDReuse(t *testing.T) {
 	ctx := context.Background()
 	const q, id = "q", "reused"
 	k := b.queueKeys(q)
-	wait := func(woken, mine string) []string {
+	// wait answers the script's status and the strings that follow it.
+	wait := func(woken, mine string) (status, []string) {
 		t.Helper()
-		v, err := b.run(ctx, b.scripts.wait, k, id, woken, mine).StringSlice()
-		if err != nil {
-			t.Fatal(err)
+		v, err := b.run(ctx, b.scripts.wait, k, id, woken, mine).Result()
+		r := newReply("wait", v, err)
+		s := r.status()
+		var rest []string
+		for r.more() {
+			rest = append(rest, r.str())
 		}
-		return v
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return s, rest
 	}
 	if _, err := b.Enqueue(ctx, Job{Queue: q, Kind: "k", ID: id}); err != nil {
 		t.Fatal(err)
 	}
-	v := wait("0", "")
-	if len(v) != 2 || v[0] != "wait" {
-		t.Fatalf("first look = %q, want wait and the job's created_at", v)
+	s, v := wait("0", "")
+	if len(v) != 1 || s != statusWaiting {
+		t.Fatalf("first look = %v %q, want waiting and the job's created_at", s, v)
 	}
-	mine := v[1]
+	mine := v[0]
 	c, err := b.Claim(ctx, q, 1, time.Minute)
 	if err != nil || len(c.Leases) != 1 {
 		t.Fatalf("claim: %v %+v", err, c)
@@ -76,21 +83,21 @@ func TestWaitAcrossIDReuse(t *testing.T) {
 		t.Fatalf("Enqueue under the trimmed id: %v", err)
 	}
 
-	v = wait("1", mine)
+	s, v = wait("1", mine)
 	h := map[string]string{}
-	for i := 1; i+1 < len(v); i += 2 {
+	for i := 0; i+1 < len(v); i += 2 {
 		h[v[i]] = v[i+1]
 	}
-	if v[0] != "final" || h["state"] != "done" || h["result"] != "old" {
-		t.Fatalf("the slow caller's look = %q, want the old job, done with result old", v)
+	if s != statusOK || h["state"] != "done" || h["result"] != "old" {
+		t.Fatalf("the slow caller's look = %v %q, want the old job, done with result old", s, v)
 	}
-	if v := wait("0", ""); v[0] != "wait" {
-		t.Fatalf("a new caller's look = %q, want it to wait for the new job", v)
+	if s, v := wait("0", ""); s != statusWaiting {
+		t.Fatalf("a new caller's look = %v %q, want it to wait for the new job", s, v)
 	}
 
 	// The keep expires a minute after the job finished.
 	mr.FastForward(61 * time.Second)
-	if v := wait("1", mine); v[0] != "missing" {
-		t.Fatalf("the slow caller's look a minute later = %q, want missing", v)
+	if s, v := wait("1", mine); s != statusMissing {
+		t.Fatalf("the slow caller's look a minute later = %v %q, want missing", s, v)
 	}
 }

@@ -85,11 +85,11 @@ func TestClusterAckClaim(t *testing.T) {
 		t.Fatalf("claimed %+v", res.Leases)
 	}
 	os2, res2, err := b.AckClaim(ctx, acks[:1], spec)
-	if err != nil || os2[0] != broker.OK || len(res2.Leases) != 2 || res2.Leases[1].Token != res.Leases[1].Token {
+	if err != nil || os2[0] != broker.OK || len(res2.Leases) != 2 || res2.Leases[1].ClaimID() != res.Leases[1].ClaimID() {
 		t.Fatalf("re-sent with fewer acks: %v %+v %v", os2, res2.Leases, err)
 	}
 	res3, err := b.ClaimRequest(ctx, spec.RequestID, spec.Queue, spec.N, spec.Lease)
-	if err != nil || len(res3.Leases) != 2 || res3.Leases[0].Token != res.Leases[0].Token {
+	if err != nil || len(res3.Leases) != 2 || res3.Leases[0].ClaimID() != res.Leases[0].ClaimID() {
 		t.Fatalf("claim alone: %+v %v", res3.Leases, err)
 	}
 	for _, q := range queues {

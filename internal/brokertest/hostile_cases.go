@@ -270,7 +270,7 @@ func testResentClaimOverstatesLocalDeadline(t *testing.T, nb NewBackend) {
 	noErr(t, "ClaimRequest sent again", err)
 	want(t, "leases of the re-send", len(again.Leases), 1)
 	l := again.Leases[0]
-	want(t, "token of the re-sent lease", l.Token, first.Leases[0].Token)
+	want(t, "token of the re-sent lease", l.ClaimID(), first.Leases[0].ClaimID())
 	want(t, "Redis deadline of the re-sent lease", l.Deadline.Equal(first.Leases[0].Deadline), true)
 
 	redisNow, err := s.Client.Time(s.ctx).Result()

@@ -28,12 +28,12 @@ func testLifecycle(t *testing.T, nb NewBackend) {
 	if !bytes.Equal(l.Payload, payload) {
 		t.Fatalf("payload = %q, want %q", l.Payload, payload)
 	}
-	if l.Token == "" || l.Deadline.IsZero() || time.Until(l.LocalDeadline) < 59*time.Minute {
+	if l.ClaimID() == "" || l.Deadline.IsZero() || time.Until(l.LocalDeadline) < 59*time.Minute {
 		t.Fatalf("lease lacks token or deadlines: %+v", l)
 	}
 	j := s.job(t, id)
 	want(t, "state after claim", j.State, broker.StateRunning)
-	want(t, "stored token", j.Token, l.Token)
+	want(t, "stored token", j.ClaimID, l.ClaimID())
 	want(t, "stored lease_until", j.LeaseUntil, l.Deadline)
 	s.consistent(t)
 
@@ -48,7 +48,7 @@ func testLifecycle(t *testing.T, nb NewBackend) {
 	want(t, "state after ack", j.State, broker.StateDone)
 	want(t, "result", string(j.Result), "result")
 	want(t, "progress", string(j.Progress), `{"pct":50}`)
-	want(t, "token after ack", j.Token, "")
+	want(t, "token after ack", j.ClaimID, "")
 	if j.FinishedAt.IsZero() {
 		t.Fatal("finished_at not set")
 	}
@@ -139,8 +139,8 @@ func testStaleAfterReleaseUnowned(t *testing.T, nb NewBackend) {
 	want(t, "released from", r.Previous, broker.StateRunning)
 	want(t, "released to", r.State, broker.StatePending)
 	b := s.claimOne(t, long)
-	if b.Generation <= a.Generation || b.Token == a.Token {
-		t.Fatalf("B's claim (gen %d, %s) does not supersede A's (gen %d, %s)", b.Generation, b.Token, a.Generation, a.Token)
+	if b.Generation <= a.Generation || b.ClaimID() == a.ClaimID() {
+		t.Fatalf("B's claim (gen %d, %s) does not supersede A's (gen %d, %s)", b.Generation, b.ClaimID(), a.Generation, a.ClaimID())
 	}
 	staleOps(t, s, a)
 
@@ -316,7 +316,7 @@ func testFail(t *testing.T, nb NewBackend) {
 		want(t, "state after first failure", st, broker.StateScheduled)
 		j := s.job(t, id)
 		want(t, "last error", j.LastError, "boom 1")
-		want(t, "token cleared", j.Token, "")
+		want(t, "token cleared", j.ClaimID, "")
 		s.consistent(t)
 
 		res, err := s.b.Claim(s.ctx, s.q, 1, long)
@@ -595,7 +595,7 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 	noErr(t, "ClaimRequest", err)
 	second, err := s.b.ClaimRequest(s.ctx, req, s.q, 2, long)
 	noErr(t, "ClaimRequest sent again", err)
-	if len(first.Leases) != 2 || len(second.Leases) != 2 || first.Leases[0].Token != second.Leases[0].Token ||
+	if len(first.Leases) != 2 || len(second.Leases) != 2 || first.Leases[0].ClaimID() != second.Leases[0].ClaimID() ||
 		first.Leases[1].Generation != second.Leases[1].Generation {
 		t.Fatalf("a claim sent twice answered %+v, then %+v", first.Leases, second.Leases)
 	}
@@ -654,7 +654,7 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	}
 	for _, l := range res.Leases {
 		want(t, "claimed job", s.job(t, l.ID).State, broker.StateRunning)
-		if l.Token == "" || l.Attempt != 1 || time.Until(l.LocalDeadline) < 59*time.Minute {
+		if l.ClaimID() == "" || l.Attempt != 1 || time.Until(l.LocalDeadline) < 59*time.Minute {
 			t.Fatalf("lease %+v", l)
 		}
 	}
@@ -682,13 +682,25 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	want(t, "ack of x", os[1], broker.OK)
 	want(t, "claimed from the other queue", len(res.Leases), 1)
 	want(t, "its queue", res.Leases[0].Queue, "other")
-	stale := res3.Leases[1]
-	stale.Token = "not-the-token"
+	// A stale lease is a real earlier claim of a job that a later claim
+	// holds now (of a queue of its own, so the claim below does not see it).
+	s.enqueue(t, broker.Job{Queue: "superseded"})
+	first, err := s.b.Claim(s.ctx, "superseded", 1, long)
+	noErr(t, "Claim the superseded job", err)
+	_, _, err = s.b.Release(s.ctx, first.Leases[0])
+	noErr(t, "Release it", err)
+	now, err := s.b.Claim(s.ctx, "superseded", 1, long)
+	noErr(t, "Claim it again", err)
+	stale := first.Leases[0]
 	os, res, err = s.b.AckClaim(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
 	noErr(t, "AckClaim with a stale ack", err)
 	want(t, "stale ack", os[0], broker.Stale)
 	want(t, "claimed beside a stale ack", len(res.Leases), 1)
 	want(t, "the dependent, still running", s.job(t, d).State, broker.StateRunning)
+	j, err := s.b.Job(s.ctx, "superseded", stale.ID)
+	noErr(t, "Job", err)
+	want(t, "the superseded job, still running", j.State, broker.StateRunning)
+	want(t, "under the later claim", j.ClaimID, now.Leases[0].ClaimID())
 
 	// No claim: N = 0 answers no leases and takes nothing.
 	_, res, err = s.b.AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
@@ -717,7 +729,7 @@ func sameLeases(t failer, what string, got, want []broker.Lease) {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.ID != w.ID || g.Generation != w.Generation || g.Token != w.Token || g.Attempt != w.Attempt || !g.Deadline.Equal(w.Deadline) {
+		if g.ID != w.ID || g.Generation != w.Generation || g.ClaimID() != w.ClaimID() || g.Attempt != w.Attempt || !g.Deadline.Equal(w.Deadline) {
 			t.Fatalf("%s: lease %+v, want %+v", what, g, w)
 		}
 	}

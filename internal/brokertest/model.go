@@ -3,6 +3,8 @@ package brokertest
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -594,7 +596,7 @@ func (m *model) claim(t *rapid.T) {
 		}
 		for i, l := range again.Leases {
 			f := res.Leases[i]
-			if l.ID != f.ID || l.Generation != f.Generation || l.Token != f.Token || l.Attempt != f.Attempt || !l.Deadline.Equal(f.Deadline) {
+			if l.ID != f.ID || l.Generation != f.Generation || l.ClaimID() != f.ClaimID() || l.Attempt != f.Attempt || !l.Deadline.Equal(f.Deadline) {
 				t.Fatalf("a re-sent claim answered %+v, the first %+v", l, f)
 			}
 		}
@@ -686,7 +688,7 @@ func (m *model) resendClaim(t *rapid.T) {
 	}
 	var want []broker.Lease
 	for _, l := range r.leases {
-		if j := m.jobs[l.ID]; j != nil && j.state == broker.StateRunning && j.token == l.Token {
+		if j := m.jobs[l.ID]; j != nil && j.state == broker.StateRunning && j.token == l.ClaimID() {
 			want = append(want, l)
 		}
 	}
@@ -695,7 +697,7 @@ func (m *model) resendClaim(t *rapid.T) {
 	}
 	for i, l := range res.Leases {
 		w := want[i]
-		if l.ID != w.ID || l.Token != w.Token || l.Generation != w.Generation || l.Attempt != w.Attempt {
+		if l.ID != w.ID || l.ClaimID() != w.ClaimID() || l.Generation != w.Generation || l.Attempt != w.Attempt {
 			t.Fatalf("request sent again answered %+v, want %+v", l, w)
 		}
 		if l.Deadline.UnixMilli() != m.jobs[l.ID].deadline {
@@ -722,7 +724,7 @@ func (m *model) ackClaimMany(t *rapid.T) {
 	wantOK := make([]bool, k)
 	for i, l := range ls {
 		j := m.jobs[l.ID]
-		valid := j != nil && j.state == broker.StateRunning && j.token == l.Token
+		valid := j != nil && j.state == broker.StateRunning && j.token == l.ClaimID()
 		_, resent := again(j, l, "ack")
 		wantOK[i] = valid || resent
 		if valid {
@@ -797,9 +799,9 @@ func (m *model) counted(t *rapid.T, op string, res broker.ClaimResult, lease tim
 	noErr(t, "ZRANGE starts", err)
 	read.hi = m.s.redisTime(t)
 	read = m.widen(read)
-	got := map[string]int64{}
+	got := map[string]int64{} // by claim id: the starts hold raw tokens
 	for _, z := range zs {
-		got[z.Member.(string)] = int64(z.Score)
+		got[claimIDOf(z.Member.(string))] = int64(z.Score)
 	}
 	expired := at.reached(m.startsTTL)
 	ttl := m.startsTTL
@@ -838,10 +840,10 @@ func (m *model) counted(t *rapid.T, op string, res broker.ClaimResult, lease tim
 		}
 	}
 	for _, l := range res.Leases {
-		if g, in := got[l.Token]; !in || g != c {
-			t.Fatalf("%s: start of %s recorded %v at %d, want at %d", op, l.Token, in, g, c)
+		if g, in := got[l.ClaimID()]; !in || g != c {
+			t.Fatalf("%s: start of %s recorded %v at %d, want at %d", op, l.ClaimID(), in, g, c)
 		}
-		m.starts[l.Token] = c
+		m.starts[l.ClaimID()] = c
 		m.startsTTL = c + m.per
 	}
 	if len(got) != len(m.starts) {
@@ -869,7 +871,7 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 			t.Fatalf("%s of %s: attempt %d, want %d", op, l.ID, l.Attempt, j.attempt+1)
 		}
 		j.keepSettled()
-		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.Token, "", l.Deadline.UnixMilli()
+		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.ClaimID(), "", l.Deadline.UnixMilli()
 		j.renewals, j.resent = 0, false
 		m.claims = append(m.claims, l)
 	}
@@ -900,22 +902,22 @@ func (m *model) pickClaim(t *rapid.T) (l broker.Lease, j *mjob, valid bool) {
 	}
 	l = rapid.SampledFrom(m.claims).Draw(t, "claim")
 	j = m.jobs[l.ID]
-	return l, j, j != nil && j.state == broker.StateRunning && j.token == l.Token
+	return l, j, j != nil && j.state == broker.StateRunning && j.token == l.ClaimID()
 }
 
 // again answers what a settlement by op under claim l recorded, when the
 // request is a re-send of it: the job still carries the claim's token, or
 // the claim after it kept the record.
 func again(j *mjob, l broker.Lease, op string) (broker.State, bool) {
-	if j == nil || l.Token == "" {
+	if j == nil || l.ClaimID() == "" {
 		return "", false
 	}
 	record := ""
 	switch {
-	case j.state != broker.StateRunning && j.token == l.Token:
+	case j.state != broker.StateRunning && j.token == l.ClaimID():
 		record = j.settled
-	case strings.HasPrefix(j.prev, l.Token+" "):
-		record = strings.TrimPrefix(j.prev, l.Token+" ")
+	case strings.HasPrefix(j.prev, l.ClaimID()+" "):
+		record = strings.TrimPrefix(j.prev, l.ClaimID()+" ")
 	}
 	var done, outcome string
 	if _, err := fmt.Sscanf(record, "%s %s", &done, &outcome); err != nil || done != op {
@@ -1528,7 +1530,7 @@ func (m *model) check(t *rapid.T) {
 			token = j.token
 		}
 		w := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", j.state, j.gen, j.attempt, token, j.cancel)
-		g := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", got.State, got.Generation, got.Attempt, got.Token, got.CancelRequested)
+		g := fmt.Sprintf("state=%s gen=%d attempt=%d token=%q cancel=%v", got.State, got.Generation, got.Attempt, got.ClaimID, got.CancelRequested)
 		if g != w {
 			// Invariant 1 (the one valid claim is the model's) or 3 (gen) broken.
 			t.Fatalf("job %s in Redis: %s\nmodel: %s", id, g, w)
@@ -1607,4 +1609,11 @@ func (j *mjob) wantState(t *rapid.T, op string, got broker.State) {
 	if got != j.state {
 		t.Fatalf("%s left state %s, model has %s", op, got, j.state)
 	}
+}
+
+// claimIDOf is a token's fingerprint as broker.Lease.ClaimID computes it, for
+// reading the rate limit's starts, which Redis keeps by raw token.
+func claimIDOf(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:8])
 }

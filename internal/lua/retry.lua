@@ -9,16 +9,17 @@
 -- (invariant 6). A re-send with the same nonce answers what the first call
 -- did and changes nothing (invariant 9).
 -- ARGV[2] request nonce  [3..] ids
--- Reply: per id, {state before the call (or 'missing' or 'corrupt'),
---         outcome}: the new state ('pending' or 'blocked') when retried, ''
---         when the job was not dead or cancelled, 'refused: <why>', or the
---         reason a hash is corrupt.
+-- Reply: per id, (status, state before the call, detail): STATUS ok and
+--         the new state ('pending' or 'blocked'); not_retryable when the job
+--         was not dead or cancelled; refused and why; missing; or corrupt
+--         (no state) and the reason.
 local nonce = ARGV[2]
 local now = now_ms()
 local out = {}
-local function answer(prev, outcome)
+local function answer(status, prev, detail)
+  table.insert(out, status)
   table.insert(out, prev)
-  table.insert(out, outcome)
+  table.insert(out, detail)
 end
 for i = 3, #ARGV do
   local id = ARGV[i]
@@ -27,13 +28,13 @@ for i = 3, #ARGV do
     'blocked_on', 'unique_until_done', 'token', 'settled')
   local before = f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2)
   if bad then
-    answer('corrupt', bad)
+    answer(STATUS.corrupt, '', bad)
   elseif not f then
-    answer('missing', '')
+    answer(STATUS.missing, '', '')
   elseif before then
-    answer(string.match(before, '^(%S+) (%S+)$'))
+    answer(STATUS.ok, string.match(before, '^(%S+) (%S+)$'))
   elseif f[1] ~= 'dead' and f[1] ~= 'cancelled' then
-    answer(f[1], '')
+    answer(STATUS.not_retryable, f[1], '')
   else
     local refused, open = nil, {}
     if (tonumber(f[7]) or 0) > 0 and f[5] then
@@ -63,7 +64,7 @@ for i = 3, #ARGV do
       end
     end
     if refused then
-      answer(f[1], 'refused: ' .. refused)
+      answer(STATUS.refused, f[1], refused)
     else
       redis.call('ZREM', INDEX[f[1]], id)
       if f[9] and f[9] ~= '' and f[10] and f[10] ~= '' then
@@ -84,7 +85,7 @@ for i = 3, #ARGV do
         to_ready(id, key, f[2])
       end
       redis.call('HSET', key, 'retried', nonce .. ' ' .. f[1] .. ' ' .. state)
-      answer(f[1], state)
+      answer(STATUS.ok, f[1], state)
     end
   end
 end

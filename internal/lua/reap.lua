@@ -43,8 +43,7 @@ for _, id in ipairs(ids) do
       finish(id, key, state, now)
     else
       state = 'pending'
-      redis.call('HDEL', key, 'lease_until')
-      to_ready(id, key, f[6])
+      requeue(id, key, f[6], false)
     end
     if state ~= 'cancelled' then
       charged = charged + 1

@@ -5,17 +5,17 @@
 -- cancel was requested becomes cancelled instead. A re-send whose first
 -- reply was lost answers what the first call did (invariant 9).
 -- ARGV[2] id  [3] gen  [4] token
--- Reply: 'pending', 'cancelled' or 'stale'
+-- Reply: {STATUS ok, 'pending' or 'cancelled'} or {STATUS stale, ''}
 local id = ARGV[2]
 local key = JOB .. id
 local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'priority')
 if not holds(f, ARGV[3], ARGV[4]) then
   local again = resettled(key, f, ARGV[4], 'release')
   if again then
-    return again
+    return {STATUS.ok, again}
   end
   event('stale_rejected', id, ARGV[3], 'release')
-  return 'stale'
+  return {STATUS.stale, ''}
 end
 redis.call('ZREM', K.leases, id)
 redis.call('HSET', key, 'gen', int(next_gen(f[2])))
@@ -24,11 +24,9 @@ if f[5] == '1' then
   settled(key, 'release', 'cancelled')
   finish(id, key, 'cancelled', now)
   settle_cascade(now)
-  return 'cancelled'
+  return {STATUS.ok, 'cancelled'}
 end
-redis.call('HINCRBY', key, 'attempt', -1)
 settled(key, 'release', 'pending')
-redis.call('HDEL', key, 'lease_until')
-to_ready(id, key, f[6])
+requeue(id, key, f[6], true)
 event('released', id, ARGV[3])
-return 'pending'
+return {STATUS.ok, 'pending'}

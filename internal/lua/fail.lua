@@ -15,8 +15,9 @@
 -- ARGV[2] id  [3] gen  [4] token  [5] mode  [6] error  [7] backoff_ms
 --     [8] n to claim after (0: claim nothing)  [9] lease_ms  [10] promote_limit
 --     [11] claim request id  [12] cascade budget
--- Reply: the job's new state ('scheduled', 'pending', 'dead', 'cancelled')
---        or 'stale'; {that, take's reply} when n > 0
+-- Reply: {STATUS ok, the job's new state ('scheduled', 'pending', 'dead',
+--        'cancelled')} or {STATUS stale, ''}; take's reply follows as a
+--        third, nested value when n > 0
 local function settle()
   local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
   local key = JOB .. id
@@ -24,10 +25,10 @@ local function settle()
   if not holds(f, ARGV[3], ARGV[4]) then
     local again = resettled(key, f, ARGV[4], mode)
     if again then
-      return again
+      return STATUS.ok, again
     end
     event('stale_rejected', id, ARGV[3], mode)
-    return 'stale'
+    return STATUS.stale, ''
   end
   local now = now_ms()
   redis.call('ZREM', K.leases, id)
@@ -48,7 +49,7 @@ local function settle()
     settled(key, mode, state)
     finish(id, key, state, now)
     settle_cascade(now)
-    return state
+    return STATUS.ok, state
   end
   if mode == 'snooze' then
     redis.call('HINCRBY', key, 'attempt', -1)
@@ -59,18 +60,18 @@ local function settle()
   if backoff <= 0 then
     settled(key, mode, 'pending')
     to_ready(id, key, f[8])
-    return 'pending'
+    return STATUS.ok, 'pending'
   end
   redis.call('HSET', key, 'state', 'scheduled')
   settled(key, mode, 'scheduled')
   redis.call('ZADD', K.scheduled, int(now + backoff), id)
   wake() -- a blocked worker learns when the retry falls due
-  return 'scheduled'
+  return STATUS.ok, 'scheduled'
 end
 
-local state = settle()
+local status, state = settle()
 local n = tonumber(ARGV[8])
 if n > 0 then
-  return {state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]))}
+  return {status, state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]))}
 end
-return state
+return {status, state}

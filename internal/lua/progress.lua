@@ -1,12 +1,13 @@
 -- progress: store a handler's progress report.
 -- Guard: state=running ∧ gen ∧ token (invariant 2): a stale worker cannot
 -- overwrite its successor's progress. A re-send writes the same report
--- again, or answers 'stale' once the claim has ended.
+-- again, or answers stale once the claim has ended.
 -- ARGV[2] id  [3] gen  [4] token  [5] progress
--- Reply: 'ok' or 'stale'
+-- Reply: {STATUS ok, 'running'} or {STATUS stale, ''}, as every settling
+-- script answers (the job's state after the call)
 local key = JOB .. ARGV[2]
 if not holds(read(key, 'state', 'gen', 'token'), ARGV[3], ARGV[4]) then
-  return 'stale'
+  return {STATUS.stale, ''}
 end
 redis.call('HSET', key, 'progress', ARGV[5])
-return 'ok'
+return {STATUS.ok, 'running'}

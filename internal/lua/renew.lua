@@ -8,9 +8,10 @@
 -- stays uncounted until the next claim, rather than abort the script after
 -- the lease was extended.
 -- ARGV[2] lease_ms, then (id, gen, token) for each lease.
--- Reply: {now, (status, lease_until) per lease}; status 1 ok, 0 stale (the
--- lease is gone), 2 ok but cancel requested (the lease is still extended so
--- the handler can stop and settle).
+-- Reply: {now, (status, lease_until) per lease}; status ok, stale (the
+-- lease is gone; lease_until 0), or cancel: extended, but the job's
+-- cancellation was requested (the lease is still extended so the handler
+-- can stop and settle).
 local lease_ms = tonumber(ARGV[2])
 local now = now_ms()
 local until_ms = now + lease_ms
@@ -24,14 +25,14 @@ for i = 3, #ARGV, 3 do
     redis.pcall('HINCRBY', key, 'renewals', 1)
     redis.call('ZADD', K.leases, int(until_ms), id)
     if f[4] == '1' then
-      table.insert(out, 2)
+      table.insert(out, STATUS.cancel)
     else
-      table.insert(out, 1)
+      table.insert(out, STATUS.ok)
     end
     table.insert(out, until_ms)
   else
     event('lease_lost', id, gen)
-    table.insert(out, 0)
+    table.insert(out, STATUS.stale)
     table.insert(out, 0)
   end
 end

@@ -14,13 +14,13 @@
 -- Guard: none; it writes only the 'waited' flag and the passed-on wake-up.
 -- ARGV[2] id  [3] '1' when the caller was woken by a wake-up, else '0'
 --     [4] the created_at of the job the caller waits for, '' on its first call
--- Reply: {'final', field, value, ...} (the job's hash), {'wait', created_at},
---     or {'missing'}
+-- Reply: {STATUS ok, field, value, ...} (the finished job's hash),
+--     {waiting, created_at}, {missing}, or {corrupt, why}
 local id, woken, mine = ARGV[2], ARGV[3], ARGV[4]
 local key = JOB .. id
 local f, bad = read(key, 'state', 'created_at')
 if bad then
-  return redis.error_reply('job ' .. id .. ': ' .. bad)
+  return {STATUS.corrupt, bad}
 end
 if f and mine ~= '' and f[2] ~= mine then
   f = nil -- trimmed since, and its id taken by a new job
@@ -29,7 +29,7 @@ if not f then
   key = derived('final', id)
   local k = redis.pcall('HMGET', key, 'state', 'created_at')
   if k.err or not FINAL[k[1] or ''] or (mine ~= '' and k[2] ~= mine) then
-    return {'missing'}
+    return {STATUS.missing}
   end
   f = k
 end
@@ -38,8 +38,8 @@ if FINAL[f[1]] then
     wake_waiters(id, f[1])
   end
   local reply = redis.call('HGETALL', key)
-  table.insert(reply, 1, 'final')
+  table.insert(reply, 1, STATUS.ok)
   return reply
 end
 redis.call('HSET', key, 'waited', '1') -- finish() leaves a wake-up only then
-return {'wait', f[2] or ''}
+return {STATUS.waiting, f[2] or ''}

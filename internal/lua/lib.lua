@@ -2,41 +2,28 @@
 -- scripts share one definition of time, indexes, generations, the claim
 -- guard and the bounded cascade of dependents.
 --
--- Every script receives the same KEYS, all under one queue's hash tag, so a
--- script touches exactly one Redis Cluster slot:
---   KEYS[1] ready      ZSET    pending jobs; score = priority band + FIFO sequence
---   KEYS[2] scheduled  ZSET    delayed jobs and retries in backoff; score = run_at
---   KEYS[3] leases     ZSET    running jobs; score = lease_until (the reaper reads this)
---   KEYS[4] dead       ZSET    dead jobs; score = finished_at
---   KEYS[5] done       ZSET    done jobs; score = finished_at
---   KEYS[6] cancelled  ZSET    cancelled jobs; score = finished_at
---   KEYS[7] wake       LIST    at most one wake-up token for workers blocked in BLPOP
---   KEYS[8] seq        STRING  the ready index's FIFO sequence
---   KEYS[9] paused     STRING  present while the queue is paused (nothing is claimed)
---   KEYS[10] limits    HASH    flow control shared by every pool: max_running, rate, period_ms
---   KEYS[11] starts    ZSET    recent starts, for the rate limit; score = claim time
---   KEYS[12] events    STREAM  lifecycle events, when enabled (limits field "events" = max length)
---   KEYS[13] blocked   ZSET    jobs waiting for the jobs they depend on; score = created_at
---   KEYS[14] gen       STRING  the queue's generation counter (invariants 3 and 10)
---   KEYS[15] cascade   LIST    finished jobs whose dependents are still to be settled
---   KEYS[16] stats     HASH    settlements per minute of Redis time: "<minute>:d" jobs
---                              done, "<minute>:f" failed attempts, and "head", the
---                              newest minute counted (see count_settled)
--- and, derived from the job key prefix (see derived below):
---   children:<id>  SET     "<incarnation>:<child id>" of the jobs that wait for job <id>
---   cascade:<n>    SET     the same, taken from a finished job, being settled
---   finished:<id>  LIST    a wake-up for Broker.Wait callers of job <id>; expires
---                          WAIT_KEEP_MS after the job finished
---   final:<id>     HASH    a waited-on job trimmed before its callers read it:
---                          its hash, renamed by trim.lua; expires at its
---                          'wait_until' (WAIT_KEEP_MS after it finished)
---   claim:<req>    STRING  the ids one claim request took, for its re-send
--- ARGV[1] is the job key prefix "<prefix>:{<queue>}:job:"; a job's hash is
--- ARGV[1]..id. Job keys cannot be declared up front (claim and reap learn the
--- ids from an index), but they share the hash tag and so the slot.
+-- Key names live in one place, broker/keys.go, which also writes the lines
+-- loaded before this file: K, the queue's keys by name, from KEYS (every
+-- script receives the same ones, all under one queue's hash tag, so a
+-- script touches exactly one Redis Cluster slot); BASE, the queue's key
+-- prefix "<prefix>:{<queue>}:", which every script receives as ARGV[1];
+-- JOB, the prefix of its job hashes (a job's hash is JOB .. id); and
+-- derived(kind, id), the key of one job's (or request's) structure of a
+-- kind keys.go lists. Job keys and derived keys cannot be declared up front
+-- (claim and reap learn the ids from an index), but they share the hash tag
+-- and so the slot. keys.go says what each key holds.
 --
 -- All times are milliseconds of Redis server time (TIME). Worker clocks never
 -- reach a script.
+--
+-- Replies: an operation that can refuse or find nothing answers a STATUS
+-- code first, then what that status carries: {status, payload...} for an
+-- operation on one job, and one (status, payload...) per item, after what
+-- the whole call reports, for a batch (ack, renew, retry). Scripts that
+-- only read or repair (claim, reap, trim, leases, overview, throughput)
+-- answer their data. A job key that is not a job hash is the status
+-- 'corrupt' with the reason, never an error reply: Go reads numbers, never
+-- error text.
 --
 -- Bounded scripts (invariant 8): no script loops over anything but the
 -- batch its caller passed, plus at most a fixed budget of cascade steps.
@@ -48,13 +35,21 @@ local K = {
   limits = KEYS[10], starts = KEYS[11], events = KEYS[12], blocked = KEYS[13],
   gen = KEYS[14], cascade = KEYS[15], stats = KEYS[16],
 }
-local JOB = ARGV[1]
-local BASE = string.sub(JOB, 1, -5) -- the queue's prefix: JOB without its 'job:'
-
--- derived is the key of a per-job (or per-request) structure of the queue.
-local function derived(kind, id)
-  return BASE .. kind .. ':' .. id
-end
+-- STATUS is the first value of a reply. broker/status.go holds the same
+-- list, and a test checks that the two agree.
+local STATUS = {
+  ok = 0,            -- the operation took effect, or answers what it read
+  stale = 1,         -- the claim is no longer valid; nothing changed
+  cancel = 2,        -- renew: extended, but the job's cancellation was requested
+  missing = 3,       -- no such job
+  corrupt = 4,       -- the job key holds no usable job; payload: why
+  exists = 5,        -- enqueue: the id is taken; payload: the job's state
+  unique_held = 6,   -- enqueue: the unique key is held; payload: holder id, its state
+  no_dependency = 7, -- enqueue: a dependency does not exist; payload: its id
+  refused = 8,       -- retry: the job cannot go back as enqueue would let it in; payload: why
+  not_retryable = 9, -- retry: the job is neither dead nor cancelled
+  waiting = 10,      -- wait: the job has not finished; the caller is registered
+}
 
 -- The index that must hold a job in each state (invariant 6).
 local INDEX = {
@@ -143,6 +138,17 @@ local function to_ready(id, key, priority)
   redis.call('ZADD', K.ready, int((100 - p) * PRIORITY_BAND + seq), id)
   redis.call('HSET', key, 'state', 'pending')
   wake()
+end
+
+-- requeue files a job whose lease has ended as pending again. refund gives
+-- its attempt back: the worker did not fail (it released the job, or an
+-- operator did).
+local function requeue(id, key, priority, refund)
+  if refund then
+    redis.call('HINCRBY', key, 'attempt', -1)
+  end
+  redis.call('HDEL', key, 'lease_until')
+  to_ready(id, key, priority)
 end
 
 -- release_blocked files a job whose dependencies are met: scheduled when
@@ -255,6 +261,21 @@ local function read(key, ...)
       return nil, nil
     end
     return nil, 'job hash has no ' .. first .. ' field'
+  end
+  return f, nil
+end
+
+-- read_job reads fields of the job an operator or caller named, as read
+-- does, and answers the reply for a job that cannot be read: nil and
+-- {missing} when there is none, nil and {corrupt, why} when its key holds
+-- no usable job hash.
+local function read_job(key, ...)
+  local f, bad = read(key, ...)
+  if bad then
+    return nil, {STATUS.corrupt, bad}
+  end
+  if not f then
+    return nil, {STATUS.missing}
   end
   return f, nil
 end

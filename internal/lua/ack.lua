@@ -4,7 +4,7 @@
 -- that settles a job and runs the next spends one round trip on both.
 -- Guard, per job: state=running ∧ gen ∧ token (invariant 2): a stale
 -- worker's late success never overwrites the attempt that replaced it.
--- A re-send of an ack whose reply was lost answers 'done' again and writes
+-- A re-send of an ack whose reply was lost answers ok again and writes
 -- nothing (invariant 9): the job still carries the claim's token, settled
 -- as done; the claim, re-sent under its request id, answers its leases.
 -- The jobs this call settled count once in the minute's throughput, in one
@@ -12,7 +12,7 @@
 -- ARGV[2] n to claim after the acks (0: claim nothing)  [3] lease_ms
 --     [4] promote_limit  [5] claim request id  [6] cascade budget
 --     [7..] (id, gen, token, result) for each job
--- Reply: per job, 'done' or 'stale'; then, when n > 0, take's reply as
+-- Reply: per job, STATUS ok or stale; then, when n > 0, take's reply as
 --        one nested array
 local now = now_ms()
 local out = {}
@@ -25,13 +25,13 @@ for i = 7, #ARGV, 4 do
   if holds(f, ARGV[i + 1], token) then
     redis.call('ZREM', K.leases, id)
     finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7]})
-    table.insert(out, 'done')
+    table.insert(out, STATUS.ok)
     settled_now = settled_now + 1
   elseif resettled(key, f, token, 'ack') then
-    table.insert(out, 'done')
+    table.insert(out, STATUS.ok)
   else
     event('stale_rejected', id, ARGV[i + 1], 'ack')
-    table.insert(out, 'stale')
+    table.insert(out, STATUS.stale)
   end
 end
 count_settled('d', settled_now, now)

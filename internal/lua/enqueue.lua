@@ -2,7 +2,7 @@
 -- wake-up token for a blocked worker.
 -- Guard: the id is unused. An existing hash, whatever its state, is left
 -- untouched, so enqueue with a caller-chosen id is idempotent. A re-send of
--- this very request (its reply was lost) answers 'ok' again (invariant 9):
+-- this very request (its reply was lost) answers ok again (invariant 9):
 -- the request is recognised by its nonce, or, for an id the broker
 -- generated for this request, by the id itself.
 -- Serves invariant 6: the new job is filed in the index of its state.
@@ -17,9 +17,9 @@
 --     or cancelled  [12] request nonce, '' when the broker generated the id
 --     [13..] ids of the jobs (of this queue) it depends on; duplicates count once
 -- A job whose dependencies are not all done is blocked until they are.
--- Reply: {'ok', state}, {'exists', state of the existing job},
---        {'unique', id of the job holding the unique key, its state or ''}, or
---        {'no_parent', id of a dependency that does not exist}
+-- Reply: {STATUS ok, state}, {exists, state of the existing job},
+--        {unique_held, id of the job holding the unique key, its state or ''},
+--        or {no_dependency, id of a dependency that does not exist}
 local id, kind, payload, nonce = ARGV[2], ARGV[3], ARGV[4], ARGV[12]
 local key = JOB .. id
 
@@ -30,10 +30,10 @@ if t ~= 'none' then
     local f = redis.call('HMGET', key, 'state', 'req')
     state = f[1] or '?'
     if nonce == '' or f[2] == nonce then
-      return {'ok', state} -- our own job: this is a re-send
+      return {STATUS.ok, state} -- our own job: this is a re-send
     end
   end
-  return {'exists', state}
+  return {STATUS.exists, state}
 end
 
 -- Dependencies first: a missing one refuses the enqueue before any write.
@@ -44,14 +44,14 @@ for i = 13, #ARGV do
 end
 local open, failed, missing = dependencies(deps, policy)
 if missing then
-  return {'no_parent', missing}
+  return {STATUS.no_dependency, missing}
 end
 
 local unique, unique_ttl = ARGV[9], tonumber(ARGV[10])
 if unique ~= '' then
   local holder, hs = unique_holder(unique)
   if holder then
-    return {'unique', holder, hs}
+    return {STATUS.unique_held, holder, hs}
   end
   if unique_ttl > 0 then
     redis.call('SET', unique, id, 'PX', unique_ttl)
@@ -85,20 +85,20 @@ if failed then
   -- retry waits for them again (retry.lua).
   redis.call('HSET', key, 'last_error', 'dependency ' .. failed, 'blocked_on', #open + 1)
   finish(id, key, 'cancelled', now)
-  return {'ok', 'cancelled'}
+  return {STATUS.ok, 'cancelled'}
 end
 if #open > 0 then
   block(id, key, open, now)
   event('enqueued', id, 0, 'blocked')
-  return {'ok', 'blocked'}
+  return {STATUS.ok, 'blocked'}
 end
 if run_at > now then
   redis.call('HSET', key, 'state', 'scheduled')
   redis.call('ZADD', K.scheduled, int(run_at), id)
   wake() -- a blocked worker learns when this job falls due
   event('enqueued', id, 0, 'scheduled')
-  return {'ok', 'scheduled'}
+  return {STATUS.ok, 'scheduled'}
 end
 to_ready(id, key, ARGV[6])
 event('enqueued', id, 0, 'pending')
-return {'ok', 'pending'}
+return {STATUS.ok, 'pending'}

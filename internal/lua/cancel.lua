@@ -8,16 +8,14 @@
 -- state the job is in, which is what the first call answered unless the
 -- job moved on in between.
 -- ARGV[2] id
--- Reply: the job's state after the call ('cancelled', or 'running' with the
--- flag set, or the final state it already had), or 'missing'.
+-- Reply: {STATUS ok, the job's state after the call ('cancelled', or
+-- 'running' with the flag set, or the final state it already had)},
+-- {STATUS missing}, or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
-local f, bad = read(key, 'state')
-if bad then
-  return redis.error_reply('job ' .. id .. ': ' .. bad)
-end
-if not f then
-  return 'missing'
+local f, none = read_job(key, 'state')
+if none then
+  return none
 end
 local state = f[1]
 if state == 'pending' or state == 'scheduled' or state == 'blocked' then
@@ -25,10 +23,10 @@ if state == 'pending' or state == 'scheduled' or state == 'blocked' then
   redis.call('ZREM', INDEX[state], id)
   finish(id, key, 'cancelled', now)
   settle_cascade(now)
-  return 'cancelled'
+  return {STATUS.ok, 'cancelled'}
 end
 if state == 'running' then
   redis.call('HSET', key, 'cancel', '1')
   event('cancel_requested', id, redis.call('HGET', key, 'gen'))
 end
-return state
+return {STATUS.ok, state}

@@ -5,24 +5,21 @@
 -- attempt refunded (the worker did not fail; an operator intervened), or
 -- cancelled when its cancel was requested. Other states are kept.
 -- ARGV[2] id
--- Reply: {previous state, new state, new gen}, or {'missing'} when there is
--- no such job.
+-- Reply: {STATUS ok, previous state, new state, new gen}, {STATUS missing},
+-- or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
-local f, bad = read(key, 'state', 'gen', 'cancel', 'priority')
-if bad then
-  return redis.error_reply('job ' .. id .. ': ' .. bad)
-end
-if not f then
-  return {'missing'}
+local f, none = read_job(key, 'state', 'gen', 'cancel', 'priority')
+if none then
+  return none
 end
 if not is_int(f[2] or 0) then
-  return redis.error_reply('job ' .. id .. ': corrupt job hash: field gen is "' .. f[2] .. '", not an integer')
+  return {STATUS.corrupt, 'corrupt job hash: field gen is "' .. f[2] .. '", not an integer'}
 end
 local gen = next_gen(f[2])
 redis.call('HSET', key, 'gen', int(gen))
 if f[1] ~= 'running' then
-  return {f[1], f[1], gen}
+  return {STATUS.ok, f[1], f[1], gen}
 end
 redis.call('ZREM', K.leases, id)
 redis.call('HSET', key, 'token', '', 'settled', '')
@@ -30,10 +27,8 @@ if f[3] == '1' then
   local now = now_ms()
   finish(id, key, 'cancelled', now)
   settle_cascade(now)
-  return {'running', 'cancelled', gen}
+  return {STATUS.ok, 'running', 'cancelled', gen}
 end
-redis.call('HINCRBY', key, 'attempt', -1)
-redis.call('HDEL', key, 'lease_until')
-to_ready(id, key, f[4])
+requeue(id, key, f[4], true)
 event('force_released', id, gen)
-return {'running', 'pending', gen}
+return {STATUS.ok, 'running', 'pending', gen}

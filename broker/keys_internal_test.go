@@ -1,0 +1,78 @@
+package broker
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/internal/lua"
+)
+
+// The scripts name only keys that keys.go defines: K.<name> one of
+// queueKeyNames, derived('<kind>', …) one of derivedKinds.
+func TestScriptsUseDefinedKeys(t *testing.T) {
+	fixed := regexp.MustCompile(`\bK\.([a-z_]+)`)
+	derived := regexp.MustCompile(`derived\('([a-z_]+)'`)
+	files, err := lua.FS.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		src, err := lua.FS.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fixed.FindAllStringSubmatch(string(src), -1) {
+			if !slices.Contains(queueKeyNames, m[1]) {
+				t.Errorf("%s uses K.%s, which keys.go does not define", f.Name(), m[1])
+			}
+		}
+		for _, m := range derived.FindAllStringSubmatch(string(src), -1) {
+			if !slices.Contains(derivedKinds, m[1]) {
+				t.Errorf("%s derives a %q key, a kind keys.go does not define", f.Name(), m[1])
+			}
+		}
+	}
+}
+
+// The Lua that scriptKeys writes builds the very names queueKeys builds.
+func TestScriptKeysMatchGo(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := New(rdb, Options{Prefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := b.queueKeys("q")
+	src := scriptKeys() + `
+local out = {JOB}
+for _, name in ipairs(ARGV) do
+  if name ~= BASE then
+    table.insert(out, K[name] or derived(name, 'x'))
+  end
+end
+return out`
+	args := []any{k.base}
+	for _, name := range queueKeyNames {
+		args = append(args, name)
+	}
+	for _, kind := range derivedKinds {
+		args = append(args, kind+"-kind") // not a fixed key's name
+	}
+	got, err := redis.NewScript(src).Run(context.Background(), rdb, k.list, args...).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{k.job}, k.list...)
+	for _, kind := range derivedKinds {
+		want = append(want, k.derived(kind+"-kind", "x"))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Lua built\n%q\nGo built\n%q", got, want)
+	}
+}
