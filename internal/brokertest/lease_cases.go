@@ -779,6 +779,39 @@ func testFailClaim(t *testing.T, nb NewBackend) {
 // result, even when retention deletes the job before the caller reads it:
 // trimming keeps a waited-on job for Wait (final:<id>) for a minute after
 // it finished, and only a job somebody waited for.
+// A job kept for its Wait callers when it first ended keeps nothing once it
+// ends again with none: not even when it has dependents, whose flag took
+// the same path in finish (the model found a retried job with dependents
+// still kept as final:<id> after trim, a minute for nobody).
+func testWaitKeepsNothingAfterARetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
+	_, err := s.b.Wait(ctx, s.q, id) // registers, then gives up
+	cancel()
+	wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
+	s.waitedOn(t, id)
+	_, err = s.b.Cancel(s.ctx, s.q, id) // ends with a caller: kept for Wait
+	noErr(t, "Cancel", err)
+	_, err = s.b.Retry(s.ctx, s.q, id)
+	noErr(t, "Retry", err)
+	s.enqueue(t, broker.Job{DependsOn: []string{id}}) // a dependent of its second run
+	for {
+		l := s.claimOne(t, long)
+		_, err = s.b.Ack(s.ctx, l, nil)
+		noErr(t, "Ack", err)
+		if l.ID == id {
+			break
+		}
+	}
+	s.Advance(past)
+	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond, Cancelled: time.Millisecond}, 100)
+	noErr(t, "Trim", err)
+	_, err = s.b.Wait(s.ctx, s.q, id)
+	wantErr(t, "Wait of a job trimmed after it ended again with nobody waiting", err, broker.ErrJobNotFound)
+	s.consistent(t)
+}
+
 func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	register := func(id string) {

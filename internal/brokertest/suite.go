@@ -54,6 +54,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Wait", testWait},
 		{"WaitAfterRetry", testWaitAfterRetry},
 		{"WaitAcrossShortRetention", testWaitAcrossShortRetention},
+		{"WaitKeepsNothingAfterARetry", testWaitKeepsNothingAfterARetry},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
 		{"WaitForWork", testWaitForWork},

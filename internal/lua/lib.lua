@@ -212,13 +212,14 @@ local function finish(id, key, state, now, set, owed)
     table.insert(fields, int(now + WAIT_KEEP_MS))
   end
   redis.call('HSET', key, unpack(fields))
-  if f[3] or f[4] then
-    redis.call('HDEL', key, 'lease_until', 'waited', 'has_children')
-  else
-    -- An earlier end's wait_until (the job was retried since) keeps
-    -- nothing for Wait now: nobody waits.
-    redis.call('HDEL', key, 'lease_until', 'wait_until')
+  -- Without callers now, an earlier end's wait_until (the job was retried
+  -- since) keeps nothing for Wait: nobody waits. That holds for a job with
+  -- dependents too, or trim would keep it as final:<id> for nobody.
+  local done_with = {'lease_until', f[3] and 'waited' or 'wait_until'}
+  if f[4] then
+    table.insert(done_with, 'has_children')
   end
+  redis.call('HDEL', key, unpack(done_with))
   redis.call('ZADD', INDEX[state], now, id)
   -- A unique key held until the job ends is free from now on.
   if f[2] and redis.call('GET', f[2]) == id then
