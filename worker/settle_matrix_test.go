@@ -178,7 +178,7 @@ func settleOnce(t *testing.T, p *Pool, b *broker.Broker, queue, ret, cause strin
 		t.Fatal(err)
 	}
 	tok := "-"
-	if j.Token != "" {
+	if j.ClaimID != "" {
 		tok = "token"
 	}
 	return fmt.Sprintf("%s a%d g%+d %s last_error=%v stats=%s", j.State, j.Attempt, j.Generation-l.Generation, tok,
