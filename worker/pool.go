@@ -105,6 +105,11 @@ func (p *Pool) Start(ctx context.Context) error {
 		return fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)
 	}
 	p.checkMemory(ctx)
+	if p.stopped.Load() {
+		// Shutdown came while the server was checked: its services were
+		// stopped before they ran, and none will run now.
+		return errors.New("fenceq: pool shut down while it was starting")
+	}
 	for _, s := range p.services() {
 		s.start()
 	}
@@ -155,8 +160,11 @@ func (p *Pool) Run(ctx context.Context) error {
 //  4. The heartbeat and the acker stop together: no handler is left to
 //     renew or ack for.
 //  5. The dispatcher, maintenance and the claims asked again for a lost
-//     answer are waited for, bounded by ctx (waitClaims): a claim's
-//     answer, once it comes, is given back rather than left to a reaper.
+//     answer are waited for (waitClaims): a claim's answer, once it comes,
+//     is given back rather than left to a reaper. Asking again ends with
+//     ctx; a call already sent to a stalled server (a reap, a trim, a
+//     claim) is waited for up to the client's read timeout and retries,
+//     so on a stalled server Shutdown may return that long after ctx.
 //  6. The scheduler and the relay are waited for last: each is at most
 //     one tick or one relay round from its end.
 func (p *Pool) Shutdown(ctx context.Context) error {
