@@ -142,9 +142,20 @@ func TestClaimReplyLost(t *testing.T) {
 // logged as a stale settlement.
 func TestAckReplyLost(t *testing.T) {
 	j, s, logs := lostReplyPool(t, func(cmd redis.Cmder) bool {
-		// ack's reply: {'done'}, and the claim's after it when the ack
-		// claimed for its slot
-		return scriptReply(cmd, func(v []any) bool { return len(v) >= 1 && v[0] == "done" })
+		// ack's reply for one job: {STATUS.ok}, and the claim's reply as
+		// one nested array after it when the ack claimed for its slot
+		// (renew, reap and take answer Redis's time first, fail and
+		// progress a string after the status)
+		return scriptReply(cmd, func(v []any) bool {
+			if len(v) == 0 || v[0] != int64(0) {
+				return false
+			}
+			if len(v) == 1 {
+				return true
+			}
+			_, nested := v[1].([]any)
+			return len(v) == 2 && nested
+		})
 	})
 	if j.State != broker.StateDone || s.Stale != 0 || strings.Contains(logs, "stale") {
 		t.Fatalf("job %s, %d stale settlements; log:\n%s", j.State, s.Stale, logs)
