@@ -166,12 +166,15 @@ func (sr *soakRun) startProducers(backlog int) (pctx context.Context, stop func(
 // or past o.duration. It stops early when pctx ends: a producer failed
 // (answered by stopProducers), or bench was interrupted.
 func (sr *soakRun) follow(pctx context.Context, r *soakResult, o soakOptions, report func(soakSample), stopProducers func() error) error {
-	tick := time.NewTicker(o.every)
-	defer tick.Stop()
-	for r.Samples[len(r.Samples)-1].ElapsedS < o.duration.Seconds() {
+	// The samples fall on a schedule from the first one (start + k·every),
+	// not from when the pool had started: a slow start makes the next
+	// sample come sooner, never drops one.
+	for k := 1; r.Samples[len(r.Samples)-1].ElapsedS < o.duration.Seconds(); k++ {
+		wait := time.NewTimer(time.Until(sr.start.Add(time.Duration(k) * o.every)))
 		select {
-		case <-tick.C:
+		case <-wait.C:
 		case <-pctx.Done():
+			wait.Stop()
 			return cmp.Or(stopProducers(), sr.bn.ctx.Err())
 		}
 		s, err := sr.sample(r.Samples[len(r.Samples)-1])
