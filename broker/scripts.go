@@ -12,6 +12,8 @@ import (
 // lib.lua, the pieces it uses and its own file.
 type scripts struct {
 	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, overview, throughput *redis.Script
+
+	list []*redis.Script // every one of the above, as loadScripts made them
 }
 
 // pieces are the library files an operation runs besides lib.lua.
@@ -50,11 +52,11 @@ func loadScripts() (*scripts, error) {
 			src += "\n-- " + f + "\n" + part
 		}
 		*dst = redis.NewScript(src)
+		s.list = append(s.list, *dst)
 	}
 	return &s, nil
 }
 
-func (s *scripts) all() []*redis.Script {
-	return []*redis.Script{s.enqueue, s.claim, s.renew, s.progress, s.ack, s.fail, s.release,
-		s.releaseUnowned, s.reap, s.cancel, s.retry, s.trim, s.wait, s.leases, s.overview, s.throughput}
-}
+// all is every script, from the one table loadScripts fills them from (a
+// second list of them could miss a new one).
+func (s *scripts) all() []*redis.Script { return s.list }
