@@ -53,6 +53,8 @@ type Job struct {
 	// after the first.
 	DependsOn            []string
 	RunIfDependencyFails bool // default false: cancelled when a dependency ends dead or cancelled
+	// Metadata is a small map of headers carried with the job (placeholder until META lands).
+	Metadata map[string]string
 }
 
 // ValidateJob checks a job as Enqueue would, without writing anything: a

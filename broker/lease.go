@@ -14,10 +14,11 @@ import (
 // Lease is one claim on one job: the right to run it, renew it and settle it
 // for as long as the claim is valid (see the package doc, invariant 1).
 type Lease struct {
-	Queue, ID, Kind string // the job's queue, id and kind (which selects its handler)
-	Payload         []byte // as enqueued
-	Attempt         int    // 1 for the first run
-	MaxAttempts     int    // claims allowed in all: a failure of the last one is dead
+	Queue, ID, Kind string            // the job's queue, id and kind (which selects its handler)
+	Payload         []byte            // as enqueued
+	Metadata        map[string]string // the job's metadata, as enqueued (placeholder until META lands)
+	Attempt         int               // 1 for the first run
+	MaxAttempts     int               // claims allowed in all: a failure of the last one is dead
 	// Generation is the job's lease generation for this claim. With ID it is
 	// the fencing token to hand to external systems: a later claim of the
 	// same job always carries a larger generation.

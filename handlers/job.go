@@ -9,8 +9,10 @@ import (
 type Job struct {
 	ID, Queue, Kind string // the job's id, its queue, and the kind that chose this handler
 	Payload         []byte // as enqueued; decode it yourself, or use JSON
-	Attempt         int    // 1 on the first run
-	MaxAttempts     int    // attempts allowed in all: when Attempt equals it, a failure is dead
+	// Metadata is the job's metadata, as enqueued (placeholder until META lands).
+	Metadata    map[string]string
+	Attempt     int // 1 on the first run
+	MaxAttempts int // attempts allowed in all: when Attempt equals it, a failure is dead
 	// Generation is this claim's lease generation. With ID it is the job's
 	// fencing token: every later claim of the job carries a larger one, so
 	// an external system that stores the largest generation it has applied
