@@ -150,6 +150,16 @@ func NewBatcher(b *Broker, opts BatcherOptions) (*Batcher, error) {
 // After Close, Enqueue writes nothing and returns an error wrapping
 // ErrBatcherClosed.
 func (bt *Batcher) Enqueue(ctx context.Context, j Job) (string, error) {
+	span := bt.b.traceEnqueue(ctx, &j) // nil when not tracing
+	id, err := bt.enqueue(ctx, j)
+	if span != nil {
+		endEnqueue(span, Enqueued{ID: id, Err: err})
+	}
+	return id, err
+}
+
+// enqueue is Enqueue's work.
+func (bt *Batcher) enqueue(ctx context.Context, j Job) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
