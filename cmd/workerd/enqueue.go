@@ -39,6 +39,11 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	log, _ := (&logFlags{format: "auto", level: "info"}).logger(e.stderr) // for tracing's messages
+	if rf.tracing, err = startTracing(ctx, e, log); err != nil {
+		return err
+	}
+	defer stopTracing(rf.tracing, log)
 	queue := pos[0]
 	if *jsonl != "" {
 		if len(pos) > 1 {
