@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/fenceq/fenceq/broker"
 )
 
 // tracesFlushTimeout bounds how long workerd waits, on exit, for the spans
@@ -69,6 +71,39 @@ func startTracing(ctx context.Context, e *env, log *slog.Logger) (*sdktrace.Trac
 	log.Info("workerd exports traces over OTLP/HTTP", slog.String("endpoint", endpoint))
 	return tp, nil
 }
+
+// connectTraced is rf.connect with the tracer provider the OTEL_*
+// variables ask for (startTracing), for a command without a logger of its
+// own (enqueue): tracing's messages go to standard error. Call stop on
+// exit: it flushes the spans.
+func connectTraced(ctx context.Context, e *env, rf *redisFlags) (b *broker.Broker, stop func(), err error) {
+	log, err := (&logFlags{format: "auto", level: "info"}).logger(e.stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rf.tracing, err = startTracing(ctx, e, log); err != nil {
+		return nil, nil, err
+	}
+	stop = func() { stopTracing(rf.tracing, log) }
+	if _, b, err = rf.connect(ctx, e); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return b, stop, nil
+}
+
+// benchTracing is `workerd bench --trace`'s provider: every span sampled
+// and batched as in production, then dropped, so that what bench measures
+// is the cost of tracing to fenceq, not an exporter's or a collector's.
+func benchTracing() *sdktrace.TracerProvider {
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(dropSpans{}))
+}
+
+// dropSpans is a span exporter that drops what it is given.
+type dropSpans struct{}
+
+func (dropSpans) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (dropSpans) Shutdown(context.Context) error                             { return nil }
 
 // stopTracing flushes the spans still batched, for at most
 // tracesFlushTimeout, and stops the provider; nil is off.
