@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/build"
 	"strings"
 	"testing"
 
@@ -111,5 +112,20 @@ func TestRegisterRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Register's constraint is Kind() string, not broker.Args, so that
+// handlers stays free of the broker (see the package doc: it never talks to
+// Redis) and a handler's package need not import it.
+func TestHandlersImportNoBroker(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range pkg.Imports {
+		if imp == "github.com/fenceq/fenceq/broker" || strings.HasPrefix(imp, "github.com/fenceq/fenceq/worker") {
+			t.Errorf("package handlers imports %s; it must not import the broker or the worker", imp)
+		}
 	}
 }
