@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"time"
 )
@@ -52,6 +53,9 @@ type EnqueueOptions struct {
 	UniqueFor            time.Duration // as Job.UniqueFor
 	DependsOn            []string      // as Job.DependsOn
 	RunIfDependencyFails bool          // as Job.RunIfDependencyFails
+	// Metadata is as Job.Metadata. Laid over the type's default, it adds
+	// entries key by key, a key of both taking this one's value.
+	Metadata map[string]string
 }
 
 // JobFor is the Job a typed enqueue stores: Kind is args.Kind(), Payload is
@@ -60,7 +64,9 @@ type EnqueueOptions struct {
 //
 // The overlay goes field by field: a field of opts that is not its zero
 // value wins; DependsOn wins when it is not nil; a bool is true when either
-// says so. Delay and RunAt are one choice, when the job runs: opts setting
+// says so; Metadata entries of both are kept, opts' winning a key of both.
+// The Job's Metadata is a map of its own, so a later change to it (a
+// tracer adding its headers) reaches neither opts nor the type's default. Delay and RunAt are one choice, when the job runs: opts setting
 // either replaces the type's default of both. A field left zero in opts
 // keeps the type's default, so a default cannot be overridden with a zero
 // (priority 0, say): build the Job with JobFor and set that field on it.
@@ -111,6 +117,7 @@ func JobFor(args Args, opts *EnqueueOptions) (Job, error) {
 		UniqueFor:            o.UniqueFor,
 		DependsOn:            o.DependsOn,
 		RunIfDependencyFails: o.RunIfDependencyFails,
+		Metadata:             maps.Clone(o.Metadata), // nil stays nil: no map for a job without metadata
 	}, nil
 }
 
@@ -142,6 +149,12 @@ func overlay(base, top EnqueueOptions) EnqueueOptions {
 		o.DependsOn = top.DependsOn
 	}
 	o.RunIfDependencyFails = base.RunIfDependencyFails || top.RunIfDependencyFails
+	if len(base.Metadata) > 0 && len(top.Metadata) > 0 {
+		o.Metadata = maps.Clone(base.Metadata)
+		maps.Copy(o.Metadata, top.Metadata)
+	} else if len(top.Metadata) > 0 {
+		o.Metadata = top.Metadata
+	}
 	return o
 }
 
