@@ -49,8 +49,9 @@
 // Every key of a queue carries the hash tag {queue}, so each script touches a
 // single Redis Cluster slot and no script touches two queues:
 //
-//	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, state, attempt,
-//	                                    max_attempts, gen, token, lease_until,
+//	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, meta
+//	                                    (Job.Metadata as a JSON object, only
+//	                                    when set), state, attempt, max_attempts, gen, token, lease_until,
 //	                                    last_error, errors (the last 10 attempts'
 //	                                    errors, JSON), renewals, ...
 //	<prefix>:{<queue>}:blocked    ZSET  jobs waiting for the jobs they depend on
