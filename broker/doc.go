@@ -1,5 +1,37 @@
-// Package broker is fenceq's Redis data model: key names, one Go method per
-// atomic Lua operation (internal/lua), and typed results. A Broker owns no
+// Package broker is what producers enqueue through, and fenceq's Redis
+// data model beneath it.
+//
+// # Typed jobs
+//
+// A Go producer defines a type for a job's arguments that names its kind
+// once ([Args]); the payload is the value's JSON:
+//
+//	type WelcomeArgs struct {
+//		To string `json:"to"`
+//	}
+//
+//	func (WelcomeArgs) Kind() string { return "welcome" }
+//
+//	id, err := b.EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
+//
+// and the worker registers its handler by the same type, so neither side
+// spells the kind again:
+//
+//	handlers.Register(mux, func(ctx context.Context, job *handlers.Job, args WelcomeArgs) error { … })
+//
+// A type may hold default options ([ArgsWithOptions]: queue, attempts, a
+// unique key computed from the value); the caller's [EnqueueOptions] are
+// laid over them. [JobFor] builds the same [Job] for [Broker.EnqueueMany],
+// a [Batcher] or an outbox.
+//
+// The untyped form, a [Job] with a Kind and a Payload of bytes passed to
+// [Broker.Enqueue], stays for exec and http handlers and for producers in
+// other languages: a job is its kind and payload, however it was made.
+//
+// # The broker
+//
+// The broker holds key names, one Go method per atomic Lua operation
+// (internal/lua), and typed results. A Broker owns no
 // goroutines and holds no policy: when to claim, renew, retry or reap is the
 // worker package's business. The one exception is opt-in: a [Batcher],
 // which lets concurrent producers share round trips, runs one goroutine
@@ -17,8 +49,9 @@
 // Every key of a queue carries the hash tag {queue}, so each script touches a
 // single Redis Cluster slot and no script touches two queues:
 //
-//	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, state, attempt,
-//	                                    max_attempts, gen, token, lease_until,
+//	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, meta
+//	                                    (Job.Metadata as a JSON object, only
+//	                                    when set), state, attempt, max_attempts, gen, token, lease_until,
 //	                                    last_error, errors (the last 10 attempts'
 //	                                    errors, JSON), renewals, ...
 //	<prefix>:{<queue>}:blocked    ZSET  jobs waiting for the jobs they depend on

@@ -54,7 +54,11 @@ type Job struct {
 	// after the first.
 	DependsOn            []string
 	RunIfDependencyFails bool // default false: cancelled when a dependency ends dead or cancelled
-	// Metadata is a small map of headers carried with the job (placeholder until META lands).
+	// Metadata is small string headers carried with the job: trace
+	// context, a request id, a tenant. Nil or empty stores nothing. Keys
+	// must be non-empty, keys and values valid UTF-8, and all of them
+	// together at most MaxMetadataBytes. Each claim hands it back
+	// (Lease.Metadata); retries, releases and reaps keep it.
 	Metadata map[string]string
 }
 
@@ -108,7 +112,7 @@ func (b *Broker) validate(j *Job) error {
 	if j.Priority < PriorityMin || j.Priority > PriorityMax {
 		return &ValidationError{Field: "priority", Value: fmt.Sprint(j.Priority), Reason: fmt.Sprintf("must be between %d and %d", PriorityMin, PriorityMax)}
 	}
-	return nil
+	return validMetadata(j.Metadata)
 }
 
 // ErrNotReplicated is wrapped by the error of an Enqueue (or of one job of
@@ -301,7 +305,7 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 	}
 	args := make([]any, 0, 12+len(j.DependsOn))
 	args = append(args, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
-		unique, j.UniqueFor.Milliseconds(), policy, nonce)
+		unique, j.UniqueFor.Milliseconds(), policy, nonce, encodeMetadata(j.Metadata))
 	for _, d := range j.DependsOn {
 		args = append(args, d)
 	}

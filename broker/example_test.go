@@ -84,3 +84,78 @@ func ExampleBatcher() {
 	// true
 	// 100 pending
 }
+
+// WelcomeArgs is a typed job: its kind is declared once, on the type, and
+// its payload is its JSON.
+type WelcomeArgs struct {
+	To string `json:"to"`
+}
+
+// Kind names the job kind; it reads nothing from the value.
+func (WelcomeArgs) Kind() string { return "welcome" }
+
+// DigestArgs also has default options: its queue, and a unique key
+// computed from the value, so one digest per user and day is enqueued.
+type DigestArgs struct {
+	User string `json:"user"`
+	Day  string `json:"day"`
+}
+
+// Kind names the job kind.
+func (DigestArgs) Kind() string { return "digest" }
+
+// EnqueueOptions are the defaults of every digest job.
+func (a DigestArgs) EnqueueOptions() broker.EnqueueOptions {
+	return broker.EnqueueOptions{Queue: "emails", MaxAttempts: 5, UniqueKey: "digest-" + a.User + "-" + a.Day}
+}
+
+// EnqueueArgs enqueues a value of an args type: kind and payload come from
+// the value, options from the type's defaults overlaid by the caller's.
+func ExampleBroker_EnqueueArgs() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+	b, _ := broker.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), broker.Options{})
+
+	id, _ := b.EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
+	j, _ := b.Job(ctx, broker.QueueDefault, id)
+	fmt.Printf("%s job in queue %s: %s\n", j.Kind, j.Queue, j.Payload)
+
+	digest := DigestArgs{User: "ada", Day: "2030-01-01"}
+	first, _ := b.EnqueueArgs(ctx, digest, &broker.EnqueueOptions{Priority: 10})
+	j, _ = b.Job(ctx, "emails", first)
+	fmt.Printf("%s job in queue %s, priority %d, %d attempts\n", j.Kind, j.Queue, j.Priority, j.MaxAttempts)
+
+	again, err := b.EnqueueArgs(ctx, digest, nil)
+	fmt.Println("same day again:", errors.Is(err, broker.ErrUniqueHeld), again == first)
+	// Output:
+	// welcome job in queue default: {"to":"ada@example.com"}
+	// digest job in queue emails, priority 10, 5 attempts
+	// same day again: true true
+}
+
+// JobFor builds the Job a typed enqueue stores, for the paths that take a
+// Job: EnqueueMany, a Batcher, an outbox.
+func ExampleJobFor() {
+	var jobs []broker.Job
+	for _, to := range []string{"ada@example.com", "grace@example.com"} {
+		j, err := broker.JobFor(WelcomeArgs{To: to}, &broker.EnqueueOptions{Queue: "emails"})
+		if err != nil {
+			panic(err)
+		}
+		jobs = append(jobs, j)
+	}
+	for _, j := range jobs {
+		fmt.Println(j.Queue, j.Kind, string(j.Payload))
+	}
+
+	_, err := broker.JobFor((*WelcomeArgs)(nil), nil)
+	fmt.Println(err)
+	// Output:
+	// emails welcome {"to":"ada@example.com"}
+	// emails welcome {"to":"grace@example.com"}
+	// fenceq: invalid args "*broker_test.WelcomeArgs": is a nil pointer: pass a value of the type, or a pointer to one
+}

@@ -38,6 +38,10 @@ type JobInfo struct {
 	// Nil when there are none, or when the stored history does not decode
 	// (a hand edit): LastError still holds the last one.
 	Errors []AttemptError
+	// Metadata is the job's Job.Metadata; nil when it has none, or when the
+	// stored field does not decode (a hand edit: the job's next claim
+	// marks it dead with that reason).
+	Metadata map[string]string
 	// Renewals counts the renewals of the last claim (a new claim starts
 	// again from 0). A renew re-sent after a lost reply counts again. A
 	// stored value that is not a number (a hand edit) reads as 0.
@@ -127,6 +131,7 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	j.LeaseUntil, j.RunAt, j.CreatedAt = msTime(vals["lease_until"]), msTime(vals["run_at"]), msTime(vals["created_at"])
 	j.ClaimedAt, j.FinishedAt = msTime(vals["claimed_at"]), msTime(vals["finished_at"])
 	j.Errors = parseErrors(h["errors"])
+	j.Metadata, _ = decodeMetadata(h["meta"])
 	// A display counter: garbage reads as 0 rather than failing the read.
 	if n, err := strconv.Atoi(h["renewals"]); err == nil && n > 0 {
 		j.Renewals = n

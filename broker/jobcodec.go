@@ -27,7 +27,8 @@ import (
 //	{"queue": "mail", "kind": "send", "payload": {...}, "id": "...",
 //	 "delay_ms": 1500, "run_at_ms": 1800000000000, "max_attempts": 3,
 //	 "priority": 5, "unique_key": "k", "unique_for_ms": 3600000,
-//	 "depends_on": ["a", "b"], "run_if_dependency_fails": true}
+//	 "depends_on": ["a", "b"], "run_if_dependency_fails": true,
+//	 "metadata": {"request_id": "r-1"}}
 //
 // Durations and times are whole milliseconds, the broker's own resolution,
 // under names that say so. These are the names the outbox has always
@@ -43,18 +44,19 @@ import (
 // jobJSON is the JSON form of a Job. Every field of Job has its field
 // here, and nothing else does.
 type jobJSON struct {
-	Queue                string          `json:"queue,omitempty"`
-	Kind                 string          `json:"kind,omitempty"`
-	Payload              json.RawMessage `json:"payload,omitempty"`
-	ID                   string          `json:"id,omitempty"`
-	DelayMS              int64           `json:"delay_ms,omitempty"`
-	RunAtMS              int64           `json:"run_at_ms,omitempty"`
-	MaxAttempts          int             `json:"max_attempts,omitempty"`
-	Priority             int             `json:"priority,omitempty"`
-	UniqueKey            string          `json:"unique_key,omitempty"`
-	UniqueForMS          int64           `json:"unique_for_ms,omitempty"`
-	DependsOn            []string        `json:"depends_on,omitempty"`
-	RunIfDependencyFails bool            `json:"run_if_dependency_fails,omitempty"`
+	Queue                string            `json:"queue,omitempty"`
+	Kind                 string            `json:"kind,omitempty"`
+	Payload              json.RawMessage   `json:"payload,omitempty"`
+	ID                   string            `json:"id,omitempty"`
+	DelayMS              int64             `json:"delay_ms,omitempty"`
+	RunAtMS              int64             `json:"run_at_ms,omitempty"`
+	MaxAttempts          int               `json:"max_attempts,omitempty"`
+	Priority             int               `json:"priority,omitempty"`
+	UniqueKey            string            `json:"unique_key,omitempty"`
+	UniqueForMS          int64             `json:"unique_for_ms,omitempty"`
+	DependsOn            []string          `json:"depends_on,omitempty"`
+	RunIfDependencyFails bool              `json:"run_if_dependency_fails,omitempty"`
+	Metadata             map[string]string `json:"metadata,omitempty"`
 
 	// The spellings for people: read, never written.
 	Delay     string  `json:"delay,omitempty"`
@@ -84,7 +86,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		Queue: j.Queue, Kind: j.Kind, Payload: j.Payload, ID: j.ID,
 		DelayMS: j.Delay.Milliseconds(), MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		UniqueKey: j.UniqueKey, UniqueForMS: j.UniqueFor.Milliseconds(),
-		DependsOn: j.DependsOn, RunIfDependencyFails: j.RunIfDependencyFails,
+		DependsOn: j.DependsOn, RunIfDependencyFails: j.RunIfDependencyFails, Metadata: j.Metadata,
 	}
 	if !j.RunAt.IsZero() {
 		w.RunAtMS = j.RunAt.UnixMilli()
@@ -123,7 +125,7 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		Queue: w.Queue, Kind: w.Kind, Payload: []byte(w.Payload), ID: w.ID,
 		Delay: time.Duration(w.DelayMS) * time.Millisecond, MaxAttempts: w.MaxAttempts, Priority: w.Priority,
 		UniqueKey: w.UniqueKey, UniqueFor: time.Duration(w.UniqueForMS) * time.Millisecond,
-		DependsOn: w.DependsOn, RunIfDependencyFails: w.RunIfDependencyFails,
+		DependsOn: w.DependsOn, RunIfDependencyFails: w.RunIfDependencyFails, Metadata: w.Metadata,
 	}
 	if w.RunAtMS != 0 {
 		out.RunAt = time.UnixMilli(w.RunAtMS)
@@ -207,6 +209,8 @@ func jsonWanted(t reflect.Type) string {
 		return "true or false"
 	case reflect.Slice:
 		return "an array of strings"
+	case reflect.Map:
+		return "an object of strings"
 	}
 	return "a " + t.String()
 }

@@ -14,11 +14,13 @@ import (
 // Lease is one claim on one job: the right to run it, renew it and settle it
 // for as long as the claim is valid (see the package doc, invariant 1).
 type Lease struct {
-	Queue, ID, Kind string            // the job's queue, id and kind (which selects its handler)
-	Payload         []byte            // as enqueued
-	Metadata        map[string]string // the job's metadata, as enqueued (placeholder until META lands)
-	Attempt         int               // 1 for the first run
-	MaxAttempts     int               // claims allowed in all: a failure of the last one is dead
+	Queue, ID, Kind string // the job's queue, id and kind (which selects its handler)
+	Payload         []byte // as enqueued
+	Attempt         int    // 1 for the first run
+	MaxAttempts     int    // claims allowed in all: a failure of the last one is dead
+	// Metadata is the job's Job.Metadata as enqueued; nil when it has none.
+	// Each Lease has its own map: changing it changes nothing stored.
+	Metadata map[string]string
 	// Generation is the job's lease generation for this claim. With ID it is
 	// the fencing token to hand to external systems: a later claim of the
 	// same job always carries a larger generation.
@@ -104,7 +106,14 @@ func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (Cla
 			Queue: queue, ID: r.str(), Kind: r.str(), Payload: []byte(r.str()),
 			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(), token: r.str(),
 		}
-		until := r.int()
+		until, meta := r.int(), r.str()
+		if m, err := decodeMetadata(meta); err != nil && r.err == nil {
+			// take.lua's bad_meta lets no such field through: a job whose
+			// meta does not decode is made dead, not handed out.
+			r.err = fmt.Errorf("fenceq: claim %s: job %q is claimed but its metadata does not decode: %w (the reaper takes it back when the lease expires)", queue, l.ID, err)
+		} else {
+			l.Metadata = m
+		}
 		l.Deadline = msTime(until)
 		// What is left of the lease on Redis's clock, which is less than a
 		// whole lease when this answers a re-sent request: the local

@@ -41,3 +41,34 @@ func ExampleMux() {
 	// err: <nil> result: {"ok":true}
 	// permanent: true
 }
+
+// ThumbnailArgs is the payload of a "thumbnail" job; its type names the
+// kind, as broker.Args asks.
+type ThumbnailArgs struct {
+	URL  string `json:"url"`
+	Size int    `json:"size"`
+}
+
+// Kind names the job kind; it reads nothing from the value.
+func (ThumbnailArgs) Kind() string { return "thumbnail" }
+
+// Register routes the kind that the args type names to a typed handler:
+// the kind is written once, on the type, for producer and handler alike.
+func ExampleRegister() {
+	mux := handlers.NewMux()
+	handlers.Register(mux, func(ctx context.Context, job *handlers.Job, args ThumbnailArgs) error {
+		fmt.Printf("%s job: thumbnail of %s at %dpx\n", job.Kind, args.URL, args.Size)
+		return nil
+	})
+	fmt.Println("kinds:", mux.Kinds())
+
+	job := handlers.NewJob(handlers.JobSpec{
+		ID: "job-1", Queue: "images", Kind: "thumbnail", Attempt: 1, MaxAttempts: 5, Generation: 1,
+		Payload: []byte(`{"url":"https://example.com/cat.png","size":128}`),
+	})
+	fmt.Println("err:", mux.ProcessJob(context.Background(), job))
+	// Output:
+	// kinds: [thumbnail]
+	// thumbnail job: thumbnail of https://example.com/cat.png at 128px
+	// err: <nil>
+}

@@ -88,6 +88,8 @@ func (m *Mux) ProcessJob(ctx context.Context, job *Job) error {
 // since retrying cannot fix it.
 //
 //	mux.Handle("email", handlers.JSON(func(ctx context.Context, job *handlers.Job, args EmailArgs) error { … }))
+//
+// A type that names its kind (a Kind method) is registered with [Register].
 func JSON[T any](fn func(ctx context.Context, job *Job, args T) error) Handler {
 	return HandlerFunc(func(ctx context.Context, job *Job) error {
 		var args T

@@ -3,21 +3,25 @@ package handlers
 import (
 	"context"
 	"errors"
+	"maps"
 )
 
 // Job is one claimed job as a handler sees it.
 type Job struct {
 	ID, Queue, Kind string // the job's id, its queue, and the kind that chose this handler
 	Payload         []byte // as enqueued; decode it yourself, or use JSON
-	// Metadata is the job's metadata, as enqueued (placeholder until META lands).
-	Metadata    map[string]string
-	Attempt     int // 1 on the first run
-	MaxAttempts int // attempts allowed in all: when Attempt equals it, a failure is dead
+	Attempt         int    // 1 on the first run
+	MaxAttempts     int    // attempts allowed in all: when Attempt equals it, a failure is dead
 	// Generation is this claim's lease generation. With ID it is the job's
 	// fencing token: every later claim of the job carries a larger one, so
 	// an external system that stores the largest generation it has applied
 	// can refuse a stale worker's write (UPDATE … WHERE fence < $generation).
 	Generation int64
+	// Metadata is the job's small string headers (broker.Job.Metadata:
+	// trace context, a request id, a tenant); nil when it has none. It is
+	// this Job's own copy: changing it changes neither what is stored nor
+	// what the worker or its middleware read from the claim.
+	Metadata map[string]string
 
 	progress func(ctx context.Context, data []byte) error
 	result   []byte
@@ -30,7 +34,8 @@ type JobSpec struct {
 	Payload         []byte
 	Attempt         int // 1 on the first run
 	MaxAttempts     int
-	Generation      int64 // the claim's lease generation, its fencing token with ID
+	Generation      int64             // the claim's lease generation, its fencing token with ID
+	Metadata        map[string]string // the job's metadata; NewJob copies it
 	// Progress stores a progress report, fenced by the claim. nil means
 	// none: Job.Progress then returns an error.
 	Progress func(ctx context.Context, data []byte) error
@@ -41,7 +46,8 @@ type JobSpec struct {
 // fields the handler reads.
 func NewJob(spec JobSpec) *Job {
 	return &Job{ID: spec.ID, Queue: spec.Queue, Kind: spec.Kind, Payload: spec.Payload, Attempt: spec.Attempt,
-		MaxAttempts: spec.MaxAttempts, Generation: spec.Generation, progress: spec.Progress}
+		MaxAttempts: spec.MaxAttempts, Generation: spec.Generation, progress: spec.Progress,
+		Metadata: maps.Clone(spec.Metadata)} // nil stays nil: no allocation for a job without metadata
 }
 
 // Progress stores a progress report (any bytes; JSON is a good choice) on

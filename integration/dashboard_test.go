@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,9 +201,16 @@ func dropPrefix(t *testing.T, c redis.UniversalClient, prefix string) {
 
 func (r *uiRig) url(path string) string { return r.srv.URL + path }
 
-func (r *uiRig) enqueue(t *testing.T, kind, id string) {
+func (r *uiRig) enqueue(t *testing.T, kind, id string, meta ...string) {
 	t.Helper()
-	if _, err := r.b.Enqueue(context.Background(), broker.Job{Queue: r.queue, Kind: kind, ID: id, Payload: []byte(`{"to":"ada@example.com","template":"welcome"}`)}); err != nil {
+	j := broker.Job{Queue: r.queue, Kind: kind, ID: id, Payload: []byte(`{"to":"ada@example.com","template":"welcome"}`)}
+	for i := 0; i+1 < len(meta); i += 2 {
+		if j.Metadata == nil {
+			j.Metadata = map[string]string{}
+		}
+		j.Metadata[meta[i]] = meta[i+1]
+	}
+	if _, err := r.b.Enqueue(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -240,7 +248,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	for i := range 3 {
 		r.enqueue(t, "gated", fmt.Sprintf("welcome-%d", i))
 	}
-	r.enqueue(t, "flaky", "receipt-42")
+	r.enqueue(t, "flaky", "receipt-42",
+		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tenant", "acme")
 	r.waitState(t, "receipt-42", broker.StateDead)
 	for i := range 3 {
 		r.waitState(t, fmt.Sprintf("welcome-%d", i), broker.StateRunning)
@@ -286,6 +295,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('form[action="/ui/act/retry"]').length`)); n != 0 {
 			t.Fatal("a signed-out job page offers the retry form")
+		}
+		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#metadata tbody tr')].map(r => r.innerText.replace(/\s+/g, ' ').trim())`))
+		if want := []string{"tenant acme", "traceparent 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}; !slices.Equal(rows, want) {
+			t.Errorf("the job page's metadata table reads %q, want %q", rows, want)
 		}
 		shoot(t, ctx, dir, "job-dead-1280", 1280)
 		shoot(t, ctx, dir, "job-dead-375", 375)

@@ -12,7 +12,7 @@ import (
 
 // Defaults of Config's fields.
 const (
-	QueueDefault           = "default"
+	QueueDefault           = broker.QueueDefault
 	ConcurrencyDefault     = 10
 	LeaseDurationDefault   = 30 * time.Second
 	PollIntervalDefault    = time.Second

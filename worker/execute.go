@@ -37,7 +37,7 @@ func (p *Pool) run(l broker.Lease) {
 	a.job = handlers.NewJob(handlers.JobSpec{
 		ID: l.ID, Queue: l.Queue, Kind: l.Kind, Payload: l.Payload,
 		Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, Generation: l.Generation,
-		Progress: p.progress(a),
+		Metadata: l.Metadata, Progress: p.progress(a),
 	})
 	// The watchdog cancels the handler at its local deadline even while a
 	// renew is stuck in Redis (go-redis may not honour context deadlines).

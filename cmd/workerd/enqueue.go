@@ -8,14 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
 
-const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]] [--after ID]... [--wait]\n       workerd enqueue QUEUE --jsonl FILE|-"
+const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]] [--after ID]... [--meta KEY=VALUE]... [--wait]\n       workerd enqueue QUEUE --jsonl FILE|-"
 
 func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "enqueue", enqueueSynopsis)
@@ -31,10 +33,12 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	unique := fs.String("unique", "", "unique key: while a job with this key exists (or for --unique-for), enqueueing another answers its id and makes none")
 	var after stringList
 	fs.Var(&after, "after", "run only once this job (of the same queue) is done; repeat for several")
+	meta := metaFlag{}
+	fs.Var(meta, "meta", fmt.Sprintf("a metadata entry KEY=VALUE carried with the job (a request id, a tenant); repeat for several, at most %d bytes in all", broker.MaxMetadataBytes))
 	runIfFails := fs.Bool("run-if-dependency-fails", false, "with --after: run even when a dependency ends dead or cancelled (default: cancel this job)")
 	wait := fs.Bool("wait", false, "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done)")
 	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
-	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each a job's JSON form: {"kind": …, "payload": …, "id": …, "delay": "5s" (or "delay_ms": 5000), "at": RFC 3339 (or "run_at_ms"), "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h" (or "unique_for_ms"), "depends_on": [ids…], "run_if_dependency_fails": true}; a line whose unique key is held is reported, not failed`)
+	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each a job's JSON form: {"kind": …, "payload": …, "id": …, "delay": "5s" (or "delay_ms": 5000), "at": RFC 3339 (or "run_at_ms"), "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h" (or "unique_for_ms"), "depends_on": [ids…], "run_if_dependency_fails": true, "metadata": {"key": "value", …}}; a line whose unique key is held is reported, not failed`)
 	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
 	if err != nil {
 		return err
@@ -55,7 +59,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return usagef("missing the job kind; usage: workerd enqueue %s", firstLine(enqueueSynopsis))
 	}
 	j := broker.Job{Queue: queue, Kind: pos[1], ID: *id, Delay: *delay, MaxAttempts: *maxAttempts, Priority: *priority,
-		UniqueKey: *unique, UniqueFor: *uniqueFor, DependsOn: after, RunIfDependencyFails: *runIfFails}
+		UniqueKey: *unique, UniqueFor: *uniqueFor, DependsOn: after, RunIfDependencyFails: *runIfFails, Metadata: meta}
 	if j.Payload, err = readPayload(e, *payload, *raw); err != nil {
 		return err
 	}
@@ -249,6 +253,33 @@ func parseJSONL(queue string, text []byte) (broker.Job, error) {
 
 // stringList is a repeatable string flag.
 type stringList []string
+
+// metaFlag is --meta KEY=VALUE, repeatable; the broker checks the entries
+// and their size as it checks any job's.
+type metaFlag map[string]string
+
+func (m metaFlag) String() string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m metaFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	switch {
+	case !ok:
+		return fmt.Errorf("%q has no '=': write KEY=VALUE, such as --meta tenant=acme", v)
+	case k == "":
+		return fmt.Errorf("%q has an empty key: write KEY=VALUE, such as --meta tenant=acme", v)
+	}
+	if old, dup := m[k]; dup {
+		return fmt.Errorf("key %q is given twice (%q and %q): give each key once", k, old, val)
+	}
+	m[k] = val
+	return nil
+}
 
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -57,26 +61,27 @@ type queueDetailJSON struct {
 }
 
 type jobJSON struct {
-	Queue           string          `json:"queue"`
-	ID              string          `json:"id"`
-	Kind            string          `json:"kind"`
-	State           string          `json:"state"`
-	Attempt         int             `json:"attempt"`
-	MaxAttempts     int             `json:"max_attempts"`
-	Priority        int             `json:"priority"`
-	Generation      int64           `json:"generation"`
-	Payload         json.RawMessage `json:"payload"`
-	Result          json.RawMessage `json:"result,omitempty"`
-	Progress        json.RawMessage `json:"progress,omitempty"`
-	LastError       string          `json:"last_error,omitempty"`
-	Errors          []attemptJSON   `json:"errors,omitempty"`
-	Renewals        int             `json:"renewals"`
-	CancelRequested bool            `json:"cancel_requested"`
-	CreatedAt       *time.Time      `json:"created_at,omitempty"`
-	RunAt           *time.Time      `json:"run_at,omitempty"`
-	ClaimedAt       *time.Time      `json:"claimed_at,omitempty"`
-	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
-	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
+	Queue           string            `json:"queue"`
+	ID              string            `json:"id"`
+	Kind            string            `json:"kind"`
+	State           string            `json:"state"`
+	Attempt         int               `json:"attempt"`
+	MaxAttempts     int               `json:"max_attempts"`
+	Priority        int               `json:"priority"`
+	Generation      int64             `json:"generation"`
+	Payload         json.RawMessage   `json:"payload"`
+	Result          json.RawMessage   `json:"result,omitempty"`
+	Progress        json.RawMessage   `json:"progress,omitempty"`
+	LastError       string            `json:"last_error,omitempty"`
+	Errors          []attemptJSON     `json:"errors,omitempty"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+	Renewals        int               `json:"renewals"`
+	CancelRequested bool              `json:"cancel_requested"`
+	CreatedAt       *time.Time        `json:"created_at,omitempty"`
+	RunAt           *time.Time        `json:"run_at,omitempty"`
+	ClaimedAt       *time.Time        `json:"claimed_at,omitempty"`
+	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
+	LeaseUntil      *time.Time        `json:"lease_until,omitempty"`
 }
 
 // attemptJSON is one failed attempt of a job's error history.
@@ -313,6 +318,15 @@ func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJ
 	row("generation", j.Generation)
 	row("priority", j.Priority)
 	row("payload", string(j.Payload))
+	// One row per entry, key=value, in key order; text that would break
+	// the table (a tab, a newline) is quoted.
+	for i, k := range slices.Sorted(maps.Keys(j.Metadata)) {
+		label := ""
+		if i == 0 {
+			label = "metadata"
+		}
+		row(label, quoteUnprintable(k)+"="+quoteUnprintable(j.Metadata[k]))
+	}
 	for _, kv := range []struct {
 		k string
 		v []byte
@@ -349,7 +363,7 @@ func jobToJSON(j broker.JobInfo) jobJSON {
 		Priority: j.Priority, Generation: j.Generation, Payload: rawOrString(j.Payload), Result: rawOrString(j.Result),
 		Progress: rawOrString(j.Progress), LastError: j.LastError, CancelRequested: j.CancelRequested,
 		CreatedAt: timePtr(j.CreatedAt), RunAt: timePtr(j.RunAt), ClaimedAt: timePtr(j.ClaimedAt),
-		FinishedAt: timePtr(j.FinishedAt), LeaseUntil: timePtr(j.LeaseUntil), Renewals: j.Renewals}
+		FinishedAt: timePtr(j.FinishedAt), LeaseUntil: timePtr(j.LeaseUntil), Renewals: j.Renewals, Metadata: j.Metadata}
 	for _, a := range j.Errors {
 		out.Errors = append(out.Errors, attemptJSON{Attempt: a.Attempt, At: a.At.UTC(), Error: a.Error})
 	}
@@ -420,4 +434,13 @@ func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSO
 		}
 	}
 	return nil
+}
+
+// quoteUnprintable answers s as it is, or Go-quoted when it holds a control
+// character (a tab or a newline would break the text table) or is empty.
+func quoteUnprintable(s string) string {
+	if s == "" || strings.ContainsFunc(s, unicode.IsControl) {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -1,7 +1,7 @@
-// Command quickstart is the smallest complete fenceq program: it registers
-// two handlers, enqueues a few jobs, runs a worker pool, and shuts down
-// gracefully on Ctrl-C (releasing any job still running so another worker
-// takes it at once).
+// Command quickstart is the smallest complete fenceq program: it defines
+// two typed jobs, registers their handlers, enqueues a few, runs a worker
+// pool, and shuts down gracefully on Ctrl-C (releasing any job still
+// running so another worker takes it at once).
 //
 //	go run ./examples/quickstart                      # Redis at 127.0.0.1:6379
 //	go run ./examples/quickstart -redis host:port
@@ -11,10 +11,10 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -25,10 +25,31 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-// WelcomeArgs is the payload of a "welcome_email" job.
+// WelcomeArgs are the arguments of a welcome email. The type names its
+// kind, so producer and handler cannot disagree on it; the job's payload
+// is the value's JSON.
 type WelcomeArgs struct {
 	Email string `json:"email"`
 	Name  string `json:"name"`
+}
+
+// Kind returns a constant: handlers.Register calls it on the zero value.
+func (WelcomeArgs) Kind() string { return "welcome_email" }
+
+// ResizeArgs are the arguments of an image resize, with default options.
+type ResizeArgs struct {
+	Image string `json:"image"`
+	Width int    `json:"width"`
+}
+
+// Kind names the job kind.
+func (ResizeArgs) Kind() string { return "resize_image" }
+
+// EnqueueOptions are every resize job's defaults: five attempts, and one
+// job per image and width while it waits or runs (the unique key is
+// computed from the value).
+func (a ResizeArgs) EnqueueOptions() broker.EnqueueOptions {
+	return broker.EnqueueOptions{MaxAttempts: 5, UniqueKey: "resize-" + a.Image + "-" + strconv.Itoa(a.Width)}
 }
 
 func main() {
@@ -53,25 +74,25 @@ func run(addr string, log *slog.Logger) error {
 	}
 
 	mux := handlers.NewMux()
-	// A typed handler: the payload arrives decoded; a payload that does not
-	// decode fails the job permanently.
-	mux.Handle("welcome_email", handlers.JSON(func(ctx context.Context, job *handlers.Job, args WelcomeArgs) error {
+	// Each handler is registered by its args type: the payload arrives
+	// decoded, and one that does not decode fails the job permanently.
+	handlers.Register(mux, func(ctx context.Context, job *handlers.Job, args WelcomeArgs) error {
 		// Pass (job.ID, job.Generation) to systems you write to, so that
 		// they can refuse a stale worker's write.
-		log.Info("sending welcome email", "to", args.Email, "job", job.ID, "fencing_token", job.Generation)
+		log.Info("sending welcome email", "to", args.Email, "name", args.Name, "job", job.ID, "fencing_token", job.Generation)
 		job.SetResult([]byte(`{"sent":true}`))
 		return nil
-	}))
-	// A plain handler that fails twice before it succeeds: retried with
-	// backoff, and its progress stored on the job.
-	mux.HandleFunc("resize_image", func(ctx context.Context, job *handlers.Job) error {
+	})
+	// This one fails twice before it succeeds: retried with backoff, and
+	// its progress stored on the job.
+	handlers.Register(mux, func(ctx context.Context, job *handlers.Job, args ResizeArgs) error {
 		if err := job.Progress(ctx, []byte(`{"step":"resizing"}`)); err != nil {
 			return err // the lease was lost: stop
 		}
 		if job.Attempt < 3 {
 			return errors.New("image service busy")
 		}
-		log.Info("image resized", "job", job.ID, "attempt", job.Attempt)
+		log.Info("image resized", "image", args.Image, "width", args.Width, "job", job.ID, "attempt", job.Attempt)
 		return nil
 	})
 
@@ -84,15 +105,21 @@ func run(addr string, log *slog.Logger) error {
 		return err
 	}
 
-	for i, name := range []string{"Ada", "Grace", "Edsger"} {
-		payload := fmt.Sprintf(`{"email":"user%d@example.com","name":%q}`, i, name)
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "welcome_email", Payload: []byte(payload)}); err != nil {
+	// Typed jobs with no queue go to broker.QueueDefault, the queue a pool
+	// with no queues configured reads.
+	for _, name := range []string{"Ada", "Grace", "Edsger"} {
+		if _, err := b.EnqueueArgs(ctx, WelcomeArgs{Email: name + "@example.com", Name: name}, nil); err != nil {
 			return err
 		}
 	}
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "resize_image", MaxAttempts: 5}); err != nil {
+	resize := ResizeArgs{Image: "cat.png", Width: 640}
+	id, err := b.EnqueueArgs(ctx, resize, nil)
+	if err != nil && !errors.Is(err, broker.ErrUniqueHeld) {
 		return err
 	}
+	// Asking twice is harmless: the unique key answers the job that holds it.
+	again, err := b.EnqueueArgs(ctx, resize, nil)
+	log.Info("resize enqueued once", "job", id, "second_enqueue_answered", again, "held", errors.Is(err, broker.ErrUniqueHeld))
 
 	log.Info("running; press Ctrl-C to stop")
 	return pool.Run(ctx) // blocks until Ctrl-C, then shuts down gracefully

@@ -54,6 +54,16 @@ type mjob struct {
 
 	waited     bool // a Wait registered on it while unfinished
 	keptToWait bool // it had Wait callers when it finished: trim keeps it for them
+
+	meta map[string]string // its Job.Metadata; nil when it had none (or an empty map)
+}
+
+// wantMeta checks metadata a claim or Job answered for job id: what was
+// enqueued, and nil, not an empty map, for a job enqueued without any.
+func (j *mjob) wantMeta(t *rapid.T, what, id string, got map[string]string) {
+	if !maps.Equal(got, j.meta) || (got == nil) != (j.meta == nil) {
+		t.Fatalf("%s of %s: metadata %v, want %v", what, id, got, j.meta)
+	}
 }
 
 // failedAttempt records attempt's error in the job's history.
@@ -399,6 +409,7 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		}
 		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
 	}
+	j.Metadata = drawMetadata(t)
 	// A unique key held until the job ends, for an hour, or for about as
 	// long as an advance of the clock (at 15 ms, exactly one on miniredis:
 	// the key's last moment).
@@ -412,6 +423,26 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		}
 	}
 	return j
+}
+
+// drawMetadata draws a job's metadata: mostly none, sometimes an empty
+// map (which stores nothing), a few small entries, or entries adding up to
+// exactly MaxMetadataBytes or just under it.
+func drawMetadata(t *rapid.T) map[string]string {
+	switch rapid.IntRange(0, 5).Draw(t, "metadata") {
+	case 2:
+		return map[string]string{}
+	case 3:
+		m := map[string]string{}
+		for i := range rapid.IntRange(1, 3).Draw(t, "metadata entries") {
+			m[fmt.Sprintf("k%d", i)] = rapid.StringN(0, 8, -1).Draw(t, "metadata value")
+		}
+		return m
+	case 4:
+		size := broker.MaxMetadataBytes - rapid.IntRange(0, 2).Draw(t, "metadata under the limit")
+		return map[string]string{"traceparent": "00-1", "big": strings.Repeat("é", (size-len("traceparent")-len("00-1")-len("big"))/2)}
+	}
+	return nil
 }
 
 // enqueued checks the answer to enqueuing j and moves the model on.
@@ -482,6 +513,9 @@ func (m *model) create(t *rapid.T, j broker.Job, id string) {
 	}
 	mj := &mjob{max: j.MaxAttempts, delayed: j.Delay > 0, deps: deps, runAnyway: j.RunIfDependencyFails,
 		unique: j.UniqueKey, uniqueTTL: j.UniqueFor > 0}
+	if len(j.Metadata) > 0 {
+		mj.meta = maps.Clone(j.Metadata)
+	}
 	m.jobs[id] = mj
 	if !slices.Contains(m.ids, id) {
 		m.ids = append(m.ids, id)
@@ -596,7 +630,8 @@ func (m *model) claim(t *rapid.T) {
 		}
 		for i, l := range again.Leases {
 			f := res.Leases[i]
-			if l.ID != f.ID || l.Generation != f.Generation || l.ClaimID() != f.ClaimID() || l.Attempt != f.Attempt || !l.Deadline.Equal(f.Deadline) {
+			if l.ID != f.ID || l.Generation != f.Generation || l.ClaimID() != f.ClaimID() || l.Attempt != f.Attempt || !l.Deadline.Equal(f.Deadline) ||
+				!maps.Equal(l.Metadata, f.Metadata) {
 				t.Fatalf("a re-sent claim answered %+v, the first %+v", l, f)
 			}
 		}
@@ -870,6 +905,7 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 		if l.Attempt != j.attempt+1 {
 			t.Fatalf("%s of %s: attempt %d, want %d", op, l.ID, l.Attempt, j.attempt+1)
 		}
+		j.wantMeta(t, op, l.ID, l.Metadata)
 		j.keepSettled()
 		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.ClaimID(), "", l.Deadline.UnixMilli()
 		j.renewals, j.resent = 0, false
@@ -1538,6 +1574,7 @@ func (m *model) check(t *rapid.T) {
 		if j.state == broker.StateRunning && got.LeaseUntil.UnixMilli() != j.deadline {
 			t.Fatalf("job %s: lease_until %d, model %d", id, got.LeaseUntil.UnixMilli(), j.deadline)
 		}
+		j.wantMeta(t, "Job", id, got.Metadata)
 		var attempts []int
 		for _, e := range got.Errors {
 			attempts = append(attempts, e.Attempt)

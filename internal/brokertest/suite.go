@@ -44,6 +44,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"BatcherCloseRace", testBatcherCloseRace},
 		{"BatcherBounds", testBatcherBounds},
 		{"BatcherLostReply", testBatcherLostReply},
+		{"Metadata", testMetadata},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ScriptFlush", testScriptFlush},

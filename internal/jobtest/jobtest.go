@@ -38,6 +38,8 @@ func Full(t testing.TB) broker.Job {
 			f.SetBytes([]byte(`{"field":"` + sf.Name + `"}`))
 		case []string:
 			f.Set(reflect.ValueOf([]string{"a-" + sf.Name, "b-" + sf.Name}))
+		case map[string]string:
+			f.Set(reflect.ValueOf(map[string]string{"a-" + sf.Name: "1", "b-" + sf.Name: "2"}))
 		case time.Duration:
 			f.SetInt(int64(time.Duration(i+1) * 1500 * time.Millisecond))
 		case time.Time:

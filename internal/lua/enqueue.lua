@@ -15,7 +15,8 @@
 --     [9] unique key ('' for none; in the queue's hash tag)  [10] ttl_ms
 --     [11] 'cancel' or 'run': a dependent's fate when a dependency ends dead
 --     or cancelled  [12] request nonce, '' when the broker generated the id
---     [13..] ids of the jobs (of this queue) it depends on; duplicates count once
+--     [13] metadata, a JSON object of strings, or '' for none (no field)
+--     [14..] ids of the jobs (of this queue) it depends on; duplicates count once
 -- A job whose dependencies are not all done is blocked until they are.
 -- Reply: {STATUS ok, state}, {exists, state of the existing job},
 --        {unique_held, id of the job holding the unique key, its state or ''},
@@ -39,7 +40,7 @@ end
 -- Dependencies first: a missing one refuses the enqueue before any write.
 local policy = ARGV[11]
 local deps = {}
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   table.insert(deps, ARGV[i])
 end
 local open, failed, missing = dependencies(deps, policy)
@@ -75,6 +76,9 @@ redis.call('HSET', key,
   'created_at', now, 'run_at', int(run_at))
 if nonce ~= '' then
   redis.call('HSET', key, 'req', nonce)
+end
+if ARGV[13] ~= '' then
+  redis.call('HSET', key, 'meta', ARGV[13])
 end
 if #deps > 0 then
   redis.call('HSET', key, 'depends_on', cjson.encode(deps), 'on_parent_failure', policy)

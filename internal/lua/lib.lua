@@ -503,6 +503,29 @@ local function corrupt(id, key, reason, problems, now)
   table.insert(problems, reason .. '; marked dead')
 end
 
+-- bad_meta says why a job's meta field is not a JSON object of strings,
+-- or answers nil (also when there is none). A claim hands the field to Go
+-- as stored; this check is what lets Go decode it, so a hand-edited field
+-- makes the job corrupt (dead, with the reason) instead of failing every
+-- claim that pops it.
+local function bad_meta(meta)
+  if not meta then
+    return nil
+  end
+  local ok, m = pcall(cjson.decode, meta)
+  if string.sub(meta, 1, 1) ~= '{' or not ok or type(m) ~= 'table' then
+    return 'field meta is not a JSON object'
+  end
+  -- A null value passes: miniredis's cjson drops it from the table, so
+  -- only accepting it reads the same on both servers (Go reads it as "").
+  for k, v in pairs(m) do
+    if type(k) ~= 'string' or type(v) ~= 'string' and v ~= cjson.null then
+      return 'field meta is not a JSON object of strings'
+    end
+  end
+  return nil
+end
+
 -- bad_int names the first numeric field of f (from index first on,
 -- with names) that is missing or not an integer, or answers nil.
 local function bad_int(f, first, names)

@@ -16,7 +16,9 @@
 -- job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
---   (id, kind, payload, attempt, max_attempts, gen, token, lease_until) * njobs,
+--   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
+--    meta ('' when none: a JSON object of strings, at most MaxMetadataBytes
+--    and its quoting, checked by bad_meta before it is handed out)) * njobs,
 --   (id, problem) * ...}
 local function take(lease_ms, n, promote_limit, base, budget)
   local now = now_ms()
@@ -41,10 +43,10 @@ local function take(lease_ms, n, promote_limit, base, budget)
     for id in string.gmatch(taken, '[^\n]+') do
       i = i + 1
       local token = base .. '.' .. i
-      local f = read(JOB .. id, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'lease_until')
+      local f = read(JOB .. id, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'lease_until', 'meta')
       if f and f[1] == 'running' and f[7] == token then
         claimed = claimed + 1
-        for _, v in ipairs({id, f[2], f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), token, tonumber(f[8])}) do
+        for _, v in ipairs({id, f[2], f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), token, tonumber(f[8]), f[9] or ''}) do
           table.insert(out, v)
         end
       end
@@ -114,7 +116,7 @@ local function take(lease_ms, n, promote_limit, base, budget)
     for i = 1, #popped, 2 do
       local id = popped[i]
       local key = JOB .. id
-      local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled')
+      local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'meta')
       if not f or f[1] ~= 'pending' then
         misfiled(id, key, 'ready', problems, now)
       else
@@ -123,6 +125,8 @@ local function take(lease_ms, n, promote_limit, base, budget)
           bad = 'field kind is missing'
         elseif not bad and not f[3] then
           bad = 'field payload is missing'
+        elseif not bad then
+          bad = bad_meta(f[9])
         end
         if bad then
           corrupt(id, key, bad, problems, now)
@@ -145,7 +149,7 @@ local function take(lease_ms, n, promote_limit, base, budget)
           end
           event('started', id, gen, 'attempt ' .. attempt)
           table.insert(ids, id)
-          for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms}) do
+          for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms, f[9] or ''}) do
             table.insert(out, v)
           end
         end

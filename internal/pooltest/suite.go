@@ -17,6 +17,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"HandlerResults", testResults},
 		{"CancelRunningJob", testCancelRunning},
 		{"ProgressIsFenced", testProgress},
+		{"HandlerReadsMetadata", testMetadata},
 		{"EnqueueWakesIdlePool", testWake},
 		{"ScheduledJobRunsWhenDue", testScheduled},
 		{"RetryInBackoffWakesIdlePool", testRetryWakes},

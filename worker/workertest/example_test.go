@@ -79,3 +79,43 @@ func ExampleEnv_Advance() {
 	}
 	_ = testRetry
 }
+
+// InviteArgs is a typed job: its type names its kind.
+type InviteArgs struct {
+	To string `json:"to"`
+}
+
+// Kind names the job kind.
+func (InviteArgs) Kind() string { return "invite" }
+
+// invite is the code under test: it enqueues a typed job.
+func invite(ctx context.Context, b *broker.Broker, email string) error {
+	_, err := b.EnqueueArgs(ctx, InviteArgs{To: email}, nil)
+	return err
+}
+
+// Typed jobs are checked by value: RequireEnqueuedArgs finds the job where
+// the enqueue put it, with no queue or kind to repeat, and a handler
+// registered with handlers.Register runs it.
+func ExampleEnv_RequireEnqueuedArgs() {
+	testInvite := func(t *testing.T) {
+		ctx := context.Background()
+		env := workertest.New(t)
+
+		if err := invite(ctx, env.Broker, "ada@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		env.RequireEnqueuedArgs(t, InviteArgs{To: "ada@example.com"}, nil)
+
+		var sent []string
+		mux := handlers.NewMux()
+		handlers.Register(mux, func(ctx context.Context, j *handlers.Job, a InviteArgs) error {
+			sent = append(sent, a.To)
+			return nil
+		})
+		if stats := env.Work(t, mux); stats.Succeeded != 1 || len(sent) != 1 {
+			t.Fatalf("succeeded %d, sent %v; want one invitation", stats.Succeeded, sent)
+		}
+	}
+	_ = testInvite
+}

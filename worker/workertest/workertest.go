@@ -6,9 +6,12 @@
 //
 //	env := workertest.New(t)
 //	signup(ctx, env.Broker, "ada@example.com")          // code under test enqueues
-//	env.RequireEnqueued(t, "emails", "welcome", WelcomeArgs{To: "ada@example.com"})
+//	env.RequireEnqueuedArgs(t, WelcomeArgs{To: "ada@example.com"}, nil)
 //	env.Work(t, mux)                                     // runs it
 //	env.Advance(time.Hour)                               // retries and delays fall due
+//
+// RequireEnqueuedArgs checks a typed job (broker.Args); RequireEnqueued
+// checks one by queue and kind, as an exec or http job is enqueued.
 package workertest
 
 import (
@@ -30,7 +33,7 @@ import (
 
 // Env is one test's queue: everything in memory, torn down with the test.
 type Env struct {
-	Broker *broker.Broker       // the broker over Redis: enqueue and inspect through it
+	Broker *broker.Broker       // the broker over Redis: enqueue (EnqueueArgs for typed jobs) and inspect through it
 	Client *redis.Client        // a client of Redis, for what the broker does not offer
 	Redis  *miniredis.Miniredis // the in-memory server; move its clock with Advance, not SetTime
 
@@ -112,6 +115,21 @@ func (e *Env) RequireEnqueued(t testing.TB, queue, kind string, args any) broker
 	}
 	t.Fatalf("workertest: no %q job in queue %q with args %s; it holds %d: %v", kind, queue, want, len(jobs), payloads)
 	return broker.JobInfo{}
+}
+
+// RequireEnqueuedArgs fails the test unless a job of args' kind waits
+// (pending or scheduled) in the queue a typed enqueue of args with opts
+// goes to, with a payload JSON-equal to args. Queue and kind are resolved
+// as broker.JobFor resolves them: opts' queue, else the type's default,
+// else broker.QueueDefault. Pass the opts the code under test passes
+// (nil for none); only their queue matters here.
+func (e *Env) RequireEnqueuedArgs(t testing.TB, args broker.Args, opts *broker.EnqueueOptions) broker.JobInfo {
+	t.Helper()
+	j, err := broker.JobFor(args, opts)
+	if err != nil {
+		t.Fatalf("workertest: %v", err)
+	}
+	return e.RequireEnqueued(t, j.Queue, j.Kind, args)
 }
 
 // Work runs a worker pool with h over the queues (default "default") until
