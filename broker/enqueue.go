@@ -133,7 +133,10 @@ var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
 // Options.WaitReplicas, an error wrapping ErrNotReplicated says the job was
 // stored but not replicated in time.
 func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
-	span := b.traceEnqueue(ctx, &j) // nil when not tracing
+	var span trace.Span
+	if b.tracer != nil { // off, tracing costs this check alone
+		span = b.traceEnqueue(ctx, &j)
+	}
 	e := b.enqueue(ctx, j)
 	if span != nil {
 		endEnqueue(span, e)
