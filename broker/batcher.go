@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -150,6 +152,19 @@ func NewBatcher(b *Broker, opts BatcherOptions) (*Batcher, error) {
 // After Close, Enqueue writes nothing and returns an error wrapping
 // ErrBatcherClosed.
 func (bt *Batcher) Enqueue(ctx context.Context, j Job) (string, error) {
+	var span trace.Span
+	if bt.b.tracer != nil { // off, tracing costs this check alone
+		span = bt.b.traceEnqueue(ctx, &j)
+	}
+	id, err := bt.enqueue(ctx, j)
+	if span != nil {
+		endEnqueue(span, Enqueued{ID: id, Err: err})
+	}
+	return id, err
+}
+
+// enqueue is Enqueue's work.
+func (bt *Batcher) enqueue(ctx context.Context, j Job) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}

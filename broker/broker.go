@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -50,6 +51,14 @@ type Options struct {
 	// client's ReadTimeout, since WAIT blocks that long.
 	WaitReplicas int
 	WaitTimeout  time.Duration // how long WAIT waits; default 1s when WaitReplicas > 0
+	// TracerProvider, when set, traces every job: Enqueue and EnqueueMany
+	// start a producer span per job and carry its context in the job's
+	// Metadata (traceparent, tracestate: W3C trace context, whatever the
+	// global propagator), and a worker.Pool on this broker starts a
+	// consumer span per attempt in the same trace. Default nil: no spans,
+	// no trace context written, nothing spent but a nil check. The global
+	// provider is not used unless passed: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -82,6 +91,7 @@ type Broker struct {
 	opts    Options
 	queues  sync.Map // queue name → *queueKeys
 	scripts *scripts
+	tracer  trace.Tracer // nil: not tracing
 }
 
 // New returns a Broker over rdb. It does not contact Redis.
@@ -94,8 +104,16 @@ func New(rdb redis.UniversalClient, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{rdb: rdb, opts: opts, scripts: sc}, nil
+	b := &Broker{rdb: rdb, opts: opts, scripts: sc}
+	if opts.TracerProvider != nil {
+		b.tracer = opts.TracerProvider.Tracer(TracerScope)
+	}
+	return b, nil
 }
+
+// TracerProvider is Options.TracerProvider: nil when the broker does not
+// trace. A worker.Pool traces its attempts with it.
+func (b *Broker) TracerProvider() trace.TracerProvider { return b.opts.TracerProvider }
 
 // Prefix is the key prefix in use.
 func (b *Broker) Prefix() string { return b.opts.Prefix }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Job is what Enqueue takes. Its JSON form (MarshalJSON, UnmarshalJSON) is
@@ -132,13 +133,25 @@ var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
 // Options.WaitReplicas, an error wrapping ErrNotReplicated says the job was
 // stored but not replicated in time.
 func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
+	var span trace.Span
+	if b.tracer != nil { // off, tracing costs this check alone
+		span = b.traceEnqueue(ctx, &j)
+	}
+	e := b.enqueue(ctx, j)
+	if span != nil {
+		endEnqueue(span, e)
+	}
+	return e.ID, e.Err
+}
+
+// enqueue is Enqueue's work, with Enqueue's answer.
+func (b *Broker) enqueue(ctx context.Context, j Job) Enqueued {
 	c, err := b.prepare(ctx, &j)
 	if err != nil {
-		return "", err
+		return Enqueued{Err: err}
 	}
 	b.send(ctx, []*enqueueCall{c})
-	e := b.answer(c)
-	return e.ID, e.Err
+	return b.answer(c)
 }
 
 // enqueueCall is one prepared job: the enqueue script's call, then its
@@ -350,7 +363,15 @@ func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 	out := make([]Enqueued, len(jobs))
 	calls := make([]*enqueueCall, 0, len(jobs))
 	at := make([]int, 0, len(jobs)) // each call's position in jobs
+	var spans []trace.Span          // each job's producer span, when tracing
+	if b.tracer != nil {
+		spans = make([]trace.Span, len(jobs))
+		defer endEnqueues(spans, out) // out is filled in place by then
+	}
 	for i, j := range jobs {
+		if spans != nil {
+			spans[i] = b.traceEnqueue(ctx, &j)
+		}
 		c, err := b.prepare(ctx, &j)
 		if err != nil {
 			out[i] = Enqueued{ID: j.ID, Err: err}

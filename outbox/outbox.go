@@ -67,11 +67,15 @@ func CreateTable(ctx context.Context, db *sql.DB, table string) error {
 // Enqueue writes j into the outbox inside tx and answers its id (a new
 // UUID when j has none). The job reaches Redis once tx commits and a Relay
 // runs; if tx rolls back, it never does. b checks the job as Enqueue
-// would, so a bad job fails here, inside the transaction.
+// would, so a bad job fails here, inside the transaction. When ctx holds a
+// span, its trace context is kept in (a copy of) j.Metadata, so that the
+// job, once relayed, joins the trace of the request that wrote it; it
+// counts toward broker.MaxMetadataBytes.
 func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j broker.Job) (string, error) {
 	if table == "" {
 		table = TableDefault
 	}
+	j.Metadata = withTraceContext(ctx, j.Metadata)
 	if err := b.ValidateJob(j); err != nil {
 		return "", err
 	}

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
 )
@@ -16,6 +18,7 @@ type active struct {
 	job    *handlers.Job
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	span   trace.Span // this attempt's, in ctx; nil when the pool does not trace
 	// settling is set when the handler has returned: a renew that finds
 	// the lease gone after that has most likely met our own settlement,
 	// which reports for itself if it was stale.

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/middleware"
@@ -27,7 +29,11 @@ func (p *Pool) start(l broker.Lease) {
 func (p *Pool) run(l broker.Lease) {
 	p.stats.claimed.Add(1)
 	ctx, cancel := context.WithCancelCause(p.jobsCtx)
-	a := &active{lease: l, ctx: ctx, cancel: cancel, localDeadline: l.LocalDeadline}
+	var span trace.Span
+	if p.tracer != nil {
+		ctx, span = p.startAttempt(ctx, l)
+	}
+	a := &active{lease: l, ctx: ctx, cancel: cancel, span: span, localDeadline: l.LocalDeadline}
 	a.job = handlers.NewJob(handlers.JobSpec{
 		ID: l.ID, Queue: l.Queue, Kind: l.Kind, Payload: l.Payload,
 		Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, Generation: l.Generation,
@@ -135,6 +141,9 @@ func (p *Pool) progress(a *active) func(context.Context, []byte) error {
 			return fmt.Errorf("fenceq: report progress: %w", err)
 		}
 		if o == broker.Stale {
+			if a.span != nil && !gone(a) {
+				a.span.AddEvent(eventLeaseLost)
+			}
 			a.cancel(handlers.ErrLeaseLost)
 			return handlers.ErrLeaseLost
 		}

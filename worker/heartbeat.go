@@ -91,11 +91,17 @@ func (h *heartbeat) renew(interval time.Duration) bool {
 		case r.Outcome == broker.Stale:
 			p.stats.leasesLost.Add(1)
 			p.log.Warn("fenceq lease lost: another claim replaced this one; cancelling the handler", middleware.JobAttrs(a.job))
+			if a.span != nil {
+				a.span.AddEvent(eventLeaseLost)
+			}
 			a.cancel(handlers.ErrLeaseLost)
 		case r.Outcome == broker.CancelRequested:
 			a.extend(r.LocalDeadline)
 			if a.ctx.Err() == nil {
 				p.log.Info("fenceq job cancelled; cancelling the handler", middleware.JobAttrs(a.job))
+				if a.span != nil {
+					a.span.AddEvent(eventCancelRequested)
+				}
 			}
 			a.cancel(handlers.ErrJobCancelled)
 		default:
@@ -118,6 +124,9 @@ func (p *Pool) expire(a *active, err error) bool {
 		p.stats.leasesLost.Add(1)
 		p.log.Warn("fenceq lease expired: it could not be renewed in time; cancelling the handler",
 			middleware.JobAttrs(a.job), slog.Any("error", err))
+		if a.span != nil {
+			a.span.AddEvent(eventLeaseExpired)
+		}
 		a.cancel(handlers.ErrLeaseExpired)
 	}
 	return true

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/middleware"
@@ -30,6 +32,7 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 	handler handlers.Handler
+	tracer  trace.Tracer // nil: attempts are not traced (broker.Options.TracerProvider)
 
 	mu     sync.Mutex
 	active map[*active]struct{}
@@ -67,7 +70,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{
-		b: b, cfg: cfg, log: cfg.Logger,
+		b: b, cfg: cfg, log: cfg.Logger, tracer: newTracer(b),
 		handler:    middleware.Chain(append([]middleware.Middleware{middleware.Recover()}, cfg.Middleware...)...)(h),
 		active:     map[*active]struct{}{},
 		slots:      make(chan struct{}, cfg.Concurrency),

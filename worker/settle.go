@@ -101,9 +101,15 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 	switch o {
 	case outcomeLeaseLost:
 		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs, slog.Any("handler_error", herr))
+		if a.span != nil {
+			endAttempt(a.span, o, herr, broker.OK, "", nil)
+		}
 		return
 	case outcomeNotRun:
 		p.giveBack(a) // retried on a schedule of its own
+		if a.span != nil {
+			endAttempt(a.span, o, herr, broker.OK, "", nil)
+		}
 		return
 	case outcomeInterrupted:
 		call = func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Release(ctx, a.lease) }
@@ -139,6 +145,9 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		res, state, err = call(ctx)
 		return err
 	})
+	if a.span != nil { // the answer is known: for an ack, the acker's batch has just been answered
+		endAttempt(a.span, o, herr, res, state, err)
+	}
 	switch {
 	case err != nil:
 		p.log.Error("fenceq could not settle a job; its lease will expire and a reaper will recover it",

@@ -24,7 +24,7 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-const benchSynopsis = "[--redis URL] [--json] [--jobs N | --soak DURATION [--soak-concurrency N] [--retention default|age-only]]"
+const benchSynopsis = "[--redis URL] [--json] [--trace] [--jobs N | --soak DURATION [--soak-concurrency N] [--retention default|age-only]]"
 
 // benchResult is what `workerd bench --json` prints. Field names are
 // stable: scripts track them.
@@ -65,6 +65,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.trace {
+		o.redis.tracing = benchTracing()
+		defer stopTracing(o.redis.tracing, slog.New(slog.NewTextHandler(e.stderr, nil)))
+	}
 	rdb, err := o.connect(ctx, e)
 	if err != nil {
 		return err
@@ -89,7 +93,8 @@ type benchFlags struct {
 	redis  redisFlags
 	flush  bool // ignored
 	asJSON bool
-	jobs   int // per throughput measurement
+	trace  bool // trace every job, into an exporter that drops the spans
+	jobs   int  // per throughput measurement
 	soak   soakOptions
 }
 
@@ -103,6 +108,7 @@ func parseBenchFlags(e *env, args []string) (*benchFlags, error) {
 	fs.BoolVar(&o.flush, "flush", false, "ignored, kept so that older scripts still run: bench deletes only its own keys and never flushes a database")
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object instead of a table")
 	fs.IntVar(&o.jobs, "jobs", 20000, "jobs per throughput measurement")
+	fs.BoolVar(&o.trace, "trace", false, "trace every enqueue and attempt with the OpenTelemetry SDK (batched, into an exporter that drops the spans), to measure what tracing costs")
 	so := &o.soak
 	fs.DurationVar(&so.duration, "soak", 0, "instead of the measurements, run a producer and a pool of no-op handlers for this long (e.g. 5m) and follow Redis's used_memory")
 	fs.IntVar(&so.concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
@@ -338,7 +344,11 @@ func (bn *bencher) client(poolSize int) (*redis.Client, *broker.Broker, *roundtr
 	c := redis.NewClient(opt)
 	cnt := &roundtrips.Counter{}
 	c.AddHook(cnt)
-	b, err := broker.New(c, broker.Options{Prefix: bn.url.prefix})
+	opts := broker.Options{Prefix: bn.url.prefix}
+	if bn.url.tracing != nil {
+		opts.TracerProvider = bn.url.tracing
+	}
+	b, err := broker.New(c, opts)
 	bn.seq++
 	return c, b, cnt, fmt.Sprintf("bench-%d", bn.seq), err
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -20,6 +21,9 @@ import (
 // takes.
 type redisFlags struct {
 	url, sentinelMaster, sentinels, cluster, prefix string
+	// tracing, when set (run and enqueue, from the OTEL_* variables), is
+	// the broker's tracer provider.
+	tracing *sdktrace.TracerProvider
 }
 
 func (r *redisFlags) register(fs *flag.FlagSet) {
@@ -68,7 +72,11 @@ func (r *redisFlags) connect(ctx context.Context, e *env) (redis.UniversalClient
 		_ = c.Close()
 		return nil, nil, &configError{fmt.Errorf("cannot reach Redis at %s: %v; check that it runs and that --redis (or REDIS_URL) is right", where, err)}
 	}
-	b, err := broker.New(c, broker.Options{Prefix: r.prefix})
+	opts := broker.Options{Prefix: r.prefix}
+	if r.tracing != nil { // a nil *TracerProvider in the interface would not read as nil
+		opts.TracerProvider = r.tracing
+	}
+	b, err := broker.New(c, opts)
 	if err != nil {
 		_ = c.Close()
 		return nil, nil, &configError{err}

@@ -48,10 +48,11 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		if len(pos) > 1 {
 			return usagef("--jsonl takes the kind from each line; give only the queue")
 		}
-		_, b, err := rf.connect(ctx, e)
+		b, flushSpans, err := connectTraced(ctx, e, &rf)
 		if err != nil {
 			return err
 		}
+		defer flushSpans()
 		return enqueueJSONL(ctx, e, b, queue, *jsonl)
 	}
 	if len(pos) < 2 {
@@ -70,10 +71,11 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 			return usagef("bad --at %q: want an RFC 3339 time such as 2026-12-01T09:00:00Z", *at)
 		}
 	}
-	_, b, err := rf.connect(ctx, e)
+	b, flushSpans, err := connectTraced(ctx, e, &rf)
 	if err != nil {
 		return err
 	}
+	defer flushSpans()
 	got := b.EnqueueMany(ctx, []broker.Job{j})[0]
 	switch {
 	case errors.Is(got.Err, broker.ErrUniqueHeld):

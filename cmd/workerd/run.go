@@ -36,6 +36,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.redis.tracing, err = startTracing(ctx, e, log); err != nil {
+		return err
+	}
+	defer stopTracing(o.redis.tracing, log)
 	cfg, err := loadConfig(o.path)
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("exec %s: not started: %w", h.name(), context.Cause(ctx))
 	}
-	p, err := h.start(job)
+	p, err := h.start(ctx, job)
 	if err != nil {
 		return err
 	}
@@ -68,13 +68,14 @@ type process struct {
 	copies                 sync.WaitGroup // feed's goroutines
 }
 
-// start starts the command for job, with the job in its environment.
+// start starts the command for job, with the job (and the trace context
+// of the span in ctx) in its environment.
 //
 // Its pipes are our own rather than os/exec's: Cmd.Wait would wait for
 // those to close, and a grandchild holding one open would keep it waiting
 // before we could kill the group.
-func (h *handler) start(job *handlers.Job) (*process, error) {
-	cmd := h.command(job)
+func (h *handler) start(ctx context.Context, job *handlers.Job) (*process, error) {
+	cmd := h.command(ctx, job)
 	var pipes [3][2]*os.File // stdin, stdout, stderr; [read end, write end]
 	closeAll := func() {
 		for _, p := range pipes {
@@ -114,9 +115,9 @@ func (h *handler) start(job *handlers.Job) (*process, error) {
 }
 
 // command is the command for job: the worker's environment, the
-// configured one and the job's, in a process group of its own so that one
-// signal reaches everything it starts.
-func (h *handler) command(job *handlers.Job) *osexec.Cmd {
+// configured one, the job's and the trace context of the span in ctx, in a
+// process group of its own so that one signal reaches everything it starts.
+func (h *handler) command(ctx context.Context, job *handlers.Job) *osexec.Cmd {
 	cmd := osexec.Command(h.path, h.args[1:]...)
 	cmd.Args[0] = h.name() // argv[0] as configured, not the resolved path
 	cmd.Dir = h.dir
@@ -127,6 +128,7 @@ func (h *handler) command(job *handlers.Job) *osexec.Cmd {
 		"FENCEQ_ATTEMPT="+strconv.Itoa(job.Attempt),
 		"FENCEQ_FENCING_TOKEN="+strconv.FormatInt(job.Generation, 10),
 	)
+	cmd.Env = append(cmd.Env, traceEnv(ctx)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithParent(cmd.SysProcAttr)
 	return cmd

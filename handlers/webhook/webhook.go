@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/internal/capture"
 )
@@ -42,7 +44,10 @@ type Config struct {
 //
 // The request carries cfg.Header, Content-Type application/json unless
 // cfg.Header sets one, and Fenceq-Job-Id, Fenceq-Job-Queue, Fenceq-Job-Kind,
-// Fenceq-Attempt and Fenceq-Fencing-Token (the job's generation). It is
+// Fenceq-Attempt and Fenceq-Fencing-Token (the job's generation), and, when
+// ctx holds a span (the pool's span of the attempt, when tracing), its W3C
+// trace context in traceparent and tracestate, so the endpoint's own spans
+// join the job's trace. It is
 // aborted when the job's context is cancelled, and the error then wraps
 // context.Cause.
 //
@@ -148,6 +153,8 @@ func (h *handler) request(ctx context.Context, job *handlers.Job) (*http.Request
 	req.Header.Set("Fenceq-Job-Kind", job.Kind)
 	req.Header.Set("Fenceq-Attempt", strconv.Itoa(job.Attempt))
 	req.Header.Set("Fenceq-Fencing-Token", strconv.FormatInt(job.Generation, 10))
+	// Writes nothing unless ctx holds a valid span.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	return req, nil
 }
 

@@ -28,6 +28,11 @@ func Run(t *testing.T, nc NewClient) {
 		{"RetentionByCount", testRetentionByCount},
 		{"PeriodicJobsOncePerTick", testPeriodic},
 		{"LimitsHoldAcrossPools", testLimitsAcrossPools},
+		{"TraceAcrossRetry", testTraceAcrossRetry},
+		{"TraceLeaseLost", testTraceLeaseLost},
+		{"TraceCancel", testTraceCancel},
+		{"TraceStaleSettlement", testTraceStaleSettlement},
+		{"TraceOff", testTraceOff},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
