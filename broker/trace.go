@@ -55,15 +55,35 @@ func (b *Broker) traceEnqueue(ctx context.Context, j *Job) trace.Span {
 	}
 	sctx, span := b.tracer.Start(parent, "enqueue "+j.Queue,
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	md := make(map[string]string, len(j.Metadata)+2)
-	maps.Copy(md, j.Metadata)
-	// An older context (the outbox's) must not survive beside the new one:
-	// Inject writes no tracestate when the span has none.
-	delete(md, "traceparent")
-	delete(md, "tracestate")
-	traceContext.Inject(sctx, propagation.MapCarrier(md))
-	j.Metadata = md
+	j.Metadata = WithTraceContext(sctx, j.Metadata)
 	return span
+}
+
+// WithTraceContext is md, or, when ctx holds a valid span, a copy of md
+// with that span's W3C trace context (traceparent, tracestate) in place of
+// any it had: an older context must not survive beside the new one, and
+// Inject writes no tracestate when the span has none. The caller's map is
+// never changed. Enqueue writes its producer span this way, and the outbox
+// the context of the request that wrote a row.
+func WithTraceContext(ctx context.Context, md map[string]string) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return md
+	}
+	out := make(map[string]string, len(md)+2)
+	maps.Copy(out, md)
+	delete(out, "traceparent")
+	delete(out, "tracestate")
+	traceContext.Inject(ctx, propagation.MapCarrier(out))
+	return out
+}
+
+// TraceContextOf is the span context that md carries (as WithTraceContext
+// wrote it), or an invalid one when it carries none.
+func TraceContextOf(md map[string]string) trace.SpanContext {
+	if len(md) == 0 {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.MapCarrier(md)))
 }
 
 // endEnqueue ends an enqueue's producer span with its answer: the job's id

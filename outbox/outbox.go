@@ -75,7 +75,9 @@ func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j 
 	if table == "" {
 		table = TableDefault
 	}
-	j.Metadata = withTraceContext(ctx, j.Metadata)
+	// The row keeps the caller's trace context, so the relay's Enqueue
+	// joins the request that wrote the row, not the relay round that moves it.
+	j.Metadata = broker.WithTraceContext(ctx, j.Metadata)
 	if err := b.ValidateJob(j); err != nil {
 		return "", err
 	}

@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fenceq/fenceq/broker"
@@ -53,13 +52,10 @@ func (p *Pool) startAttempt(ctx context.Context, l broker.Lease) (context.Contex
 		trace.WithAttributes(attrSystem, attrOpProcess, attrDestination.String(l.Queue), attrMessageID.String(l.ID),
 			attrKind.String(l.Kind), attrAttempt.Int(l.Attempt), attrGeneration.Int64(l.Generation)),
 	}
-	if len(l.Metadata) > 0 {
-		// W3C trace context, as Enqueue wrote it (broker.Options.TracerProvider).
-		producer := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(l.Metadata)))
-		if producer.IsValid() {
-			ctx = trace.ContextWithRemoteSpanContext(ctx, producer)
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: producer}))
-		}
+	// W3C trace context, as Enqueue wrote it (broker.Options.TracerProvider).
+	if producer := broker.TraceContextOf(l.Metadata); producer.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, producer)
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: producer}))
 	}
 	return p.tracer.Start(ctx, "process "+l.Queue, opts...)
 }

@@ -153,7 +153,7 @@ func testTraceLeaseLost(t *testing.T, nc NewClient) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return nil
-	}), func(c *worker.Config) { c.LeaseDuration = 300 * time.Millisecond })
+	}), func(c *worker.Config) { c.LeaseDuration = 1500 * time.Millisecond })
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "handler start", started, 10*time.Second)
 	if _, err := s.b.ReleaseUnowned(s.ctx, s.q, id); err != nil {
@@ -176,7 +176,7 @@ func testTraceCancel(t *testing.T, nc NewClient) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return context.Cause(ctx)
-	}), func(c *worker.Config) { c.LeaseDuration = 300 * time.Millisecond })
+	}), func(c *worker.Config) { c.LeaseDuration = 1500 * time.Millisecond })
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "handler start", started, 10*time.Second)
 	if _, err := s.b.Cancel(s.ctx, s.q, id); err != nil {
