@@ -366,3 +366,70 @@ func testGenAboveCounter(t *testing.T, nb NewBackend) {
 	}
 	s.consistent(t)
 }
+
+// A settlement that claims in the same call (FailClaim, SnoozeClaim) may
+// take back the very job it settled. Its re-send then finds the job under
+// its own new claim, and resettled reads the settlement's record one claim
+// back. When the first send was itself a re-send that found the record one
+// claim back already (another worker took the job and released it in
+// between), its own claim pushed the record two claims back: the second
+// re-send of the identical request answered Stale (the model found this:
+// testdata/rapid/TestMiniredis_Model/…-7918.fail).
+func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
+	cases := []struct {
+		name string
+		op   func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
+	}{
+		{"SnoozeClaim", func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+			if c.N == 0 {
+				o, st, err := s.b.Snooze(s.ctx, l, 0)
+				return o, st, broker.ClaimResult{}, err
+			}
+			return s.b.SnoozeClaim(s.ctx, l, 0, c)
+		}},
+		{"FailClaim", func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+			f := broker.Failure{Error: "boom"}
+			if c.N == 0 {
+				o, st, err := s.b.Fail(s.ctx, l, f)
+				return o, st, broker.ClaimResult{}, err
+			}
+			return s.b.FailClaim(s.ctx, l, f, c)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setup(t, nb)
+			s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, _, err := tc.op(s, first, broker.ClaimSpec{}) // no claim after it; its reply is lost
+			noErr(t, tc.name, err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+
+			other := s.claimOne(t, long) // another worker takes the job and gives it back
+			o, _, err = s.b.Release(s.ctx, other)
+			noErr(t, "Release", err)
+			want(t, "the other worker's release", o, broker.OK)
+
+			// The worker sends its settlement again, now with a claim that
+			// takes the job once more; this reply is lost too.
+			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
+			o, st, res, err := tc.op(s, first, spec)
+			noErr(t, tc.name+" sent again", err)
+			want(t, "second answer", o, broker.OK)
+			want(t, "second state", st, broker.StatePending)
+			want(t, "jobs the second send took", len(res.Leases), 1)
+
+			o, st, again, err := tc.op(s, first, spec) // the identical request, a third time
+			noErr(t, tc.name+" sent a third time", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("%s sent again after its own claim took the job answered %v %q; the first send of this request answered ok %q",
+					tc.name, o, st, broker.StatePending)
+			}
+			if len(again.Leases) != 1 || again.Leases[0].ClaimID() != res.Leases[0].ClaimID() {
+				t.Fatalf("%s sent again answered leases %v, want the same lease as its first send", tc.name, again.Leases)
+			}
+			s.consistent(t)
+		})
+	}
+}

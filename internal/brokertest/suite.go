@@ -78,6 +78,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
 		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
 		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
+		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

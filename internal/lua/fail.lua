@@ -11,7 +11,11 @@
 -- minute's throughput.
 -- It may take the caller's next jobs in the same call (take.lua), after the
 -- settlement, so a pool whose handler failed runs the next job for one
--- round trip.
+-- round trip. That claim may take back the job just settled, which moves
+-- the settlement's record one claim further back than resettled looks when
+-- the settlement was itself a re-send that found it there: so a request
+-- whose claim took jobs keeps its settlement's answer beside them, and its
+-- re-send answers that (invariant 9).
 -- ARGV[2] id  [3] gen  [4] token  [5] mode  [6] error  [7] backoff_ms
 --     [8] n to claim after (0: claim nothing)  [9] lease_ms  [10] promote_limit
 --     [11] claim request id  [12] cascade budget
@@ -69,9 +73,17 @@ local function settle()
   return STATUS.ok, 'scheduled'
 end
 
-local status, state = settle()
 local n = tonumber(ARGV[8])
+local status, state
 if n > 0 then
-  return {status, state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]))}
+  status, state = string.match(recorded_answer(ARGV[11]) or '', '^(%d+) (%S*)$')
+end
+if status then
+  status = tonumber(status) -- a re-send: the settlement ran the first time
+else
+  status, state = settle()
+end
+if n > 0 then
+  return {status, state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]), status .. ' ' .. state)}
 end
 return {status, state}
