@@ -51,9 +51,10 @@
 //
 //	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, meta
 //	                                    (Job.Metadata as a JSON object, only
-//	                                    when set), state, attempt, max_attempts, gen, token, lease_until,
-//	                                    last_error, errors (the last 10 attempts'
-//	                                    errors, JSON), renewals, ...
+//	                                    when set), state, attempt,
+//	                                    max_attempts, gen, token, lease_until,
+//	                                    last_error, errors (the last 10
+//	                                    attempts' errors, JSON), renewals, ...
 //	<prefix>:{<queue>}:blocked    ZSET  jobs waiting for the jobs they depend on
 //	<prefix>:{<queue>}:ready      ZSET  pending jobs, by priority then FIFO
 //	<prefix>:{<queue>}:scheduled  ZSET  delayed jobs and retries, by run_at
