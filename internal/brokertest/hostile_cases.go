@@ -433,3 +433,41 @@ func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
 		})
 	}
 }
+
+// A hand-edited meta field that take.lua's bad_meta lets through must
+// still decode in Go: otherwise the claim that popped it answers an error
+// for the whole batch (every other job it leased is lost to the caller
+// until the reaper takes it back, an attempt charged), and the same job
+// fails the next claim that pops it. bad_meta (cjson) and decodeMetadata
+// (encoding/json) disagree about a key given twice, the first time with a
+// value that is not a string: cjson keeps the last, a string, and
+// encoding/json refuses the first.
+func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
+	for name, meta := range map[string]string{
+		// cjson keeps the last of a key given twice (a string here);
+		// encoding/json refuses the first (a number).
+		"DuplicateKey": `{"a":1,"a":"x"}`,
+		// Real Redis's cjson takes a raw control character inside a
+		// string; encoding/json (and so miniredis's cjson) refuses it.
+		"RawTabInValue": "{\"a\":\"x\ty\"}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := setup(t, nb)
+			good := s.enqueue(t, broker.Job{ID: "good", Metadata: map[string]string{"tenant": "acme"}})
+			bad := s.enqueue(t, broker.Job{ID: "bad", Metadata: map[string]string{"tenant": "acme"}})
+			key := s.b.Prefix() + ":{" + s.q + "}:job:" + bad
+			noErr(t, "corrupt", s.Client.HSet(s.ctx, key, "meta", meta).Err())
+			res, err := s.b.Claim(s.ctx, s.q, 10, long)
+			if err != nil {
+				t.Fatalf("Claim with a job whose meta field is %q: %v; want the good job claimed and %s marked dead", meta, err, bad)
+			}
+			if len(res.Leases) != 1 || res.Leases[0].ID != good {
+				t.Fatalf("claimed %+v, want only %s", res.Leases, good)
+			}
+			if j := s.job(t, bad); j.State != broker.StateDead || !strings.Contains(j.LastError, "field meta") {
+				t.Fatalf("job %s: state %s, last error %q; want dead with the reason", bad, j.State, j.LastError)
+			}
+			s.consistent(t)
+		})
+	}
+}

@@ -78,6 +78,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
 		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
 		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
+		{"CorruptMetaPassesLuaFailsGo", testCorruptMetaPassesLuaFailsGo},
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
 	}
 	for _, tc := range tests {
