@@ -79,6 +79,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
 		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
 		{"CorruptMetaPassesLuaFailsGo", testCorruptMetaPassesLuaFailsGo},
+		{"WorkerResendAfterFusedClaimTookItsOwnJob", testWorkerResendAfterFusedClaimTookItsOwnJob},
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
 	}
 	for _, tc := range tests {
