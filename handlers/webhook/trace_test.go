@@ -50,3 +50,29 @@ func TestHTTPTraceContextHeaders(t *testing.T) {
 		t.Errorf("with no span the request carried traceparent %q, tracestate %q", hdr.Get("traceparent"), hdr.Get("tracestate"))
 	}
 }
+
+// A tracestate configured in cfg.Header (a static value, or one left from
+// a copied request) must not travel beside the attempt's traceparent when
+// the attempt's span has no tracestate of its own: the pair would describe
+// two traces. exec's TRACESTATE and WithTraceContext's metadata both drop
+// an older one; the webhook request keeps it.
+func TestHTTPTraceContextReplacesConfiguredTracestate(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+	defer srv.Close()
+	h := mustHTTP(t, webhook.Config{URL: srv.URL, Header: http.Header{"Tracestate": {"vendor=stale"}}})
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	if err := h.ProcessJob(ctx, handlers.NewJob(handlers.JobSpec{ID: "j", Queue: "q", Kind: "k"})); err != nil {
+		t.Fatalf("ProcessJob: %v", err)
+	}
+	hdr := <-got
+	if v := hdr.Values("tracestate"); len(v) != 0 {
+		t.Errorf("tracestate = %q beside traceparent %q; the span has none, want none", v, hdr.Get("traceparent"))
+	}
+}

@@ -433,3 +433,110 @@ func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
 		})
 	}
 }
+
+// A hand-edited meta field that take.lua's bad_meta lets through must
+// still decode in Go: otherwise the claim that popped it answers an error
+// for the whole batch (every other job it leased is lost to the caller
+// until the reaper takes it back, an attempt charged), and the same job
+// fails the next claim that pops it. bad_meta (cjson) and decodeMetadata
+// (encoding/json) disagree about a key given twice, the first time with a
+// value that is not a string: cjson keeps the last, a string, and
+// encoding/json refuses the first.
+func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
+	for name, meta := range map[string]string{
+		// cjson keeps the last of a key given twice (a string here);
+		// encoding/json refuses the first (a number).
+		"DuplicateKey": `{"a":1,"a":"x"}`,
+		// Real Redis's cjson takes a raw control character inside a
+		// string; encoding/json (and so miniredis's cjson) refuses it.
+		"RawTabInValue": "{\"a\":\"x\ty\"}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := setup(t, nb)
+			good := s.enqueue(t, broker.Job{ID: "good", Metadata: map[string]string{"tenant": "acme"}})
+			bad := s.enqueue(t, broker.Job{ID: "bad", Metadata: map[string]string{"tenant": "acme"}})
+			key := s.b.Prefix() + ":{" + s.q + "}:job:" + bad
+			noErr(t, "corrupt", s.Client.HSet(s.ctx, key, "meta", meta).Err())
+			res, err := s.b.Claim(s.ctx, s.q, 10, long)
+			if err != nil {
+				t.Fatalf("Claim with a job whose meta field is %q: %v; want the good job claimed and %s marked dead", meta, err, bad)
+			}
+			if len(res.Leases) != 1 || res.Leases[0].ID != good {
+				t.Fatalf("claimed %+v, want only %s", res.Leases, good)
+			}
+			if j := s.job(t, bad); j.State != broker.StateDead || !strings.Contains(j.LastError, "field meta") {
+				t.Fatalf("job %s: state %s, last error %q; want dead with the reason", bad, j.State, j.LastError)
+			}
+			s.consistent(t)
+		})
+	}
+}
+
+// What the pool does after a fused settlement's lost reply (worker
+// settleThen): it asks for the fused claim again under its request id
+// (reask), starts the job that claim took, and then, since its slot is
+// passed on, sends the settlement again without a claim (plain Fail or
+// Snooze, N = 0). So the answer kept in the claim record (fail.lua,
+// recorded_answer) never serves it. When the fused send was itself the
+// re-send of a plain settlement whose reply was lost, and another worker
+// took the job and gave it back in between, the fused send's own claim
+// takes the job back, the settlement's record is two claims back, and the
+// plain re-send answers Stale for a settlement Redis applied: the pool
+// logs "lease lost" for a job it failed (invariant 9).
+func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
+	cases := []struct {
+		name  string
+		plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
+		fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
+	}{
+		{"Snooze",
+			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) },
+			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+				return s.b.SnoozeClaim(s.ctx, l, 0, c)
+			}},
+		{"Fail",
+			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+				return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+			},
+			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+				return s.b.FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setup(t, nb)
+			s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, err := tc.plain(s, first) // its reply is lost
+			noErr(t, tc.name, err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+
+			other := s.claimOne(t, long) // another worker takes the job and gives it back
+			o, _, err = s.b.Release(s.ctx, other)
+			noErr(t, "Release", err)
+			want(t, "the other worker's release", o, broker.OK)
+
+			// The pool's retry: the settlement fused with a claim under a
+			// new request id; this reply is lost too.
+			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
+			o, st, res, err := tc.fused(s, first, spec)
+			noErr(t, tc.name+"Claim", err)
+			want(t, "fused answer", o, broker.OK)
+			want(t, "fused state", st, broker.StatePending)
+			want(t, "jobs the fused send took", len(res.Leases), 1)
+			// reask: the claim again under its id; the pool starts its job.
+			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
+			noErr(t, "ClaimRequest (reask)", err)
+			want(t, "jobs the reask answered", len(again.Leases), 1)
+			// Its slot passed on, the pool sends the settlement plain.
+			o, st, err = tc.plain(s, first)
+			noErr(t, tc.name+" sent again", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("%s sent again (plain, after the fused send's claim took the job) answered %v %q; Redis applied it: want ok %q",
+					tc.name, o, st, broker.StatePending)
+			}
+			s.consistent(t)
+		})
+	}
+}

@@ -78,6 +78,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
 		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
 		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
+		{"CorruptMetaPassesLuaFailsGo", testCorruptMetaPassesLuaFailsGo},
+		{"WorkerResendAfterFusedClaimTookItsOwnJob", testWorkerResendAfterFusedClaimTookItsOwnJob},
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
 	}
 	for _, tc := range tests {
