@@ -475,14 +475,15 @@ func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
 // What the pool does after a fused settlement's lost reply (worker
 // settleThen): it asks for the fused claim again under its request id
 // (reask), starts the job that claim took, and then, since its slot is
-// passed on, sends the settlement again without a claim (plain Fail or
-// Snooze, N = 0). So the answer kept in the claim record (fail.lua,
-// recorded_answer) never serves it. When the fused send was itself the
-// re-send of a plain settlement whose reply was lost, and another worker
-// took the job and gave it back in between, the fused send's own claim
-// takes the job back, the settlement's record is two claims back, and the
-// plain re-send answers Stale for a settlement Redis applied: the pool
-// logs "lease lost" for a job it failed (invariant 9).
+// passed on, sends the settlement again without a claim. It used to send
+// it plain (Fail or Snooze), which the answer kept in the claim record
+// (fail.lua, recorded_answer) never serves: when the fused send was itself
+// the re-send of a plain settlement whose reply was lost, and another
+// worker took the job and gave it back in between, the fused send's own
+// claim takes the job back, the settlement's record is two claims back,
+// and the plain re-send answered Stale for a settlement Redis applied (the
+// pool logged "lease lost" for a job it failed; invariant 9). It now sends
+// it under the fused call's request id with N = 0, claiming nothing.
 func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 	cases := []struct {
 		name  string
@@ -529,13 +530,17 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask answered", len(again.Leases), 1)
-			// Its slot passed on, the pool sends the settlement plain.
-			o, st, err = tc.plain(s, first)
+			// Its slot passed on, the pool sends the settlement again under
+			// the fused call's request id, claiming nothing.
+			resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long}
+			o, st, none, err := tc.fused(s, first, resend)
 			noErr(t, tc.name+" sent again", err)
 			if o != broker.OK || st != broker.StatePending {
-				t.Fatalf("%s sent again (plain, after the fused send's claim took the job) answered %v %q; Redis applied it: want ok %q",
+				t.Fatalf("%s sent again (N = 0, after the fused send's claim took the job) answered %v %q; Redis applied it: want ok %q",
 					tc.name, o, st, broker.StatePending)
 			}
+			want(t, "jobs the re-send without a claim took", len(none.Leases), 0)
+			want(t, "the job's claim after the re-send", s.job(t, res.Leases[0].ID).ClaimID, res.Leases[0].ClaimID())
 			s.consistent(t)
 		})
 	}

@@ -16,8 +16,9 @@
 -- job = base .. '.' .. i); budget is the cascade step's. answer, when the
 -- caller settled a job first in the same request (fail.lua), is kept in the
 -- record ahead of the ids, "<answer>\t<ids>", for the caller's re-send
--- (recorded_answer): a tab cannot be in a job id (broker's validID refuses
--- control characters), so a record tells by itself whether it has one.
+-- (recorded_answer), also when the claim took nothing: a tab cannot be in a
+-- job id (broker's validID refuses control characters), so a record tells
+-- by itself whether it has one.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
 --   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
@@ -161,7 +162,7 @@ local function take(lease_ms, n, promote_limit, base, budget, answer)
     end
   end
   out[3] = claimed
-  if claimed > 0 then
+  if claimed > 0 or answer then
     local head = answer and (answer .. '\t') or ''
     redis.call('SET', record, head .. table.concat(ids, '\n'), 'PX', lease_ms)
   end
@@ -180,7 +181,7 @@ end
 
 -- recorded_answer is the answer that the request with token base kept in
 -- its claim record (take's answer), or nil when it kept none: the request
--- has not run, its claim took nothing, or the record expired with its lease.
+-- has not run, it was a claim alone, or the record expired with its lease.
 local function recorded_answer(base)
   local taken = redis.call('GET', derived('claim', base))
   return taken and string.match(taken, '^([^\t]*)\t')
