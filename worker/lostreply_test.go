@@ -3,8 +3,10 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,5 +161,119 @@ func TestAckReplyLost(t *testing.T) {
 	})
 	if j.State != broker.StateDone || s.Stale != 0 || strings.Contains(logs, "stale") {
 		t.Fatalf("job %s, %d stale settlements; log:\n%s", j.State, s.Stale, logs)
+	}
+}
+
+// failCall is what one call of fail.lua carried: its ARGV's job token,
+// claim n and claim request id (EVALSHA sha numkeys KEYS... ARGV...).
+type failCall struct {
+	token, req string
+	n          int64
+}
+
+// failCalls records each fail.lua call the pool sends (mode "retry") and
+// loses the reply of the first one that claims after its failure.
+type failCalls struct {
+	mu      sync.Mutex
+	calls   []failCall
+	dropped atomic.Bool
+}
+
+func (f *failCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (f *failCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args()
+		if cmd.Name() != "evalsha" || len(args) < 3 {
+			return err
+		}
+		argv := args[3+int(toInt(args[2])):] // ARGV[1] is argv[0]
+		if len(argv) < 12 || argv[4] != "retry" {
+			return err
+		}
+		c := failCall{token: argv[3].(string), req: argv[10].(string), n: toInt(argv[7])}
+		f.mu.Lock()
+		f.calls = append(f.calls, c)
+		f.mu.Unlock()
+		if err == nil && c.n > 0 && f.dropped.CompareAndSwap(false, true) {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+}
+
+func toInt(v any) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int64:
+		return n
+	}
+	return -1
+}
+
+// A failure sent with a claim whose reply is lost: the pool asks for the
+// claim again, then sends the failure again under the same claim request
+// id with no claim (N = 0), so fail.lua answers what the first call's
+// failure did even when that call's claim took the job back. It used to
+// send it plain, which answers stale once the failure's record is two
+// claims back (brokertest's WorkerResendAfterFusedClaimTookItsOwnJob).
+func TestFusedFailReplyLost(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	hook := &failCalls{}
+	c.AddHook(hook)
+	b, err := broker.New(c, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
+		if runs.Add(1) == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	}), worker.Config{Concurrency: 1, LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond,
+		Backoff: func(int) time.Duration { return 0 }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j broker.JobInfo
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if j, err = b.Job(ctx, worker.QueueDefault, id); err == nil && j.State.Final() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not finished within 10s: %+v %v", j, err)
+		}
+	}
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hook.mu.Lock()
+	calls := slices.Clone(hook.calls)
+	hook.mu.Unlock()
+	if !hook.dropped.Load() || len(calls) < 2 {
+		t.Fatalf("fail.lua calls %+v: want a fused one whose reply was lost, then its re-send", calls)
+	}
+	first, again := calls[0], calls[1]
+	if again.token != first.token || again.n != 0 || again.req != first.req {
+		t.Fatalf("the failure sent with claim %q (n %d) was sent again with claim %q, n %d; want the same request id, n 0",
+			first.req, first.n, again.req, again.n)
+	}
+	if j.State != broker.StateDone || p.Stats().Stale != 0 {
+		t.Fatalf("job %s, %d stale settlements; want done, none", j.State, p.Stats().Stale)
 	}
 }
