@@ -1064,6 +1064,27 @@ func (m *model) fail(t *rapid.T) {
 	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
 	if claim.N > 0 {
 		m.took(t, "FailClaim", res, claim.N, claim.Lease) // the failure comes first
+		m.resentWithoutClaim(t, "FailClaim", claim, o, st, func(c broker.ClaimSpec) (broker.Outcome, broker.State, error) {
+			o, st, _, err := m.s.b.FailClaim(m.s.ctx, l, f, c)
+			return o, st, err
+		})
+	}
+}
+
+// resentWithoutClaim may send a settlement that claimed after it again as
+// a pool does once it asked for the claim on its own: under the same claim
+// request id with N = 0. Within the claim's lease that answers what the
+// first call did (o, st) and changes nothing, whatever its claim took.
+func (m *model) resentWithoutClaim(t *rapid.T, what string, claim broker.ClaimSpec, o broker.Outcome, st broker.State,
+	send func(broker.ClaimSpec) (broker.Outcome, broker.State, error)) {
+	if claim.Lease != time.Hour || !rapid.Bool().Draw(t, "sent again without its claim") {
+		return
+	}
+	claim.N = 0
+	o2, st2, err := send(claim)
+	noErr(t, what+" sent again without its claim", err)
+	if o2 != o || st2 != st {
+		t.Fatalf("%s sent again without its claim answered %v %q; the first call answered %v %q", what, o2, st2, o, st)
 	}
 }
 
@@ -1108,6 +1129,10 @@ func (m *model) snooze(t *rapid.T) {
 	m.settle(t, "snooze", "snooze", l, j, valid, w, o, st, err)
 	if claim.N > 0 {
 		m.took(t, "SnoozeClaim", res, claim.N, claim.Lease)
+		m.resentWithoutClaim(t, "SnoozeClaim", claim, o, st, func(c broker.ClaimSpec) (broker.Outcome, broker.State, error) {
+			o, st, _, err := m.s.b.SnoozeClaim(m.s.ctx, l, d, c)
+			return o, st, err
+		})
 	}
 }
 
