@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -55,8 +56,9 @@ type Options struct {
 	// start a producer span per job and carry its context in the job's
 	// Metadata (traceparent, tracestate: W3C trace context, whatever the
 	// global propagator), and a worker.Pool on this broker starts a
-	// consumer span per attempt in the same trace. Default nil: no spans,
-	// no trace context written, nothing spent but a nil check. The global
+	// consumer span per attempt in the same trace. Default nil (a nil
+	// *sdktrace.TracerProvider too): no spans, no trace context written,
+	// nothing spent but a nil check. The global
 	// provider is not used unless passed: otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
 }
@@ -67,7 +69,20 @@ func (o Options) withDefaults() Options {
 	if o.WaitReplicas > 0 {
 		o.WaitTimeout = cmp.Or(o.WaitTimeout, time.Second)
 	}
+	if isNilPointer(o.TracerProvider) {
+		// A program that builds its provider only when tracing is
+		// configured passes a nil *sdktrace.TracerProvider: no tracing, as
+		// an unset field (the SDK's methods crash on a nil receiver).
+		o.TracerProvider = nil
+	}
 	return o
+}
+
+// isNilPointer reports whether v holds a nil pointer (a typed nil in an
+// interface, which compares unequal to nil).
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 func (o Options) validate() error {
