@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/internal/capture"
@@ -46,8 +47,8 @@ type Config struct {
 // cfg.Header sets one, and Fenceq-Job-Id, Fenceq-Job-Queue, Fenceq-Job-Kind,
 // Fenceq-Attempt and Fenceq-Fencing-Token (the job's generation), and, when
 // ctx holds a span (the pool's span of the attempt, when tracing), its W3C
-// trace context in traceparent and tracestate, so the endpoint's own spans
-// join the job's trace. It is
+// trace context in traceparent and tracestate (in place of any cfg.Header
+// sets), so the endpoint's own spans join the job's trace. It is
 // aborted when the job's context is cancelled, and the error then wraps
 // context.Cause.
 //
@@ -153,8 +154,14 @@ func (h *handler) request(ctx context.Context, job *handlers.Job) (*http.Request
 	req.Header.Set("Fenceq-Job-Kind", job.Kind)
 	req.Header.Set("Fenceq-Attempt", strconv.Itoa(job.Attempt))
 	req.Header.Set("Fenceq-Fencing-Token", strconv.FormatInt(job.Generation, 10))
-	// Writes nothing unless ctx holds a valid span.
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// The attempt's trace context replaces any configured one whole:
+		// Inject writes no tracestate when the span has none, and a
+		// configured one left beside it would speak of another trace.
+		req.Header.Del("Traceparent")
+		req.Header.Del("Tracestate")
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	}
 	return req, nil
 }
 
