@@ -57,7 +57,8 @@ type Job struct {
 	// Metadata is small string headers carried with the job: trace
 	// context, a request id, a tenant. Nil or empty stores nothing. Keys
 	// must be non-empty, keys and values valid UTF-8, and all of them
-	// together at most MaxMetadataBytes. Each claim hands it back
+	// together at most MaxMetadataBytes (traceparent and tracestate are
+	// bounded apart: tracing never pushes a job over). Each claim hands it back
 	// (Lease.Metadata); retries, releases and reaps keep it.
 	Metadata map[string]string
 }

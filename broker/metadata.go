@@ -9,9 +9,19 @@ import (
 )
 
 // MaxMetadataBytes bounds Job.Metadata: the sum of len(key)+len(value)
-// over its entries. Every claim carries the metadata back, so it must stay
-// small; large data belongs in the payload.
+// over its entries but the W3C trace context's, which are bounded apart
+// (traceparent at most 55 bytes, its version-00 form; tracestate at most
+// 512, the size W3C asks every system to carry), so that tracing, which
+// writes them, never refuses a job that was accepted without it. Every
+// claim carries the metadata back, so it must stay small; large data
+// belongs in the payload.
 const MaxMetadataBytes = 4096
+
+// The trace context's own bounds (MaxMetadataBytes).
+const (
+	traceparentMaxBytes = 55
+	tracestateMaxBytes  = 512
+)
 
 // validMetadata checks Job.Metadata against MaxMetadataBytes and for keys
 // and values that survive the JSON form the hash stores.
@@ -27,6 +37,12 @@ func validMetadata(m map[string]string) error {
 			return &ValidationError{Field: "metadata", Value: short(k), Reason: "key is not valid UTF-8; metadata holds text (put binary data in the payload)"}
 		case !utf8.ValidString(v):
 			return &ValidationError{Field: "metadata", Value: short(k), Reason: "value of this key is not valid UTF-8; metadata holds text (put binary data in the payload)"}
+		case k == "traceparent" && len(v) > traceparentMaxBytes:
+			return &ValidationError{Field: "metadata", Value: short(v), Reason: fmt.Sprintf("traceparent is %d bytes; a W3C traceparent (version 00) is %d", len(v), traceparentMaxBytes)}
+		case k == "tracestate" && len(v) > tracestateMaxBytes:
+			return &ValidationError{Field: "metadata", Value: short(v), Reason: fmt.Sprintf("tracestate is %d bytes; at most %d are carried (W3C trace context)", len(v), tracestateMaxBytes)}
+		case k == "traceparent" || k == "tracestate":
+			continue // bounded apart from the rest
 		}
 		size += len(k) + len(v)
 	}

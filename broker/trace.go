@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -74,7 +75,28 @@ func WithTraceContext(ctx context.Context, md map[string]string) map[string]stri
 	delete(out, "traceparent")
 	delete(out, "tracestate")
 	traceContext.Inject(ctx, propagation.MapCarrier(out))
+	if ts, ok := out["tracestate"]; ok {
+		if ts = fitTracestate(ts); ts == "" {
+			delete(out, "tracestate")
+		} else {
+			out["tracestate"] = ts
+		}
+	}
 	return out
+}
+
+// fitTracestate is ts within tracestateMaxBytes: list members dropped from
+// the right, as W3C trace context says a system that cannot carry them all
+// does.
+func fitTracestate(ts string) string {
+	for len(ts) > tracestateMaxBytes {
+		i := strings.LastIndexByte(ts, ',')
+		if i < 0 {
+			return ""
+		}
+		ts = ts[:i]
+	}
+	return ts
 }
 
 // TraceContextOf is the span context that md carries (as WithTraceContext

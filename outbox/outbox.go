@@ -69,8 +69,8 @@ func CreateTable(ctx context.Context, db *sql.DB, table string) error {
 // runs; if tx rolls back, it never does. b checks the job as Enqueue
 // would, so a bad job fails here, inside the transaction. When ctx holds a
 // span, its trace context is kept in (a copy of) j.Metadata, so that the
-// job, once relayed, joins the trace of the request that wrote it; it
-// counts toward broker.MaxMetadataBytes.
+// job, once relayed, joins the trace of the request that wrote it (the
+// trace context is bounded apart from broker.MaxMetadataBytes).
 func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j broker.Job) (string, error) {
 	if table == "" {
 		table = TableDefault

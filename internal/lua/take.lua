@@ -23,7 +23,8 @@
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
 --   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
 --    meta ('' when none: a JSON object of strings, at most MaxMetadataBytes
---    and its quoting, checked by bad_meta before it is handed out)) * njobs,
+--    and a trace context, and its quoting, checked by bad_meta before it
+--    is handed out)) * njobs,
 --   (id, problem) * ...}
 local function take(lease_ms, n, promote_limit, base, budget, answer)
   local now = now_ms()
