@@ -61,8 +61,9 @@ type ClaimResult struct {
 	// nothing can block at most this long.
 	NextDue time.Duration
 	// Problems lists index entries that disagreed with their job hash. They
-	// were repaired (refiled, or marked dead with the reason): a worker
-	// should log them; nothing is lost.
+	// were repaired (refiled, or marked dead with the reason), or, for a
+	// job whose metadata field does not decode, the job was handed out
+	// without its metadata: a worker should log them; nothing is lost.
 	Problems []CorruptJobError
 }
 
@@ -107,10 +108,15 @@ func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (Cla
 			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(), token: r.str(),
 		}
 		until, meta := r.int(), r.str()
-		if m, err := decodeMetadata(meta); err != nil && r.err == nil {
-			// take.lua's bad_meta lets no such field through: a job whose
-			// meta does not decode is made dead, not handed out.
-			r.err = fmt.Errorf("fenceq: claim %s: job %q is claimed but its metadata does not decode: %w (the reaper takes it back when the lease expires)", queue, l.ID, err)
+		if m, err := decodeMetadata(meta); err != nil {
+			// take.lua's bad_meta makes a job whose meta it cannot read dead,
+			// but Lua's cjson reads a little more than encoding/json does (a
+			// key given twice, the first time not as a string). Such a job
+			// is claimed already: it is handed out without its metadata and
+			// reported, so one hand-edited field never fails the claim of
+			// the others.
+			res.Problems = append(res.Problems, CorruptJobError{Queue: queue, ID: l.ID,
+				Reason: fmt.Sprintf("field meta does not decode (%v); handed out without its metadata", err)})
 		} else {
 			l.Metadata = m
 		}
@@ -121,7 +127,7 @@ func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (Cla
 		l.LocalDeadline = sent.Add(min(lease, time.Duration(until-now)*time.Millisecond))
 		res.Leases = append(res.Leases, l)
 	}
-	res.Problems = r.problems(queue)
+	res.Problems = append(res.Problems, r.problems(queue)...)
 	if r.err != nil {
 		return ClaimResult{}, r.err
 	}

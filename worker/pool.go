@@ -328,7 +328,7 @@ func (p *Pool) sleep(d time.Duration, or <-chan struct{}) bool {
 
 func (p *Pool) logProblems(queue, op string, problems []broker.CorruptJobError) {
 	for _, c := range problems {
-		p.log.Error("fenceq found a job whose index and hash disagree; repaired", slog.String("queue", queue),
+		p.log.Error("fenceq found a misfiled or damaged job; the problem says what was done", slog.String("queue", queue),
 			slog.String("op", op), slog.String("id", c.ID), slog.String("problem", c.Reason))
 	}
 }

@@ -512,6 +512,11 @@ local function bad_meta(meta)
   if not meta then
     return nil
   end
+  -- Go writes it compact, every control character escaped; Redis's cjson
+  -- would take one raw inside a string, which Go's decoder refuses.
+  if string.find(meta, '[%z\1-\31]') then
+    return 'field meta holds a raw control character'
+  end
   local ok, m = pcall(cjson.decode, meta)
   if string.sub(meta, 1, 1) ~= '{' or not ok or type(m) ~= 'table' then
     return 'field meta is not a JSON object'
