@@ -67,17 +67,22 @@ func CreateTable(ctx context.Context, db *sql.DB, table string) error {
 // Enqueue writes j into the outbox inside tx and answers its id (a new
 // UUID when j has none). The job reaches Redis once tx commits and a Relay
 // runs; if tx rolls back, it never does. b checks the job as Enqueue
-// would, so a bad job fails here, inside the transaction. When ctx holds a
-// span, its trace context is kept in (a copy of) j.Metadata, so that the
-// job, once relayed, joins the trace of the request that wrote it (the
-// trace context is bounded apart from broker.MaxMetadataBytes).
+// would, so a bad job fails here, inside the transaction. When b traces
+// (broker.Options.TracerProvider) and ctx holds a span, its trace context
+// is kept in (a copy of) j.Metadata, so that the job, once relayed, joins
+// the trace of the request that wrote it (the trace context is bounded
+// apart from broker.MaxMetadataBytes). A broker that does not trace writes
+// none, so its rows stay readable by a relay older than job metadata.
 func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j broker.Job) (string, error) {
 	if table == "" {
 		table = TableDefault
 	}
-	// The row keeps the caller's trace context, so the relay's Enqueue
-	// joins the request that wrote the row, not the relay round that moves it.
-	j.Metadata = broker.WithTraceContext(ctx, j.Metadata)
+	if b.TracerProvider() != nil {
+		// The row keeps the caller's trace context, so the relay's Enqueue
+		// joins the request that wrote the row, not the relay round that
+		// moves it.
+		j.Metadata = broker.WithTraceContext(ctx, j.Metadata)
+	}
 	if err := b.ValidateJob(j); err != nil {
 		return "", err
 	}
