@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"reflect"
 )
 
 // Register registers fn for the kind that T names: the zero T's Kind(),
@@ -27,6 +28,11 @@ func Register[T interface{ Kind() string }](m *Mux, fn func(ctx context.Context,
 func kindOf[T interface{ Kind() string }]() string {
 	kind, panicked := zeroKind[T]()
 	switch {
+	case panicked != nil && reflect.TypeFor[T]().Kind() == reflect.Pointer:
+		// The usual cause: Kind has a value receiver, which a nil pointer
+		// cannot call.
+		panic(fmt.Sprintf("fenceq: handlers.Register[%s]: Kind panicked on a nil %s (%v). Register the type itself, %s, or declare Kind on the pointer receiver, returning a constant without reading the value",
+			typeName[T](), typeName[T](), panicked, reflect.TypeFor[T]().Elem()))
 	case panicked != nil:
 		panic(fmt.Sprintf("fenceq: handlers.Register[%s]: Kind panicked on the zero value (%v). Kind must not read the value; declare it on the value receiver and return a constant", typeName[T](), panicked))
 	case kind == "":

@@ -84,7 +84,7 @@ func TestRegisterRefuses(t *testing.T) {
 	}{
 		{"Kind on the value receiver, T a pointer", func(m *handlers.Mux) {
 			handlers.Register(m, func(context.Context, *handlers.Job, *welcomeArgs) error { return nil })
-		}, []string{"Register[*handlers_test.welcomeArgs]", "panicked", "declare it on the value receiver and return a constant"}},
+		}, []string{"Register[*handlers_test.welcomeArgs]", "panicked on a nil *handlers_test.welcomeArgs", "Register the type itself, handlers_test.welcomeArgs"}},
 		{"Kind reads the value", func(m *handlers.Mux) {
 			handlers.Register(m, func(context.Context, *handlers.Job, readsValue) error { return nil })
 		}, []string{"Register[handlers_test.readsValue]", "Kind must not read the value"}},
