@@ -182,9 +182,9 @@ func BenchmarkIdlePickup(b *testing.B) {
 }
 
 // BenchmarkBrokerScripts times each hot script on the real Redis: one
-// enqueue, a claim of 50 with their batched ack, an ack that claims the
-// next job (the fused path of a pool of one slot), and a renew of 50
-// leases.
+// enqueue, a claim of 50 with their batched ack, an ack or a failure that
+// claims the next job (the fused path of a pool of one slot), and a renew
+// of 50 leases.
 func BenchmarkBrokerScripts(b *testing.B) {
 	r := newBenchRig(b, 1, func(context.Context, *handlers.Job) error { return nil })
 	ctx := context.Background()
@@ -245,6 +245,42 @@ func BenchmarkBrokerScripts(b *testing.B) {
 			l = res.Leases[0]
 		}
 	})
+	// A pool of one slot whose handlers fail: each call fails the job it
+	// holds (retried in an hour) and claims the next (FailClaim1), or
+	// finds the queue empty (FailClaim1Empty: the claim takes nothing,
+	// and fail.lua keeps the failure's answer for a re-send all the same).
+	failClaim := func(b *testing.B, empty bool) {
+		fill(b.N + 1)
+		n := 1
+		if empty {
+			n = b.N + 1
+		}
+		var leases []broker.Lease
+		for len(leases) < n {
+			res, err := r.enq.Claim(ctx, q, min(50, n-len(leases)), time.Minute)
+			if err != nil || len(res.Leases) == 0 {
+				b.Fatalf("claim: %v (%d)", err, len(res.Leases))
+			}
+			leases = append(leases, res.Leases...)
+		}
+		l := leases[0]
+		b.ResetTimer()
+		for i := range b.N {
+			if empty {
+				l = leases[i]
+			}
+			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
+			o, _, res, err := r.enq.FailClaim(ctx, l, broker.Failure{Error: "e", Backoff: time.Hour}, spec)
+			if err != nil || o != broker.OK || len(res.Leases) != map[bool]int{true: 0, false: 1}[empty] {
+				b.Fatalf("FailClaim: %v %v (%d)", err, o, len(res.Leases))
+			}
+			if !empty {
+				l = res.Leases[0]
+			}
+		}
+	}
+	b.Run("FailClaim1", func(b *testing.B) { failClaim(b, false) })
+	b.Run("FailClaim1Empty", func(b *testing.B) { failClaim(b, true) })
 	b.Run("Renew50", func(b *testing.B) {
 		fill(50)
 		res, err := r.enq.Claim(ctx, q, 50, time.Minute)
