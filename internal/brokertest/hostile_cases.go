@@ -561,3 +561,24 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 		})
 	}
 }
+
+// A meta field that encoding/json decodes must be handed out with its
+// metadata, whatever its layout: JSON lets whitespace (tab, newline,
+// carriage return) stand between tokens, as a hand-edited or
+// pretty-printed field has it. bad_meta's raw-control-character check
+// (meant for one inside a string, which Go refuses) refuses these too, and
+// the claim makes a job whose metadata Go reads fine dead.
+func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{ID: "pretty", Metadata: map[string]string{"tenant": "acme"}})
+	meta := "{\n\t\"tenant\": \"acme\"\r\n}"
+	noErr(t, "hand-edit meta", s.Client.HSet(s.ctx, s.jobKey(id), "meta", meta).Err())
+	res, err := s.b.Claim(s.ctx, s.q, 1, long)
+	noErr(t, "Claim", err)
+	if len(res.Leases) != 1 || res.Leases[0].Metadata["tenant"] != "acme" || len(res.Problems) != 0 {
+		j := s.job(t, id)
+		t.Fatalf("claim of a job whose meta field is %q (valid JSON, encoding/json reads it) answered leases %+v, problems %+v (job %s, last error %q); want it handed out with its metadata",
+			meta, res.Leases, res.Problems, j.State, j.LastError)
+	}
+	s.consistent(t)
+}

@@ -81,6 +81,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"CorruptMetaPassesLuaFailsGo", testCorruptMetaPassesLuaFailsGo},
 		{"WorkerResendAfterFusedClaimTookItsOwnJob", testWorkerResendAfterFusedClaimTookItsOwnJob},
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
+		{"PrettyMetaIsHandedOut", testPrettyMetaIsHandedOut},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
