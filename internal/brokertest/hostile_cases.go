@@ -582,3 +582,52 @@ func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
 	}
 	s.consistent(t)
 }
+
+// A settlement fused with a claim keeps its answer in the claim record for
+// as long as the claim's lease (PX lease_ms), but the pool sends its N = 0
+// re-send for as long as Redis keeps failing (worker retry has no bound
+// but Shutdown). Once the record has expired, the N = 0 re-send falls back
+// to resettled, which is exactly the case the record was added for: the
+// fused call's own claim took the job back, the settlement's record is two
+// claims back, and the re-send answers Stale for a failure Redis applied
+// (the pool logs a lease it did not lose; invariant 9). The model never
+// sees it: it re-sends without the claim only when the claim's lease is an
+// hour (resentWithoutClaim).
+func testFusedResendAfterClaimRecordExpired(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{MaxAttempts: 5})
+	first := s.claimOne(t, long)
+	f := broker.Failure{Error: "boom"}
+	o, st, err := s.b.Fail(s.ctx, first, f) // its reply is lost
+	noErr(t, "Fail", err)
+	want(t, "first answer", o, broker.OK)
+	want(t, "first state", st, broker.StatePending)
+
+	other := s.claimOne(t, long) // another worker takes the job and gives it back
+	o, _, err = s.b.Release(s.ctx, other)
+	noErr(t, "Release", err)
+	want(t, "the other worker's release", o, broker.OK)
+
+	// The pool's fused retry, with the pool's (short) lease; reply lost.
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: short}
+	o, st, res, err := s.b.FailClaim(s.ctx, first, f, spec)
+	noErr(t, "FailClaim", err)
+	want(t, "fused answer", o, broker.OK)
+	want(t, "fused state", st, broker.StatePending)
+	want(t, "jobs the fused send took", len(res.Leases), 1)
+	again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, short) // reask
+	noErr(t, "ClaimRequest (reask)", err)
+	want(t, "jobs the reask answered", len(again.Leases), 1)
+
+	// Redis stays unreachable for longer than the lease; the pool keeps
+	// re-sending the failure under the fused call's id, N = 0.
+	s.Advance(3 * short)
+	resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: short}
+	o, st, _, err = s.b.FailClaim(s.ctx, first, f, resend)
+	noErr(t, "FailClaim sent again", err)
+	if o != broker.OK || st != broker.StatePending {
+		t.Fatalf("FailClaim sent again (N = 0) after its claim record expired answered %v %q; Redis applied the failure: want ok %q",
+			o, st, broker.StatePending)
+	}
+	s.consistent(t)
+}

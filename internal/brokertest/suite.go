@@ -82,6 +82,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WorkerResendAfterFusedClaimTookItsOwnJob", testWorkerResendAfterFusedClaimTookItsOwnJob},
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
 		{"PrettyMetaIsHandedOut", testPrettyMetaIsHandedOut},
+		{"FusedResendAfterClaimRecordExpired", testFusedResendAfterClaimRecordExpired},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
