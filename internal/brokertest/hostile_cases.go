@@ -631,3 +631,65 @@ func testFusedResendAfterClaimRecordExpired(t *testing.T, nb NewBackend) {
 	}
 	s.consistent(t)
 }
+
+// The pool's sequence of WorkerResendAfterFusedClaimTookItsOwnJob, but the
+// fused send fails before it reaches Redis (a pool timeout, a broken
+// connection) instead of losing its reply: the pool cannot tell the two
+// apart. Its reask (ClaimRequest under the fused call's id) then makes the
+// claim itself and takes the job back, so no answer is kept in the claim
+// record, and the N = 0 re-send falls back to resettled with the
+// settlement's record two claims back: Stale, for a settlement Redis
+// applied (invariant 9).
+func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
+	cases := []struct {
+		name  string
+		plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
+		fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
+	}{
+		{"Snooze",
+			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) },
+			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+				return s.b.SnoozeClaim(s.ctx, l, 0, c)
+			}},
+		{"Fail",
+			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+				return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+			},
+			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+				return s.b.FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setup(t, nb)
+			s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, err := tc.plain(s, first) // its reply is lost
+			noErr(t, tc.name, err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+
+			other := s.claimOne(t, long) // another worker takes the job and gives it back
+			o, _, err = s.b.Release(s.ctx, other)
+			noErr(t, "Release", err)
+			want(t, "the other worker's release", o, broker.OK)
+
+			// The pool's retry, fused with a claim under a new request id,
+			// fails before Redis runs it. reask: the claim under its id,
+			// which takes the job back; the pool starts it.
+			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
+			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
+			noErr(t, "ClaimRequest (reask)", err)
+			want(t, "jobs the reask took", len(again.Leases), 1)
+			// The settlement again under the fused call's id, N = 0.
+			resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long}
+			o, st, _, err = tc.fused(s, first, resend)
+			noErr(t, tc.name+" sent again", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("%s sent again (N = 0, after the reask took the job back) answered %v %q; Redis applied it: want ok %q",
+					tc.name, o, st, broker.StatePending)
+			}
+			s.consistent(t)
+		})
+	}
+}

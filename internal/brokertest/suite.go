@@ -83,6 +83,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
 		{"PrettyMetaIsHandedOut", testPrettyMetaIsHandedOut},
 		{"FusedResendAfterClaimRecordExpired", testFusedResendAfterClaimRecordExpired},
+		{"WorkerResendAfterReaskTookItsOwnJob", testWorkerResendAfterReaskTookItsOwnJob},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
