@@ -693,3 +693,34 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 		})
 	}
 }
+
+// fail.lua serves the answer kept in a claim record to any call under that
+// request id, whatever lease the call settles: the record is keyed by the
+// request id alone and its head does not say whose settlement it is. A
+// FailClaim with N = 0 for another job's valid lease under a request id
+// already used then answers OK and applies nothing (the job stays running
+// until its lease expires and the reaper charges it the attempt): a valid
+// claim's settlement dropped with a success answer. The pool never reuses
+// a request id (a fresh one per fused call, resendOf on a fresh active),
+// but the broker API takes any, and one compare (the settled lease's
+// token in the head) would bind the answer to the lease it is for.
+func testRecordedAnswerServedForAnotherLease(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{ID: "a", MaxAttempts: 5})
+	s.enqueue(t, broker.Job{ID: "b", MaxAttempts: 5})
+	ls := s.claim(t, 2, long)
+	f := broker.Failure{Error: "boom", Backoff: time.Hour}
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
+	o, st, _, err := s.b.FailClaim(s.ctx, ls[0], f, spec)
+	noErr(t, "FailClaim", err)
+	want(t, "first answer", o, broker.OK)
+	want(t, "first state", st, broker.StateScheduled)
+
+	o, st, _, err = s.b.FailClaim(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
+	noErr(t, "FailClaim of the other lease", err)
+	if j := s.job(t, ls[1].ID); o == broker.OK && j.State != broker.StateScheduled {
+		t.Fatalf("FailClaim (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
+			ls[1].ID, ls[0].ID, o, st, ls[1].ID, j.State)
+	}
+	s.consistent(t)
+}

@@ -84,6 +84,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"PrettyMetaIsHandedOut", testPrettyMetaIsHandedOut},
 		{"FusedResendAfterClaimRecordExpired", testFusedResendAfterClaimRecordExpired},
 		{"WorkerResendAfterReaskTookItsOwnJob", testWorkerResendAfterReaskTookItsOwnJob},
+		{"RecordedAnswerServedForAnotherLease", testRecordedAnswerServedForAnotherLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
