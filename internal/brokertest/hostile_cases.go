@@ -561,3 +561,166 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 		})
 	}
 }
+
+// A meta field that encoding/json decodes must be handed out with its
+// metadata, whatever its layout: JSON lets whitespace (tab, newline,
+// carriage return) stand between tokens, as a hand-edited or
+// pretty-printed field has it. bad_meta's raw-control-character check
+// (meant for one inside a string, which Go refuses) refuses these too, and
+// the claim makes a job whose metadata Go reads fine dead.
+func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{ID: "pretty", Metadata: map[string]string{"tenant": "acme"}})
+	meta := "{\n\t\"tenant\": \"acme\"\r\n}"
+	noErr(t, "hand-edit meta", s.Client.HSet(s.ctx, s.jobKey(id), "meta", meta).Err())
+	res, err := s.b.Claim(s.ctx, s.q, 1, long)
+	noErr(t, "Claim", err)
+	if len(res.Leases) != 1 || res.Leases[0].Metadata["tenant"] != "acme" || len(res.Problems) != 0 {
+		j := s.job(t, id)
+		t.Fatalf("claim of a job whose meta field is %q (valid JSON, encoding/json reads it) answered leases %+v, problems %+v (job %s, last error %q); want it handed out with its metadata",
+			meta, res.Leases, res.Problems, j.State, j.LastError)
+	}
+	s.consistent(t)
+}
+
+// A settlement fused with a claim keeps its answer in the claim record for
+// as long as the claim's lease (PX lease_ms), but the pool sends its N = 0
+// re-send for as long as Redis keeps failing (worker retry has no bound
+// but Shutdown). Once the record has expired, the N = 0 re-send falls back
+// to resettled, which is exactly the case the record was added for: the
+// fused call's own claim took the job back, the settlement's record is two
+// claims back, and the re-send answers Stale for a failure Redis applied
+// (the pool logs a lease it did not lose; invariant 9). The model never
+// sees it: it re-sends without the claim only when the claim's lease is an
+// hour (resentWithoutClaim).
+func testFusedResendAfterClaimRecordExpired(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{MaxAttempts: 5})
+	first := s.claimOne(t, long)
+	f := broker.Failure{Error: "boom"}
+	o, st, err := s.b.Fail(s.ctx, first, f) // its reply is lost
+	noErr(t, "Fail", err)
+	want(t, "first answer", o, broker.OK)
+	want(t, "first state", st, broker.StatePending)
+
+	other := s.claimOne(t, long) // another worker takes the job and gives it back
+	o, _, err = s.b.Release(s.ctx, other)
+	noErr(t, "Release", err)
+	want(t, "the other worker's release", o, broker.OK)
+
+	// The pool's fused retry, with the pool's (short) lease; reply lost.
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: short}
+	o, st, res, err := s.b.FailClaim(s.ctx, first, f, spec)
+	noErr(t, "FailClaim", err)
+	want(t, "fused answer", o, broker.OK)
+	want(t, "fused state", st, broker.StatePending)
+	want(t, "jobs the fused send took", len(res.Leases), 1)
+	again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, short) // reask
+	noErr(t, "ClaimRequest (reask)", err)
+	want(t, "jobs the reask answered", len(again.Leases), 1)
+
+	// Redis stays unreachable for longer than the lease; the pool keeps
+	// re-sending the failure under the fused call's id, N = 0.
+	s.Advance(3 * short)
+	resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: short}
+	o, st, _, err = s.b.FailClaim(s.ctx, first, f, resend)
+	noErr(t, "FailClaim sent again", err)
+	if o != broker.OK || st != broker.StatePending {
+		t.Fatalf("FailClaim sent again (N = 0) after its claim record expired answered %v %q; Redis applied the failure: want ok %q",
+			o, st, broker.StatePending)
+	}
+	s.consistent(t)
+}
+
+// The pool's sequence of WorkerResendAfterFusedClaimTookItsOwnJob, but the
+// fused send fails before it reaches Redis (a pool timeout, a broken
+// connection) instead of losing its reply: the pool cannot tell the two
+// apart. Its reask (ClaimRequest under the fused call's id) then makes the
+// claim itself and takes the job back, so no answer is kept in the claim
+// record, and the N = 0 re-send falls back to resettled with the
+// settlement's record two claims back: Stale, for a settlement Redis
+// applied (invariant 9).
+func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
+	cases := []struct {
+		name  string
+		plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
+		fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
+	}{
+		{"Snooze",
+			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) },
+			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+				return s.b.SnoozeClaim(s.ctx, l, 0, c)
+			}},
+		{"Fail",
+			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+				return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+			},
+			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+				return s.b.FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setup(t, nb)
+			s.enqueue(t, broker.Job{MaxAttempts: 5})
+			first := s.claimOne(t, long)
+			o, st, err := tc.plain(s, first) // its reply is lost
+			noErr(t, tc.name, err)
+			want(t, "first answer", o, broker.OK)
+			want(t, "first state", st, broker.StatePending)
+
+			other := s.claimOne(t, long) // another worker takes the job and gives it back
+			o, _, err = s.b.Release(s.ctx, other)
+			noErr(t, "Release", err)
+			want(t, "the other worker's release", o, broker.OK)
+
+			// The pool's retry, fused with a claim under a new request id,
+			// fails before Redis runs it. reask: the claim under its id,
+			// which takes the job back; the pool starts it.
+			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
+			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
+			noErr(t, "ClaimRequest (reask)", err)
+			want(t, "jobs the reask took", len(again.Leases), 1)
+			// The settlement again under the fused call's id, N = 0.
+			resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long}
+			o, st, _, err = tc.fused(s, first, resend)
+			noErr(t, tc.name+" sent again", err)
+			if o != broker.OK || st != broker.StatePending {
+				t.Fatalf("%s sent again (N = 0, after the reask took the job back) answered %v %q; Redis applied it: want ok %q",
+					tc.name, o, st, broker.StatePending)
+			}
+			s.consistent(t)
+		})
+	}
+}
+
+// fail.lua serves the answer kept in a claim record to any call under that
+// request id, whatever lease the call settles: the record is keyed by the
+// request id alone and its head does not say whose settlement it is. A
+// FailClaim with N = 0 for another job's valid lease under a request id
+// already used then answers OK and applies nothing (the job stays running
+// until its lease expires and the reaper charges it the attempt): a valid
+// claim's settlement dropped with a success answer. The pool never reuses
+// a request id (a fresh one per fused call, resendOf on a fresh active),
+// but the broker API takes any, and one compare (the settled lease's
+// token in the head) would bind the answer to the lease it is for.
+func testRecordedAnswerServedForAnotherLease(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{ID: "a", MaxAttempts: 5})
+	s.enqueue(t, broker.Job{ID: "b", MaxAttempts: 5})
+	ls := s.claim(t, 2, long)
+	f := broker.Failure{Error: "boom", Backoff: time.Hour}
+	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
+	o, st, _, err := s.b.FailClaim(s.ctx, ls[0], f, spec)
+	noErr(t, "FailClaim", err)
+	want(t, "first answer", o, broker.OK)
+	want(t, "first state", st, broker.StateScheduled)
+
+	o, st, _, err = s.b.FailClaim(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
+	noErr(t, "FailClaim of the other lease", err)
+	if j := s.job(t, ls[1].ID); o == broker.OK && j.State != broker.StateScheduled {
+		t.Fatalf("FailClaim (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
+			ls[1].ID, ls[0].ID, o, st, ls[1].ID, j.State)
+	}
+	s.consistent(t)
+}

@@ -81,6 +81,10 @@ func Run(t *testing.T, nb NewBackend) {
 		{"CorruptMetaPassesLuaFailsGo", testCorruptMetaPassesLuaFailsGo},
 		{"WorkerResendAfterFusedClaimTookItsOwnJob", testWorkerResendAfterFusedClaimTookItsOwnJob},
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
+		{"PrettyMetaIsHandedOut", testPrettyMetaIsHandedOut},
+		{"FusedResendAfterClaimRecordExpired", testFusedResendAfterClaimRecordExpired},
+		{"WorkerResendAfterReaskTookItsOwnJob", testWorkerResendAfterReaskTookItsOwnJob},
+		{"RecordedAnswerServedForAnotherLease", testRecordedAnswerServedForAnotherLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
