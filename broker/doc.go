@@ -133,7 +133,9 @@
 //     again: Claim under the same request id ([Broker.ClaimRequest])
 //     answers the same leases; Ack, Fail, Snooze and Release answer the
 //     outcome their claim's settlement recorded (the job keeps the claim's
-//     token and the outcome); Enqueue recognises its own request and
+//     token and the outcome, and the records of its last three claims'
+//     settlements once it is claimed again, so a re-send may come after
+//     up to three later claims); Enqueue recognises its own request and
 //     answers its job, not a duplicate; Retry and Cancel answer as the
 //     first call did. None changes anything the second time, so a lost
 //     reply never costs a job an attempt and never makes a stored result

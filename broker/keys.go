@@ -58,8 +58,7 @@ var queueKeyNames = []string{"ready", "scheduled", "leases", "dead", "done", "ca
 //	final     HASH    a waited-on job trimmed before its callers read it: its
 //	                  hash, renamed by trim.lua; expires at its 'wait_until'
 //	claim     STRING  the ids one claim request took, for its re-send (id: the
-//	                  request id); after a fail or snooze in the same request,
-//	                  that settlement's answer and a tab first
+//	                  request id)
 //	unique    STRING  the id of the job holding a unique key (id: Job.UniqueKey)
 const (
 	kindJob      = "job"

@@ -82,11 +82,10 @@ func (b *Broker) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 
 // args are the arguments a settling script takes for the claim after it
 // (ack.lua's and fail.lua's: n, lease_ms, promote_limit, request id,
-// cascade budget); n = 0 claims nothing, and its request id tells fail.lua
-// which earlier call it sends again (FailClaim).
+// cascade budget); n = 0 claims nothing.
 func (c ClaimSpec) args() []any {
 	if c.N <= 0 {
-		return []any{0, 0, 0, c.RequestID, 0}
+		return []any{0, 0, 0, "", 0}
 	}
 	return []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
 }
@@ -168,10 +167,7 @@ func (b *Broker) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, 
 }
 
 // FailClaim is Fail, then a claim of c in the same script call, as
-// AckClaim is for acks, and safe to send again the same way: the same call
-// again, or, once its claim was asked again with ClaimRequest, the same
-// call with c.N = 0, which claims nothing. Either answers what the first
-// call's failure did, even when its own claim took the failed job back.
+// AckClaim is for acks (and safe to send again the same way).
 func (b *Broker) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return Stale, "", ClaimResult{}, err
@@ -204,7 +200,7 @@ func (b *Broker) Snooze(ctx context.Context, l Lease, d time.Duration) (Outcome,
 }
 
 // SnoozeClaim is Snooze, then a claim of c in the same script call, as
-// FailClaim is Fail's (and safe to send again the same ways).
+// AckClaim is for acks (and safe to send again the same way).
 func (b *Broker) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return Stale, "", ClaimResult{}, err

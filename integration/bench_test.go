@@ -247,8 +247,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 	})
 	// A pool of one slot whose handlers fail: each call fails the job it
 	// holds (retried in an hour) and claims the next (FailClaim1), or
-	// finds the queue empty (FailClaim1Empty: the claim takes nothing,
-	// and fail.lua keeps the failure's answer for a re-send all the same).
+	// finds the queue empty (FailClaim1Empty: the claim takes nothing).
 	failClaim := func(b *testing.B, empty bool) {
 		fill(b.N + 1)
 		n := 1

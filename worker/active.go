@@ -26,11 +26,6 @@ type active struct {
 	// passed is set when the acker gave this job's slot to a job it claimed
 	// with the ack: the slot is not freed when this job ends.
 	passed atomic.Bool
-	// resendOf is the claim of a failure's settlement sent with a claim
-	// whose reply was lost (settleThen), with N 0: the settlement is sent
-	// again under that request, claiming nothing. Only the goroutine that
-	// settles the job touches it.
-	resendOf broker.ClaimSpec
 
 	mu            sync.Mutex
 	localDeadline time.Time   // when the lease certainly stops being ours

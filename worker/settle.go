@@ -180,16 +180,9 @@ func snoozeDelay(herr error) time.Duration {
 // it (fused), when the slot can be passed on to a job of a's queue, and
 // starts the job it took in that slot; else the settlement alone (plain).
 // When the fused call fails the claim is asked for again under its id,
-// as the acker does, and the settlement is sent again under that id too,
-// claiming nothing: it answers what the first call's settlement did even
-// when that call's claim took this very job back (a plain re-send may then
-// find the settlement's record gone and answer stale).
+// as the acker does.
 func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
 	fused func(broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)) (broker.Outcome, broker.State, error) {
-	if a.resendOf.RequestID != "" {
-		o, st, _, err := fused(a.resendOf)
-		return o, st, err
-	}
 	spec := broker.ClaimSpec{}
 	if !a.passed.Load() {
 		spec = p.dispatcher.claimSpec(1)
@@ -200,7 +193,6 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	sent := time.Now()
 	o, st, claimed, err := fused(spec)
 	if err != nil {
-		a.resendOf = broker.ClaimSpec{RequestID: spec.RequestID, Queue: spec.Queue, Lease: spec.Lease}
 		claimed = p.reask(spec, sent)
 	} else {
 		p.dispatcher.took(spec, claimed)

@@ -284,8 +284,8 @@ func testResentClaimOverstatesLocalDeadline(t *testing.T, nb NewBackend) {
 	}
 }
 
-// The re-send record of a settlement survives one later claim
-// (prev_settled), but claim copies it from the previous claim only: when
+// The re-send record of a settlement survives later claims (lib.lua's
+// PREV_SETTLED), but claim copies it from the previous claim only: when
 // the claim in between never settled (its worker died and the reaper took
 // the job, or an operator force-released it), the next claim overwrites
 // the record with nothing. A release or fail re-sent after that answers
@@ -491,15 +491,13 @@ func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
 // What the pool does after a fused settlement's lost reply (worker
 // settleThen): it asks for the fused claim again under its request id
 // (reask), starts the job that claim took, and then, since its slot is
-// passed on, sends the settlement again without a claim. It used to send
-// it plain (Fail or Snooze), which the answer kept in the claim record
-// (fail.lua, recorded_answer) never serves: when the fused send was itself
-// the re-send of a plain settlement whose reply was lost, and another
-// worker took the job and gave it back in between, the fused send's own
-// claim takes the job back, the settlement's record is two claims back,
-// and the plain re-send answered Stale for a settlement Redis applied (the
-// pool logged "lease lost" for a job it failed; invariant 9). It now sends
-// it under the fused call's request id with N = 0, claiming nothing.
+// passed on, sends the settlement again plain. When the fused send was
+// itself the re-send of a plain settlement whose reply was lost, and
+// another worker took the job and gave it back in between, the fused
+// send's own claim takes the job back and the settlement's record is two
+// claims back: the plain re-send answered Stale for a settlement Redis
+// applied (the pool logged "lease lost" for a job it failed; invariant 9),
+// when a job kept the record of one earlier claim only.
 func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 	cases := []struct {
 		name  string
@@ -546,16 +544,13 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask answered", len(again.Leases), 1)
-			// Its slot passed on, the pool sends the settlement again under
-			// the fused call's request id, claiming nothing.
-			resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long}
-			o, st, none, err := tc.fused(s, first, resend)
+			// Its slot passed on, the pool sends the settlement plain.
+			o, st, err = tc.plain(s, first)
 			noErr(t, tc.name+" sent again", err)
 			if o != broker.OK || st != broker.StatePending {
-				t.Fatalf("%s sent again (N = 0, after the fused send's claim took the job) answered %v %q; Redis applied it: want ok %q",
+				t.Fatalf("%s sent again (plain, after the fused send's claim took the job) answered %v %q; Redis applied it: want ok %q",
 					tc.name, o, st, broker.StatePending)
 			}
-			want(t, "jobs the re-send without a claim took", len(none.Leases), 0)
 			want(t, "the job's claim after the re-send", s.job(t, res.Leases[0].ID).ClaimID, res.Leases[0].ClaimID())
 			s.consistent(t)
 		})
@@ -583,17 +578,13 @@ func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
 	s.consistent(t)
 }
 
-// A settlement fused with a claim keeps its answer in the claim record for
-// as long as the claim's lease (PX lease_ms), but the pool sends its N = 0
-// re-send for as long as Redis keeps failing (worker retry has no bound
-// but Shutdown). Once the record has expired, the N = 0 re-send falls back
-// to resettled, which is exactly the case the record was added for: the
-// fused call's own claim took the job back, the settlement's record is two
-// claims back, and the re-send answers Stale for a failure Redis applied
-// (the pool logs a lease it did not lose; invariant 9). The model never
-// sees it: it re-sends without the claim only when the claim's lease is an
-// hour (resentWithoutClaim).
-func testFusedResendAfterClaimRecordExpired(t *testing.T, nb NewBackend) {
+// The sequence of WorkerResendAfterFusedClaimTookItsOwnJob with the pool's
+// own short lease, and Redis unreachable for longer than it while the pool
+// keeps re-sending the failure (worker retry has no bound but Shutdown):
+// the re-send must not depend on anything that expires with the lease.
+// (It once read an answer kept in the fused call's claim record, which
+// expires with the lease, and then answered Stale.)
+func testFusedResendAfterLeaseExpired(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{MaxAttempts: 5})
 	first := s.claimOne(t, long)
@@ -620,13 +611,12 @@ func testFusedResendAfterClaimRecordExpired(t *testing.T, nb NewBackend) {
 	want(t, "jobs the reask answered", len(again.Leases), 1)
 
 	// Redis stays unreachable for longer than the lease; the pool keeps
-	// re-sending the failure under the fused call's id, N = 0.
+	// re-sending the failure, plain.
 	s.Advance(3 * short)
-	resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: short}
-	o, st, _, err = s.b.FailClaim(s.ctx, first, f, resend)
-	noErr(t, "FailClaim sent again", err)
+	o, st, err = s.b.Fail(s.ctx, first, f)
+	noErr(t, "Fail sent again", err)
 	if o != broker.OK || st != broker.StatePending {
-		t.Fatalf("FailClaim sent again (N = 0) after its claim record expired answered %v %q; Redis applied the failure: want ok %q",
+		t.Fatalf("Fail sent again after the fused call's lease expired answered %v %q; Redis applied the failure: want ok %q",
 			o, st, broker.StatePending)
 	}
 	s.consistent(t)
@@ -636,28 +626,17 @@ func testFusedResendAfterClaimRecordExpired(t *testing.T, nb NewBackend) {
 // fused send fails before it reaches Redis (a pool timeout, a broken
 // connection) instead of losing its reply: the pool cannot tell the two
 // apart. Its reask (ClaimRequest under the fused call's id) then makes the
-// claim itself and takes the job back, so no answer is kept in the claim
-// record, and the N = 0 re-send falls back to resettled with the
-// settlement's record two claims back: Stale, for a settlement Redis
-// applied (invariant 9).
+// claim itself and takes the job back, and the plain re-send must still
+// find the settlement's record, two claims back (invariant 9).
 func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 	cases := []struct {
 		name  string
 		plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
-		fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
 	}{
-		{"Snooze",
-			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) },
-			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-				return s.b.SnoozeClaim(s.ctx, l, 0, c)
-			}},
-		{"Fail",
-			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
-				return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
-			},
-			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-				return s.b.FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
-			}},
+		{"Snooze", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) }},
+		{"Fail", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -681,12 +660,11 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask took", len(again.Leases), 1)
-			// The settlement again under the fused call's id, N = 0.
-			resend := broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long}
-			o, st, _, err = tc.fused(s, first, resend)
+			// The settlement again, plain.
+			o, st, err = tc.plain(s, first)
 			noErr(t, tc.name+" sent again", err)
 			if o != broker.OK || st != broker.StatePending {
-				t.Fatalf("%s sent again (N = 0, after the reask took the job back) answered %v %q; Redis applied it: want ok %q",
+				t.Fatalf("%s sent again (after the reask took the job back) answered %v %q; Redis applied it: want ok %q",
 					tc.name, o, st, broker.StatePending)
 			}
 			s.consistent(t)
@@ -694,17 +672,12 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 	}
 }
 
-// fail.lua serves the answer kept in a claim record to any call under that
-// request id, whatever lease the call settles: the record is keyed by the
-// request id alone and its head does not say whose settlement it is. A
-// FailClaim with N = 0 for another job's valid lease under a request id
-// already used then answers OK and applies nothing (the job stays running
-// until its lease expires and the reaper charges it the attempt): a valid
-// claim's settlement dropped with a success answer. The pool never reuses
-// a request id (a fresh one per fused call, resendOf on a fresh active),
-// but the broker API takes any, and one compare (the settled lease's
-// token in the head) would bind the answer to the lease it is for.
-func testRecordedAnswerServedForAnotherLease(t *testing.T, nb NewBackend) {
+// A claim request id says nothing about whose settlement a call is: a
+// FailClaim under an id already used, for another job's valid lease,
+// settles that lease. (A fail.lua that answered from an answer kept under
+// the request id, as one did for a while, answered OK and applied nothing:
+// the job stayed running until its lease expired and the reaper charged it.)
+func testUsedRequestIDSettlesItsOwnLease(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{ID: "a", MaxAttempts: 5})
 	s.enqueue(t, broker.Job{ID: "b", MaxAttempts: 5})
@@ -721,6 +694,31 @@ func testRecordedAnswerServedForAnotherLease(t *testing.T, nb NewBackend) {
 	if j := s.job(t, ls[1].ID); o == broker.OK && j.State != broker.StateScheduled {
 		t.Fatalf("FailClaim (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
 			ls[1].ID, ls[0].ID, o, st, ls[1].ID, j.State)
+	}
+	s.consistent(t)
+}
+
+// A job keeps the settlement records of its last three claims (lib.lua's
+// PREV_SETTLED): a release whose reply was lost, re-sent after three more
+// claims of the job (two other workers took it and gave it back, a third
+// holds it), answers what it did the first time.
+func testResendAfterThreeLaterClaims(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{MaxAttempts: 5})
+	first := s.claimOne(t, long)
+	o, st, err := s.b.Release(s.ctx, first) // its reply is lost
+	noErr(t, "Release", err)
+	want(t, "first answer", o, broker.OK)
+	for i := range 2 {
+		o, _, err := s.b.Release(s.ctx, s.claimOne(t, long))
+		noErr(t, "another worker's Release", err)
+		want(t, fmt.Sprintf("worker %d's release", i+2), o, broker.OK)
+	}
+	s.claimOne(t, long) // a fourth worker runs it
+	o, st2, err := s.b.Release(s.ctx, first)
+	noErr(t, "Release sent again", err)
+	if o != broker.OK || st2 != st {
+		t.Fatalf("Release sent again after three later claims answered %v %q; the first answered ok %q", o, st2, st)
 	}
 	s.consistent(t)
 }

@@ -27,11 +27,11 @@ type mjob struct {
 	attempt  int
 	max      int
 	cancel   bool
-	token    string // the last claim's token, kept after it settled; "" once reaped, force-released or retried
-	settled  string // "<op> <outcome>" of that claim's settlement
-	prev     string // "<token> <op> <outcome>": the settlement before the last claim
-	deadline int64  // lease_until in Redis milliseconds while running
-	delayed  bool   // its run_at is an hour ahead
+	token    string   // the last claim's token, kept after it settled; "" once reaped, force-released or retried
+	settled  string   // "<op> <outcome>" of that claim's settlement
+	prev     []string // "<token> <op> <outcome>": the settlements of earlier claims, newest first (lib.lua's PREV_SETTLED)
+	deadline int64    // lease_until in Redis milliseconds while running
+	delayed  bool     // its run_at is an hour ahead
 
 	deps      []string        // the jobs it depends on, each once
 	runAnyway bool            // RunIfDependencyFails
@@ -943,17 +943,21 @@ func (m *model) pickClaim(t *rapid.T) (l broker.Lease, j *mjob, valid bool) {
 
 // again answers what a settlement by op under claim l recorded, when the
 // request is a re-send of it: the job still carries the claim's token, or
-// the claim after it kept the record.
+// one of the settledKept claims after it kept the record.
 func again(j *mjob, l broker.Lease, op string) (broker.State, bool) {
 	if j == nil || l.ClaimID() == "" {
 		return "", false
 	}
 	record := ""
-	switch {
-	case j.state != broker.StateRunning && j.token == l.ClaimID():
+	if j.state != broker.StateRunning && j.token == l.ClaimID() {
 		record = j.settled
-	case strings.HasPrefix(j.prev, l.ClaimID()+" "):
-		record = strings.TrimPrefix(j.prev, l.ClaimID()+" ")
+	} else {
+		for _, p := range j.prev {
+			if r, ok := strings.CutPrefix(p, l.ClaimID()+" "); ok {
+				record = r
+				break
+			}
+		}
 	}
 	var done, outcome string
 	if _, err := fmt.Sscanf(record, "%s %s", &done, &outcome); err != nil || done != op {
@@ -1064,27 +1068,6 @@ func (m *model) fail(t *rapid.T) {
 	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
 	if claim.N > 0 {
 		m.took(t, "FailClaim", res, claim.N, claim.Lease) // the failure comes first
-		m.resentWithoutClaim(t, "FailClaim", claim, o, st, func(c broker.ClaimSpec) (broker.Outcome, broker.State, error) {
-			o, st, _, err := m.s.b.FailClaim(m.s.ctx, l, f, c)
-			return o, st, err
-		})
-	}
-}
-
-// resentWithoutClaim may send a settlement that claimed after it again as
-// a pool does once it asked for the claim on its own: under the same claim
-// request id with N = 0. Within the claim's lease that answers what the
-// first call did (o, st) and changes nothing, whatever its claim took.
-func (m *model) resentWithoutClaim(t *rapid.T, what string, claim broker.ClaimSpec, o broker.Outcome, st broker.State,
-	send func(broker.ClaimSpec) (broker.Outcome, broker.State, error)) {
-	if claim.Lease != time.Hour || !rapid.Bool().Draw(t, "sent again without its claim") {
-		return
-	}
-	claim.N = 0
-	o2, st2, err := send(claim)
-	noErr(t, what+" sent again without its claim", err)
-	if o2 != o || st2 != st {
-		t.Fatalf("%s sent again without its claim answered %v %q; the first call answered %v %q", what, o2, st2, o, st)
 	}
 }
 
@@ -1129,10 +1112,6 @@ func (m *model) snooze(t *rapid.T) {
 	m.settle(t, "snooze", "snooze", l, j, valid, w, o, st, err)
 	if claim.N > 0 {
 		m.took(t, "SnoozeClaim", res, claim.N, claim.Lease)
-		m.resentWithoutClaim(t, "SnoozeClaim", claim, o, st, func(c broker.ClaimSpec) (broker.Outcome, broker.State, error) {
-			o, st, _, err := m.s.b.SnoozeClaim(m.s.ctx, l, d, c)
-			return o, st, err
-		})
 	}
 }
 
@@ -1663,9 +1642,13 @@ func (m *model) checkUnique(t *rapid.T) {
 // retry does before it clears it; with none, the one before stays.
 func (j *mjob) keepSettled() {
 	if j.token != "" && j.settled != "" {
-		j.prev = j.token + " " + j.settled
+		j.prev = append([]string{j.token + " " + j.settled}, j.prev...)[:min(len(j.prev)+1, settledKept)]
 	}
 }
+
+// settledKept is how many earlier claims' settlement records a job keeps
+// (lib.lua's PREV_SETTLED).
+const settledKept = 3
 
 func (j *mjob) wantState(t *rapid.T, op string, got broker.State) {
 	if got != j.state {

@@ -82,9 +82,10 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WorkerResendAfterFusedClaimTookItsOwnJob", testWorkerResendAfterFusedClaimTookItsOwnJob},
 		{"ResendClaimThatTookItsOwnJob", testResendClaimThatTookItsOwnJob},
 		{"PrettyMetaIsHandedOut", testPrettyMetaIsHandedOut},
-		{"FusedResendAfterClaimRecordExpired", testFusedResendAfterClaimRecordExpired},
+		{"FusedResendAfterLeaseExpired", testFusedResendAfterLeaseExpired},
 		{"WorkerResendAfterReaskTookItsOwnJob", testWorkerResendAfterReaskTookItsOwnJob},
-		{"RecordedAnswerServedForAnotherLease", testRecordedAnswerServedForAnotherLease},
+		{"UsedRequestIDSettlesItsOwnLease", testUsedRequestIDSettlesItsOwnLease},
+		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,18 +11,10 @@
 -- minute's throughput.
 -- It may take the caller's next jobs in the same call (take.lua), after the
 -- settlement, so a pool whose handler failed runs the next job for one
--- round trip. That claim may take back the job just settled, which moves
--- the settlement's record one claim further back than resettled looks when
--- the settlement was itself a re-send that found it there: so such a
--- request keeps its settlement's answer in its claim record, and a re-send
--- under its claim request id answers that (invariant 9), with the claim
--- (n > 0) or without it (n = 0: the caller has asked for the claim again
--- on its own, ClaimRequest, and sends only the settlement).
+-- round trip.
 -- ARGV[2] id  [3] gen  [4] token  [5] mode  [6] error  [7] backoff_ms
 --     [8] n to claim after (0: claim nothing)  [9] lease_ms  [10] promote_limit
---     [11] claim request id ('' for none; with n = 0, that of an earlier
---     call with a claim whose settlement this one sends again)
---     [12] cascade budget
+--     [11] claim request id  [12] cascade budget
 -- Reply: {STATUS ok, the job's new state ('scheduled', 'pending', 'dead',
 --        'cancelled')} or {STATUS stale, ''}; take's reply follows as a
 --        third, nested value when n > 0
@@ -77,17 +69,9 @@ local function settle()
   return STATUS.ok, 'scheduled'
 end
 
+local status, state = settle()
 local n = tonumber(ARGV[8])
-local status, state
-if ARGV[11] ~= '' then
-  status, state = string.match(recorded_answer(ARGV[11]) or '', '^(%d+) (%S*)$')
-end
-if status then
-  status = tonumber(status) -- a re-send: the settlement ran the first time
-else
-  status, state = settle()
-end
 if n > 0 then
-  return {status, state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]), status .. ' ' .. state)}
+  return {status, state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]))}
 end
 return {status, state}

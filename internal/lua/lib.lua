@@ -289,17 +289,42 @@ local function holds(f, gen, token)
   return f ~= nil and f[1] == 'running' and f[2] == gen and f[3] == token and token ~= ''
 end
 
+-- PREV_SETTLED are the fields that keep the settlement records of a job's
+-- earlier claims, newest first, each "<token> <op> <outcome>": a re-sent
+-- settlement finds its record after as many later claims as there are
+-- fields. One is not enough: a settlement whose reply is lost may meet
+-- another worker's claim and release, and then its own sender's next claim
+-- (a fail or snooze that claims after it, or its re-ask) before its re-send
+-- comes. Each is a field of its own, short enough for the hash's listpack.
+local PREV_SETTLED = {'prev_settled', 'prev_settled_2', 'prev_settled_3'}
+
+-- keep_settled moves a job's last settlement record aside as a claim (or
+-- an operator's retry) replaces it, the oldest kept record dropping out.
+-- key is the job's; record is "<token> <op> <outcome>".
+local function keep_settled(key, record)
+  local args = {PREV_SETTLED[1], record}
+  if #PREV_SETTLED > 1 then
+    local older = redis.call('HMGET', key, unpack(PREV_SETTLED, 1, #PREV_SETTLED - 1))
+    for i, r in ipairs(older) do
+      if r then
+        table.insert(args, PREV_SETTLED[i + 1])
+        table.insert(args, r)
+      end
+    end
+  end
+  redis.call('HSET', key, unpack(args))
+end
+
 -- resettled answers the outcome that this claim's own settlement by op
 -- recorded, when the request is a re-send whose first reply was lost
 -- (invariant 9), not a stale claim: the job still carries the claim's token
--- and no longer runs under it, or the claim that took the job next kept
--- the record ('prev_settled', "<token> <op> <outcome>"), since a job
--- settled back to pending may be claimed again before the re-send comes.
--- Tokens are unique, so no other claim can match; another operation under
--- the same claim (a fail after an ack) stays stale. The record is
--- "<op> <outcome>" in the field 'settled', which claim, reap and
--- release_unowned clear. key is the job's; f holds state, gen, token,
--- settled.
+-- and no longer runs under it, or a later claim kept the record
+-- (PREV_SETTLED), since a job settled back to pending may be claimed again
+-- before the re-send comes. Tokens are unique, so no other claim can match;
+-- another operation under the same claim (a fail after an ack) stays
+-- stale. The record is "<op> <outcome>" in the field 'settled', which
+-- claim, reap and release_unowned clear. key is the job's; f holds state,
+-- gen, token, settled.
 local function resettled(key, f, token, op)
   if f == nil or token == '' then
     return nil
@@ -308,9 +333,11 @@ local function resettled(key, f, token, op)
   if f[1] ~= 'running' and f[3] == token then
     record = f[4]
   else
-    local prev = redis.call('HGET', key, 'prev_settled')
-    if prev and string.sub(prev, 1, #token + 1) == token .. ' ' then
-      record = string.sub(prev, #token + 2)
+    for _, prev in ipairs(redis.call('HMGET', key, unpack(PREV_SETTLED))) do
+      if prev and string.sub(prev, 1, #token + 1) == token .. ' ' then
+        record = string.sub(prev, #token + 2)
+        break
+      end
     end
   end
   local done_op, outcome = string.match(record or '', '^(%S+) (%S+)$')

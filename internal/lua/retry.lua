@@ -69,7 +69,7 @@ for i = 3, #ARGV do
       redis.call('ZREM', INDEX[f[1]], id)
       if f[9] and f[9] ~= '' and f[10] and f[10] ~= '' then
         -- The last settlement's record moves aside, for its re-send.
-        redis.call('HSET', key, 'prev_settled', f[9] .. ' ' .. f[10])
+        keep_settled(key, f[9] .. ' ' .. f[10])
       end
       redis.call('HSET', key, 'gen', int(next_gen(f[4])), 'attempt', 0, 'token', '', 'settled', '')
       redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until')

@@ -13,12 +13,7 @@
 -- token base for the lease's length, and a request that finds them answers
 -- the same leases (those its tokens still hold) and changes nothing.
 -- base is the token base, unique per request (token of the i-th claimed
--- job = base .. '.' .. i); budget is the cascade step's. answer, when the
--- caller settled a job first in the same request (fail.lua), is kept in the
--- record ahead of the ids, "<answer>\t<ids>", for the caller's re-send
--- (recorded_answer), also when the claim took nothing: a tab cannot be in a
--- job id (broker's validID refuses control characters), so a record tells
--- by itself whether it has one.
+-- job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
 --   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
@@ -26,7 +21,7 @@
 --    and a trace context, and its quoting, checked by bad_meta before it
 --    is handed out)) * njobs,
 --   (id, problem) * ...}
-local function take(lease_ms, n, promote_limit, base, budget, answer)
+local function take(lease_ms, n, promote_limit, base, budget)
   local now = now_ms()
   local problems = {}
   local out = {now, -1, 0}
@@ -46,7 +41,7 @@ local function take(lease_ms, n, promote_limit, base, budget, answer)
   local taken = redis.call('GET', record)
   if taken then
     local i, claimed = 0, 0
-    for id in string.gmatch(string.match(taken, '([^\t]*)$'), '[^\n]+') do
+    for id in string.gmatch(taken, '[^\n]+') do
       i = i + 1
       local token = base .. '.' .. i
       local f = read(JOB .. id, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'lease_until', 'meta')
@@ -146,7 +141,8 @@ local function take(lease_ms, n, promote_limit, base, budget, answer)
             -- The last settlement's record moves aside, for its re-send; a
             -- claim that never settled (reaped, force-released) left none,
             -- and the one before it stays. A first claim writes neither.
-            redis.call('HSET', key, 'settled', '', 'prev_settled', f[7] .. ' ' .. f[8])
+            redis.call('HSET', key, 'settled', '')
+            keep_settled(key, f[7] .. ' ' .. f[8])
           end
           redis.call('ZADD', K.leases, int(until_ms), id)
           if rate and period then
@@ -163,9 +159,8 @@ local function take(lease_ms, n, promote_limit, base, budget, answer)
     end
   end
   out[3] = claimed
-  if claimed > 0 or answer then
-    local head = answer and (answer .. '\t') or ''
-    redis.call('SET', record, head .. table.concat(ids, '\n'), 'PX', lease_ms)
+  if claimed > 0 then
+    redis.call('SET', record, table.concat(ids, '\n'), 'PX', lease_ms)
   end
 
   -- Chain the wake-up: work left behind wakes the next blocked worker.
@@ -178,12 +173,4 @@ local function take(lease_ms, n, promote_limit, base, budget, answer)
     table.insert(out, v)
   end
   return out
-end
-
--- recorded_answer is the answer that the request with token base kept in
--- its claim record (take's answer), or nil when it kept none: the request
--- has not run, it was a claim alone, or the record expired with its lease.
-local function recorded_answer(base)
-  local taken = redis.call('GET', derived('claim', base))
-  return taken and string.match(taken, '^([^\t]*)\t')
 end
