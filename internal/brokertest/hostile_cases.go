@@ -452,6 +452,8 @@ func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
 	}{
 		"DuplicateKey":  {`{"a":1,"a":"x"}`, false},
 		"RawTabInValue": {"{\"a\":\"x\ty\"}", true},
+		// The tab comes after an escaped quote: still inside the string.
+		"RawTabAfterEscapedQuote": {"{\"a\":\"x\\\"\ty\"}", true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := setup(t, nb)
@@ -564,18 +566,24 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 // (meant for one inside a string, which Go refuses) refuses these too, and
 // the claim makes a job whose metadata Go reads fine dead.
 func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
-	s := setup(t, nb)
-	id := s.enqueue(t, broker.Job{ID: "pretty", Metadata: map[string]string{"tenant": "acme"}})
-	meta := "{\n\t\"tenant\": \"acme\"\r\n}"
-	noErr(t, "hand-edit meta", s.Client.HSet(s.ctx, s.jobKey(id), "meta", meta).Err())
-	res, err := s.b.Claim(s.ctx, s.q, 1, long)
-	noErr(t, "Claim", err)
-	if len(res.Leases) != 1 || res.Leases[0].Metadata["tenant"] != "acme" || len(res.Problems) != 0 {
-		j := s.job(t, id)
-		t.Fatalf("claim of a job whose meta field is %q (valid JSON, encoding/json reads it) answered leases %+v, problems %+v (job %s, last error %q); want it handed out with its metadata",
-			meta, res.Leases, res.Problems, j.State, j.LastError)
+	for _, meta := range []string{
+		"{\n\t\"tenant\": \"acme\"\r\n}",
+		// The string ends in an escaped backslash; the newline after it
+		// is between tokens.
+		"{\"tenant\":\"acme\\\\\"\n}",
+	} {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{ID: "pretty", Metadata: map[string]string{"tenant": "acme"}})
+		noErr(t, "hand-edit meta", s.Client.HSet(s.ctx, s.jobKey(id), "meta", meta).Err())
+		res, err := s.b.Claim(s.ctx, s.q, 1, long)
+		noErr(t, "Claim", err)
+		if len(res.Leases) != 1 || !strings.HasPrefix(res.Leases[0].Metadata["tenant"], "acme") || len(res.Problems) != 0 {
+			j := s.job(t, id)
+			t.Fatalf("claim of a job whose meta field is %q (valid JSON, encoding/json reads it) answered leases %+v, problems %+v (job %s, last error %q); want it handed out with its metadata",
+				meta, res.Leases, res.Problems, j.State, j.LastError)
+		}
+		s.consistent(t)
 	}
-	s.consistent(t)
 }
 
 // The sequence of WorkerResendAfterFusedClaimTookItsOwnJob with the pool's

@@ -530,6 +530,40 @@ local function corrupt(id, key, reason, problems, now)
   table.insert(problems, reason .. '; marked dead')
 end
 
+-- raw_in_string reports whether JSON text s has a raw control character
+-- inside a string, which Redis's cjson takes and Go's decoder (and JSON)
+-- refuses. Between tokens, JSON allows tab, newline and carriage return,
+-- so only strings are scanned, and only in a text that has a control
+-- character at all (Go writes none).
+local function raw_in_string(s)
+  if not string.find(s, '[%z\1-\31]') then
+    return false
+  end
+  local i = 1
+  while true do
+    local open = string.find(s, '"', i, true)
+    if not open then
+      return false
+    end
+    local j = open + 1
+    while true do
+      local k = string.find(s, '[%z\1-\31"\\]', j)
+      if not k then
+        return false -- an unterminated string: cjson refuses the text
+      end
+      local c = string.byte(s, k)
+      if c == 34 then -- the closing quote
+        i = k + 1
+        break
+      elseif c == 92 then -- a backslash escapes the next byte
+        j = k + 2
+      else
+        return true
+      end
+    end
+  end
+end
+
 -- bad_meta says why a job's meta field is not a JSON object of strings,
 -- or answers nil (also when there is none). A claim hands the field to Go
 -- as stored; this check is what lets Go decode it, so a hand-edited field
@@ -539,10 +573,8 @@ local function bad_meta(meta)
   if not meta then
     return nil
   end
-  -- Go writes it compact, every control character escaped; Redis's cjson
-  -- would take one raw inside a string, which Go's decoder refuses.
-  if string.find(meta, '[%z\1-\31]') then
-    return 'field meta holds a raw control character'
+  if raw_in_string(meta) then
+    return 'field meta holds a raw control character in a string'
   end
   local ok, m = pcall(cjson.decode, meta)
   if string.sub(meta, 1, 1) ~= '{' or not ok or type(m) ~= 'table' then
