@@ -298,21 +298,22 @@ end
 -- comes. Each is a field of its own, short enough for the hash's listpack.
 local PREV_SETTLED = {'prev_settled', 'prev_settled_2', 'prev_settled_3'}
 
--- keep_settled moves a job's last settlement record aside as a claim (or
--- an operator's retry) replaces it, the oldest kept record dropping out.
--- key is the job's; record is "<token> <op> <outcome>".
-local function keep_settled(key, record)
-  local args = {PREV_SETTLED[1], record}
-  if #PREV_SETTLED > 1 then
-    local older = redis.call('HMGET', key, unpack(PREV_SETTLED, 1, #PREV_SETTLED - 1))
-    for i, r in ipairs(older) do
-      if r then
-        table.insert(args, PREV_SETTLED[i + 1])
-        table.insert(args, r)
-      end
+-- set_aside adds to fields (an HSET's list of fields and values) what
+-- moves a job's last settlement record aside as a claim, or an operator's
+-- retry, replaces it: record ("<token> <op> <outcome>") into the first of
+-- PREV_SETTLED and each kept one a field on, the oldest dropping out.
+-- ... are the current values of all but the last of PREV_SETTLED, as the
+-- caller read them with its other fields (false when unset).
+local function set_aside(fields, record, ...)
+  table.insert(fields, PREV_SETTLED[1])
+  table.insert(fields, record)
+  for i = 1, #PREV_SETTLED - 1 do
+    local kept = select(i, ...)
+    if kept then
+      table.insert(fields, PREV_SETTLED[i + 1])
+      table.insert(fields, kept)
     end
   end
-  redis.call('HSET', key, unpack(args))
 end
 
 -- resettled answers the outcome that this claim's own settlement by op

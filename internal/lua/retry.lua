@@ -25,7 +25,7 @@ for i = 3, #ARGV do
   local id = ARGV[i]
   local key = JOB .. id
   local f, bad = read(key, 'state', 'priority', 'retried', 'gen', 'depends_on', 'on_parent_failure',
-    'blocked_on', 'unique_until_done', 'token', 'settled')
+    'blocked_on', 'unique_until_done', 'token', 'settled', 'prev_settled', 'prev_settled_2')
   local before = f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2)
   if bad then
     answer(STATUS.corrupt, '', bad)
@@ -67,11 +67,12 @@ for i = 3, #ARGV do
       answer(STATUS.refused, f[1], refused)
     else
       redis.call('ZREM', INDEX[f[1]], id)
+      local fields = {'gen', int(next_gen(f[4])), 'attempt', 0, 'token', '', 'settled', ''}
       if f[9] and f[9] ~= '' and f[10] and f[10] ~= '' then
         -- The last settlement's record moves aside, for its re-send.
-        keep_settled(key, f[9] .. ' ' .. f[10])
+        set_aside(fields, f[9] .. ' ' .. f[10], f[11], f[12])
       end
-      redis.call('HSET', key, 'gen', int(next_gen(f[4])), 'attempt', 0, 'token', '', 'settled', '')
+      redis.call('HSET', key, unpack(fields))
       redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until')
       if f[8] then
         redis.call('SET', f[8], id)

@@ -117,7 +117,8 @@ local function take(lease_ms, n, promote_limit, base, budget)
     for i = 1, #popped, 2 do
       local id = popped[i]
       local key = JOB .. id
-      local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'meta')
+      local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'meta',
+        'prev_settled', 'prev_settled_2')
       if not f or f[1] ~= 'pending' then
         misfiled(id, key, 'ready', problems, now)
       else
@@ -135,15 +136,17 @@ local function take(lease_ms, n, promote_limit, base, budget)
           claimed = claimed + 1
           local token = base .. '.' .. claimed
           local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
-          redis.call('HSET', key, 'state', 'running', 'gen', int(gen), 'token', token,
-            'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0)
+          local fields = {'state', 'running', 'gen', int(gen), 'token', token,
+            'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0}
           if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
             -- The last settlement's record moves aside, for its re-send; a
             -- claim that never settled (reaped, force-released) left none,
-            -- and the one before it stays. A first claim writes neither.
-            redis.call('HSET', key, 'settled', '')
-            keep_settled(key, f[7] .. ' ' .. f[8])
+            -- and the ones before it stay. A first claim writes neither.
+            table.insert(fields, 'settled')
+            table.insert(fields, '')
+            set_aside(fields, f[7] .. ' ' .. f[8], f[10], f[11])
           end
+          redis.call('HSET', key, unpack(fields))
           redis.call('ZADD', K.leases, int(until_ms), id)
           if rate and period then
             redis.call('ZADD', K.starts, now, token)
