@@ -376,62 +376,76 @@ func testGenAboveCounter(t *testing.T, nb NewBackend) {
 // re-send of the identical request answered Stale (the model found this:
 // testdata/rapid/TestMiniredis_Model/…-7918.fail).
 func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
-	cases := []struct {
-		name string
-		op   func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
-	}{
-		{"SnoozeClaim", func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-			if c.N == 0 {
-				o, st, err := s.b.Snooze(s.ctx, l, 0)
-				return o, st, broker.ClaimResult{}, err
-			}
-			return s.b.SnoozeClaim(s.ctx, l, 0, c)
-		}},
-		{"FailClaim", func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-			f := broker.Failure{Error: "boom"}
-			if c.N == 0 {
-				o, st, err := s.b.Fail(s.ctx, l, f)
-				return o, st, broker.ClaimResult{}, err
-			}
-			return s.b.FailClaim(s.ctx, l, f, c)
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range settleAgain {
+		t.Run(tc.name+"Claim", func(t *testing.T) {
 			s := setup(t, nb)
-			s.enqueue(t, broker.Job{MaxAttempts: 5})
-			first := s.claimOne(t, long)
-			o, st, _, err := tc.op(s, first, broker.ClaimSpec{}) // no claim after it; its reply is lost
-			noErr(t, tc.name, err)
-			want(t, "first answer", o, broker.OK)
-			want(t, "first state", st, broker.StatePending)
-
-			other := s.claimOne(t, long) // another worker takes the job and gives it back
-			o, _, err = s.b.Release(s.ctx, other)
-			noErr(t, "Release", err)
-			want(t, "the other worker's release", o, broker.OK)
+			first := settledThenGivenBack(t, s, tc.name, tc.plain)
 
 			// The worker sends its settlement again, now with a claim that
 			// takes the job once more; this reply is lost too.
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-			o, st, res, err := tc.op(s, first, spec)
+			o, st, res, err := tc.fused(s, first, spec)
 			noErr(t, tc.name+" sent again", err)
 			want(t, "second answer", o, broker.OK)
 			want(t, "second state", st, broker.StatePending)
 			want(t, "jobs the second send took", len(res.Leases), 1)
 
-			o, st, again, err := tc.op(s, first, spec) // the identical request, a third time
+			o, st, again, err := tc.fused(s, first, spec) // the identical request, a third time
 			noErr(t, tc.name+" sent a third time", err)
 			if o != broker.OK || st != broker.StatePending {
-				t.Fatalf("%s sent again after its own claim took the job answered %v %q; the first send of this request answered ok %q",
+				t.Fatalf("%sClaim sent again after its own claim took the job answered %v %q; the first send of this request answered ok %q",
 					tc.name, o, st, broker.StatePending)
 			}
 			if len(again.Leases) != 1 || again.Leases[0].ClaimID() != res.Leases[0].ClaimID() {
-				t.Fatalf("%s sent again answered leases %v, want the same lease as its first send", tc.name, again.Leases)
+				t.Fatalf("%sClaim sent again answered leases %v, want the same lease as its first send", tc.name, again.Leases)
 			}
 			s.consistent(t)
 		})
 	}
+}
+
+// settleAgain are the settlements that may leave a job pending at once,
+// as the pool sends them: alone (plain), and with a claim after them
+// (fused), for the re-send cases below.
+var settleAgain = []struct {
+	name  string
+	plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
+	fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
+}{
+	{"Snooze",
+		func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) },
+		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+			return s.b.SnoozeClaim(s.ctx, l, 0, c)
+		}},
+	{"Fail",
+		func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+		},
+		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
+			return s.b.FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
+		}},
+}
+
+// settledThenGivenBack enqueues a job, claims it and settles that claim
+// with plain, whose reply is lost (it answers ok, pending), and then lets
+// another worker claim the job and give it back: the start of every case
+// whose re-send finds its record more than one claim back. It answers the
+// first claim.
+func settledThenGivenBack(t *testing.T, s *bundle, name string,
+	plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)) broker.Lease {
+	t.Helper()
+	s.enqueue(t, broker.Job{MaxAttempts: 5})
+	first := s.claimOne(t, long)
+	o, st, err := plain(s, first) // its reply is lost
+	noErr(t, name, err)
+	want(t, "first answer", o, broker.OK)
+	want(t, "first state", st, broker.StatePending)
+
+	other := s.claimOne(t, long) // another worker takes the job and gives it back
+	o, _, err = s.b.Release(s.ctx, other)
+	noErr(t, "Release", err)
+	want(t, "the other worker's release", o, broker.OK)
+	return first
 }
 
 // A hand-edited meta field that take.lua's bad_meta lets through must
@@ -501,38 +515,10 @@ func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
 // applied (the pool logged "lease lost" for a job it failed; invariant 9),
 // when a job kept the record of one earlier claim only.
 func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
-	cases := []struct {
-		name  string
-		plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
-		fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
-	}{
-		{"Snooze",
-			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) },
-			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-				return s.b.SnoozeClaim(s.ctx, l, 0, c)
-			}},
-		{"Fail",
-			func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
-				return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
-			},
-			func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-				return s.b.FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
-			}},
-	}
-	for _, tc := range cases {
+	for _, tc := range settleAgain {
 		t.Run(tc.name, func(t *testing.T) {
 			s := setup(t, nb)
-			s.enqueue(t, broker.Job{MaxAttempts: 5})
-			first := s.claimOne(t, long)
-			o, st, err := tc.plain(s, first) // its reply is lost
-			noErr(t, tc.name, err)
-			want(t, "first answer", o, broker.OK)
-			want(t, "first state", st, broker.StatePending)
-
-			other := s.claimOne(t, long) // another worker takes the job and gives it back
-			o, _, err = s.b.Release(s.ctx, other)
-			noErr(t, "Release", err)
-			want(t, "the other worker's release", o, broker.OK)
+			first := settledThenGivenBack(t, s, tc.name, tc.plain)
 
 			// The pool's retry: the settlement fused with a claim under a
 			// new request id; this reply is lost too.
@@ -594,18 +580,10 @@ func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
 // expires with the lease, and then answered Stale.)
 func testFusedResendAfterLeaseExpired(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	s.enqueue(t, broker.Job{MaxAttempts: 5})
-	first := s.claimOne(t, long)
 	f := broker.Failure{Error: "boom"}
-	o, st, err := s.b.Fail(s.ctx, first, f) // its reply is lost
-	noErr(t, "Fail", err)
-	want(t, "first answer", o, broker.OK)
-	want(t, "first state", st, broker.StatePending)
-
-	other := s.claimOne(t, long) // another worker takes the job and gives it back
-	o, _, err = s.b.Release(s.ctx, other)
-	noErr(t, "Release", err)
-	want(t, "the other worker's release", o, broker.OK)
+	first := settledThenGivenBack(t, s, "Fail", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+		return s.b.Fail(s.ctx, l, f)
+	})
 
 	// The pool's fused retry, with the pool's (short) lease; reply lost.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: short}
@@ -637,29 +615,10 @@ func testFusedResendAfterLeaseExpired(t *testing.T, nb NewBackend) {
 // claim itself and takes the job back, and the plain re-send must still
 // find the settlement's record, two claims back (invariant 9).
 func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
-	cases := []struct {
-		name  string
-		plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
-	}{
-		{"Snooze", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) }},
-		{"Fail", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
-			return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
-		}},
-	}
-	for _, tc := range cases {
+	for _, tc := range settleAgain {
 		t.Run(tc.name, func(t *testing.T) {
 			s := setup(t, nb)
-			s.enqueue(t, broker.Job{MaxAttempts: 5})
-			first := s.claimOne(t, long)
-			o, st, err := tc.plain(s, first) // its reply is lost
-			noErr(t, tc.name, err)
-			want(t, "first answer", o, broker.OK)
-			want(t, "first state", st, broker.StatePending)
-
-			other := s.claimOne(t, long) // another worker takes the job and gives it back
-			o, _, err = s.b.Release(s.ctx, other)
-			noErr(t, "Release", err)
-			want(t, "the other worker's release", o, broker.OK)
+			first := settledThenGivenBack(t, s, tc.name, tc.plain)
 
 			// The pool's retry, fused with a claim under a new request id,
 			// fails before Redis runs it. reask: the claim under its id,
@@ -669,7 +628,7 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask took", len(again.Leases), 1)
 			// The settlement again, plain.
-			o, st, err = tc.plain(s, first)
+			o, st, err := tc.plain(s, first)
 			noErr(t, tc.name+" sent again", err)
 			if o != broker.OK || st != broker.StatePending {
 				t.Fatalf("%s sent again (after the reask took the job back) answered %v %q; Redis applied it: want ok %q",
