@@ -86,19 +86,31 @@ func (s *syncBuffer) String() string {
 // the reply of the first command drop picks, and answers the job and the
 // pool's log.
 func lostReplyPool(t *testing.T, drop func(redis.Cmder) bool) (broker.JobInfo, worker.Stats, string) {
+	d := &dropReply{drop: drop}
+	var logs syncBuffer
+	j, s := runOneJob(t, d, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { return nil }), 1,
+		worker.Config{LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if !d.dropped.Load() {
+		t.Fatal("no reply was dropped: the test did not test anything")
+	}
+	return j, s, logs.String()
+}
+
+// runOneJob enqueues one job of maxAttempts on a miniredis whose client has
+// hook, runs a pool of cfg with h until the job is final, shuts the pool
+// down, and answers the job and the pool's counters.
+func runOneJob(t *testing.T, hook redis.Hook, h handlers.Handler, maxAttempts int, cfg worker.Config) (broker.JobInfo, worker.Stats) {
+	t.Helper()
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
-	d := &dropReply{drop: drop}
-	c.AddHook(d)
+	c.AddHook(hook)
 	b, err := broker.New(c, broker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
-	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { return nil }),
-		worker.Config{LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond,
-			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	p, err := worker.New(b, h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +118,7 @@ func lostReplyPool(t *testing.T, drop func(redis.Cmder) bool) (broker.JobInfo, w
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
+	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: maxAttempts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,16 +128,13 @@ func lostReplyPool(t *testing.T, drop func(redis.Cmder) bool) (broker.JobInfo, w
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job not finished within 10s (a 3s lease): %+v %v", j, err)
+			t.Fatalf("job not finished within 10s (a %v lease): %+v %v", cfg.LeaseDuration, j, err)
 		}
 	}
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !d.dropped.Load() {
-		t.Fatal("no reply was dropped: the test did not test anything")
-	}
-	return j, p.Stats(), logs.String()
+	return j, p.Stats()
 }
 
 // A claim whose reply is lost is asked for again under its request id: the
@@ -221,46 +230,15 @@ func toInt(v any) int64 {
 // sends the failure again plain, which answers what the first did. The
 // job ends done on its second attempt with no stale settlement.
 func TestFusedFailReplyLost(t *testing.T) {
-	mr := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
 	hook := &failCalls{}
-	c.AddHook(hook)
-	b, err := broker.New(c, broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var runs atomic.Int32
-	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
+	j, stats := runOneJob(t, hook, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
 		if runs.Add(1) == 1 {
 			return errors.New("first attempt fails")
 		}
 		return nil
-	}), worker.Config{Concurrency: 1, LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond,
+	}), 3, worker.Config{Concurrency: 1, LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond,
 		Backoff: func(int) time.Duration { return 0 }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var j broker.JobInfo
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if j, err = b.Job(ctx, worker.QueueDefault, id); err == nil && j.State.Final() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job not finished within 10s: %+v %v", j, err)
-		}
-	}
-	if err := p.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
 	hook.mu.Lock()
 	calls := slices.Clone(hook.calls)
 	hook.mu.Unlock()
@@ -271,7 +249,7 @@ func TestFusedFailReplyLost(t *testing.T) {
 	if first.n == 0 || again.token != first.token || again.n != 0 {
 		t.Fatalf("fail.lua calls %+v: want the failure with a claim, then the same failure again without one", calls)
 	}
-	if j.State != broker.StateDone || j.Attempt != 2 || p.Stats().Stale != 0 {
-		t.Fatalf("job %s on attempt %d, %d stale settlements; want done on attempt 2, none stale", j.State, j.Attempt, p.Stats().Stale)
+	if j.State != broker.StateDone || j.Attempt != 2 || stats.Stale != 0 {
+		t.Fatalf("job %s on attempt %d, %d stale settlements; want done on attempt 2, none stale", j.State, j.Attempt, stats.Stale)
 	}
 }
