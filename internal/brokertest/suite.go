@@ -57,6 +57,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitAcrossShortRetention", testWaitAcrossShortRetention},
 		{"WaitKeepsNothingAfterARetry", testWaitKeepsNothingAfterARetry},
 		{"Inspection", testInspection},
+		{"CheckWhileJobsMove", testCheckWhileJobsMove},
 		{"WakeToken", testWake},
 		{"WaitForWork", testWaitForWork},
 		{"LostReplies", testLostReplies},
