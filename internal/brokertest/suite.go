@@ -66,6 +66,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ThroughputShape", testThroughputShape},
 		{"ThroughputWindow", testThroughputWindow},
 		{"ThroughputMany", testThroughputMany},
+		{"DoneLastMinuteFromStats", testDoneLastMinuteFromStats},
 		{"ErrorHistory", testErrorHistory},
 		{"Renewals", testRenewals},
 		{"HugeGenPoisonsCounter", testHugeGenPoisonsCounter},
