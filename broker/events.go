@@ -66,6 +66,8 @@ func (b *Broker) EventsKept(ctx context.Context, queue string) (int, error) {
 // Events reads up to count events after the stream id after ("0" for the
 // oldest kept, "$" for only new ones), waiting up to wait for one to come
 // (0: do not wait). It answers no events, and no error, when none came.
+// To follow the stream, pass the StreamID of the last event read: "$"
+// again would skip every event that came between two calls.
 func (b *Broker) Events(ctx context.Context, queue, after string, count int, wait time.Duration) ([]Event, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -263,7 +264,11 @@ type Overview struct {
 	// HeadAge is how long the job at the head of the ready index (the next
 	// to be claimed) has been due; 0 when nothing is pending.
 	HeadAge time.Duration
-	// DoneLastMinute is how many jobs finished done in the last minute.
+	// DoneLastMinute is how many jobs finished done in the last 60 s, from
+	// the per-minute counters Throughput reads (retention trims the done
+	// index, never these): the current minute's count, plus the share of
+	// the previous minute's that falls within the 60 s. It is exact when
+	// jobs finish at a steady rate, or all within the current minute.
 	DoneLastMinute int64
 	// Paused: no pool claims from the queue until it is resumed.
 	Paused bool
@@ -285,7 +290,7 @@ func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
 	if err := validName("queue", queue); err != nil {
 		return Overview{}, err
 	}
-	v, err := b.run(ctx, b.scripts.overview, b.queueKeys(queue), time.Minute.Milliseconds()).Result()
+	v, err := b.run(ctx, b.scripts.overview, b.queueKeys(queue)).Result()
 	r := newReply("overview "+queue, v, err)
 	now := r.int()
 	var o Overview
@@ -293,13 +298,23 @@ func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
 	if head := r.int(); head > 0 && o.Pending > 0 {
 		o.HeadAge = max(time.Duration(now-head)*time.Millisecond, 0)
 	}
-	o.DoneLastMinute = r.int()
+	o.DoneLastMinute = lastMinute(now, counter(r.str()), counter(r.str()))
 	o.Paused = r.int() == 1
 	o.Blocked = r.int()
 	o.Due = r.int()
 	o.Cascading = r.int()
 	o.Claimable = r.int()
 	return o, r.err
+}
+
+// lastMinute estimates what was counted in the 60 s up to now (ms of Redis
+// time) from two per-minute counts: the current minute's, and the part of
+// the previous minute's that the 60 s still cover, as if it came at a
+// steady rate.
+func lastMinute(now, current, previous int64) int64 {
+	minute := time.Minute.Milliseconds()
+	left := minute - now%minute // of the previous minute, within the 60 s
+	return current + int64(math.Round(float64(previous)*float64(left)/float64(minute)))
 }
 
 // LoadScripts loads every script into the server's script cache: a check at

@@ -105,16 +105,22 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	bad := 0
+	bad, unsure := 0, 0
 	for _, q := range queues {
-		n, err := checkQueue(ctx, e, b, q)
+		n, u, err := checkQueue(ctx, e, b, q)
 		if err != nil {
 			return err
 		}
-		bad += n
+		bad, unsure = bad+n, unsure+u
 	}
 	if bad > 0 {
-		fmt.Fprintf(e.stdout, "%d inconsistenc(ies) in %d queue(s); run check again to rule out jobs that moved while it read\n", bad, len(queues))
+		fmt.Fprintf(e.stdout, "%d inconsistenc(ies) in %d queue(s), each still there when read again at one instant\n", bad, len(queues))
+	}
+	if unsure > 0 {
+		fmt.Fprintf(e.stdout, "%d more job(s) looked out of place but were not read again (check reads at most %d again per queue); run check again\n",
+			unsure, broker.CheckRecheckMax)
+	}
+	if bad > 0 || unsure > 0 {
 		return errFailed
 	}
 	fmt.Fprintf(e.stdout, "ok: %d queue(s), every job in the index of its state\n", len(queues))
@@ -149,17 +155,22 @@ func checkTargets(ctx context.Context, e *env, args []string) (*broker.Broker, [
 	return b, queues, nil
 }
 
-// checkQueue prints each inconsistency found in queue q, one a line, and
-// answers how many there were.
-func checkQueue(ctx context.Context, e *env, b *broker.Broker, q string) (int, error) {
+// checkQueue prints each inconsistency confirmed in queue q, one a line,
+// and answers how many there were and how many more were not read again.
+func checkQueue(ctx context.Context, e *env, b *broker.Broker, q string) (confirmed, unsure int, err error) {
 	found, err := b.Check(ctx, q)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for _, f := range found {
+		if f.Unconfirmed {
+			unsure++
+			continue
+		}
+		confirmed++
 		fmt.Fprintf(e.stdout, "%s: %s: %s\n", q, f.ID, f.Problem)
 	}
-	return len(found), nil
+	return confirmed, unsure, nil
 }
 
 // positional parses a command that takes exactly the arguments synopsis

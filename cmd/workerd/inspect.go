@@ -404,7 +404,7 @@ func age(seconds float64) string {
 }
 
 // followEvents tails the queue's event stream: the last twenty events,
-// then each new one as it happens, until interrupted.
+// then every later one, in order, as it happens, until interrupted.
 func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSON bool) error {
 	kept, err := b.EventsKept(ctx, q)
 	if err != nil {
@@ -418,7 +418,11 @@ func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSO
 	if err != nil {
 		return err
 	}
-	after := "$"
+	// Each read goes on from the last event seen. With none seen, the
+	// stream held nothing when RecentEvents read it, so everything in it
+	// from "0" on came since; "$" would mean "after whatever is last when
+	// this read starts", and lose each event that came between two reads.
+	after := "0"
 	for ctx.Err() == nil {
 		for _, ev := range evs {
 			after = ev.StreamID

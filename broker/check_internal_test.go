@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Check reads at most its cap of suspects again; the rest are reported
+// as seen by the scan and marked Unconfirmed, after the confirmed ones.
+func TestCheckRecheckCap(t *testing.T) {
+	b, rdb := checkBroker(t)
+	ctx := context.Background()
+	k := b.queueKeys("q")
+	for i := range 5 {
+		if err := rdb.ZAdd(ctx, k.key("done"), redis.Z{Score: 1, Member: fmt.Sprintf("ghost-%d", i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad, err := b.check(ctx, "q", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, i := range bad {
+		got = append(got, i.String())
+	}
+	want := []string{
+		"ghost-0: listed in [done] but the job hash does not exist",
+		"ghost-1: listed in [done] but the job hash does not exist",
+		"ghost-2: listed in [done] but the job hash does not exist (seen by the scan, not re-read: over CheckRecheckMax)",
+		"ghost-3: listed in [done] but the job hash does not exist (seen by the scan, not re-read: over CheckRecheckMax)",
+		"ghost-4: listed in [done] but the job hash does not exist (seen by the scan, not re-read: over CheckRecheckMax)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Check with a cap of 2 answered\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A SCRIPT FLUSH between Check's loading of check_one and its pipeline of
+// re-reads costs one more load, not the check.
+func TestCheckRecheckAfterScriptFlush(t *testing.T) {
+	b, rdb := checkBroker(t)
+	ctx := context.Background()
+	if err := rdb.ZAdd(ctx, b.queueKeys("q").key("done"), redis.Z{Score: 1, Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f := &flushOnce{rdb: rdb}
+	rdb.AddHook(f)
+	bad, err := b.Check(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.flushed || len(bad) != 1 || bad[0].ID != "ghost" || bad[0].Unconfirmed {
+		t.Fatalf("after a SCRIPT FLUSH (flushed: %v), Check answered %v; want ghost, confirmed", f.flushed, bad)
+	}
+}
+
+func checkBroker(t *testing.T) (*Broker, *redis.Client) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := New(rdb, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, rdb
+}
+
+// flushOnce is a go-redis hook that flushes the script cache just before
+// the first pipeline of EVALSHAs goes out.
+type flushOnce struct {
+	rdb     *redis.Client
+	once    sync.Once
+	flushed bool
+}
+
+func (f *flushOnce) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (f *flushOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (f *flushOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+			f.once.Do(func() { f.flushed = f.rdb.ScriptFlush(ctx).Err() == nil })
+		}
+		return next(ctx, cmds)
+	}
+}
