@@ -6,6 +6,13 @@ import (
 	"time"
 )
 
+// scriptStep is the most items one script call handles for an operation
+// that takes a count from its caller (RetryDead, Reap, Trim, the lease
+// listings): the operation loops over steps of this size, so a count of
+// 100,000 never makes one script that blocks Redis (invariant 8). A step
+// of retries or reaps takes about a millisecond.
+const scriptStep = 100
+
 // Released is ReleaseUnowned's answer.
 type Released struct {
 	Previous, State State // the job's state before and after
