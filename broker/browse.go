@@ -23,6 +23,9 @@ const (
 	// browseChunk is how many index entries one round trip of a filtered
 	// JobPage reads.
 	browseChunk = 1000
+	// ListedErrorBytes is how much of a job's last error a page of
+	// JobPage holds: the start of it, cut at a character boundary.
+	ListedErrorBytes = 512
 )
 
 // JobQuery selects one page of a queue's jobs in one state, read from that
