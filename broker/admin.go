@@ -6,6 +6,13 @@ import (
 	"time"
 )
 
+// scriptStep is the most items one script call handles for an operation
+// that takes a count from its caller (RetryDead, Reap, Trim, the lease
+// listings): the operation loops over steps of this size, so a count of
+// 100,000 never makes one script that blocks Redis (invariant 8). A step
+// of retries or reaps takes about a millisecond.
+const scriptStep = 100
+
 // Released is ReleaseUnowned's answer.
 type Released struct {
 	Previous, State State // the job's state before and after
@@ -81,7 +88,11 @@ func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
 // RetryDead sends up to limit dead jobs of queue (oldest deaths first) back
 // to pending, as Retry does, and answers how many it sent. A dead job that
 // cannot go back (Retry would say why) is passed over, so it never holds
-// back the ones behind it.
+// back the ones behind it. It goes in steps of at most scriptStep (100)
+// jobs, one script call each, and stops between steps when ctx ends: any
+// limit keeps Redis free for others. On an error it answers how many the
+// steps before sent; calling it again goes on, since a retried job is no
+// longer dead.
 func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
@@ -91,7 +102,10 @@ func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, e
 	}
 	sent, skip := 0, int64(0) // skip: refused jobs at the head of the index
 	for sent < limit {
-		want := int64(limit - sent)
+		if err := ctx.Err(); err != nil {
+			return sent, err
+		}
+		want := int64(min(limit-sent, scriptStep))
 		ids, err := b.rdb.ZRange(ctx, b.queueKeys(queue).index(StateDead), skip, skip+want-1).Result()
 		if err != nil || len(ids) == 0 {
 			return sent, err
@@ -170,8 +184,12 @@ type ReapResult struct {
 // generation is bumped and its token cleared, so the lost worker's late
 // settlement is stale. It also settles dependents of finished jobs (the
 // cascade; see ReapResult.CascadeLeft): up to limit of them, and never
-// fewer than the 50 every script that finishes a job settles inline. One
-// round trip, bounded by limit (and that floor).
+// fewer than the 50 every script that finishes a job settles inline. It
+// goes in steps of at most scriptStep (100) jobs, one script call (and
+// round trip) each, while a step finds a full batch or cascade work left
+// and limit is not spent: a limit of 100 or less is one round trip, and no
+// limit blocks Redis for longer than one step. On an error it answers what
+// the steps before did, with the error.
 func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult, error) {
 	if err := validName("queue", queue); err != nil {
 		return ReapResult{}, err
@@ -179,11 +197,34 @@ func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult,
 	if limit < 1 {
 		return ReapResult{}, &ValidationError{Field: "reap limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
 	}
-	v, err := b.run(ctx, b.scripts.reap, b.queueKeys(queue), limit).Result()
+	var res ReapResult
+	for left := limit; left > 0; {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		n := min(left, scriptStep)
+		left -= n
+		step, err := b.reap(ctx, queue, n)
+		if err != nil {
+			return res, err
+		}
+		res.Now, res.CascadeLeft = step.Now, step.CascadeLeft
+		res.Reaped = append(res.Reaped, step.Reaped...)
+		res.Problems = append(res.Problems, step.Problems...)
+		if len(step.Reaped) < n && !step.CascadeLeft {
+			break
+		}
+	}
+	return res, nil
+}
+
+// reap runs one step of Reap: reap.lua with limit n.
+func (b *Broker) reap(ctx context.Context, queue string, n int) (ReapResult, error) {
+	v, err := b.run(ctx, b.scripts.reap, b.queueKeys(queue), n).Result()
 	r := newReply("reap "+queue, v, err)
 	res := ReapResult{Now: r.time()}
-	n := int(r.int())
-	for i := 0; i < n && r.err == nil; i++ {
+	count := int(r.int())
+	for i := 0; i < count && r.err == nil; i++ {
 		res.Reaped = append(res.Reaped, Reaped{ID: r.str(), State: State(r.str()), Generation: r.int()})
 	}
 	res.CascadeLeft = r.int() == 1

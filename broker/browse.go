@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,6 +24,9 @@ const (
 	// browseChunk is how many index entries one round trip of a filtered
 	// JobPage reads.
 	browseChunk = 1000
+	// ListedErrorBytes is how much of a job's last error a page of
+	// JobPage holds: the start of it, cut at a character boundary.
+	ListedErrorBytes = 512
 )
 
 // JobQuery selects one page of a queue's jobs in one state, read from that
@@ -49,7 +53,13 @@ type JobQuery struct {
 
 // Page is one page of JobPage.
 type Page struct {
-	Jobs []JobInfo // in index order (from its end with JobQuery.Newest)
+	// Jobs are in index order (from its end with JobQuery.Newest). Each
+	// holds what a listing shows: its id, kind, state, attempts,
+	// generation, priority, times, whether a cancel was requested, and the
+	// first ListedErrorBytes of its last error. Its payload, result,
+	// progress, error history, metadata and claim are not read (they are
+	// empty here): Job reads them.
+	Jobs []JobInfo
 	// Total is how many jobs the state's index holds.
 	Total int64
 	// Examined is how many index entries this page looked at.
@@ -199,33 +209,56 @@ func (b *Broker) indexRange(ctx context.Context, index string, newest bool, star
 	return b.rdb.ZRangeWithScores(ctx, index, start, stop).Result()
 }
 
-// readJobs reads the jobs' hashes in one round trip, leaving out those gone
-// meanwhile or unreadable (Check reports those).
+// listedFields are the fields browse.lua answers, in its order.
+var listedFields = []string{"kind", "state", "attempt", "max_attempts", "gen", "priority", "run_at", "lease_until",
+	"created_at", "claimed_at", "finished_at", "cancel", "last_error"}
+
+// readJobs reads what a listing shows of the jobs (browse.lua) in one
+// script call, leaving out those gone meanwhile or unreadable (Check
+// reports those).
 func (b *Broker) readJobs(ctx context.Context, k *queueKeys, queue string, ids []string) ([]JobInfo, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.HGetAll(ctx, k.job+id)
-		}
-		return nil
-	})
-	if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, ListedErrorBytes)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := b.run(ctx, b.scripts.browse, k, args...).Slice()
+	if err == nil && len(v) != len(ids) {
+		err = fmt.Errorf("%d answers for %d jobs", len(v), len(ids))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("fenceq: read jobs of queue %q: %w", queue, err)
 	}
 	out := make([]JobInfo, 0, len(ids))
 	for i, id := range ids {
-		h, err := cmds[i].Result()
-		if err != nil || len(h) == 0 {
+		vals, _ := v[i].([]any)
+		if len(vals) != len(listedFields) {
 			continue
 		}
+		h := make(map[string]string, len(vals))
+		for f, x := range vals {
+			if s, ok := x.(string); ok {
+				h[listedFields[f]] = s
+			}
+		}
+		h["last_error"] = validPrefix(h["last_error"])
 		if j, err := parseJob(queue, id, h); err == nil {
 			out = append(out, j)
 		}
 	}
 	return out, nil
+}
+
+// validPrefix drops a character that a byte count cut in two at the end
+// of s.
+func validPrefix(s string) string {
+	for i := 0; i < utf8.UTFMax && len(s) > 0 && !utf8.ValidString(s); i++ {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // Related is one job named by another: a dependency or a dependent.

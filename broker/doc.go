@@ -128,6 +128,9 @@
 //     cancelled at most 50 per settling script and per Claim, and Reap
 //     settles up to its limit ([ReapResult.CascadeLeft] says when more
 //     wait). A unique key is freed and Wait callers are woken in O(1).
+//     An operation that takes a count (RetryDead, Reap, Trim, Leases,
+//     ExpiredLeases) steps itself, at most 100 jobs per script call,
+//     whatever count its caller gives.
 //
 //  9. Safe to re-send. A client that lost a reply may send the same request
 //     again: Claim under the same request id ([Broker.ClaimRequest])

@@ -223,13 +223,16 @@ func (l LeaseInfo) Expired() bool { return l.Left <= 0 }
 
 // ExpiredLeases lists up to limit leases of queue that expired and are not
 // yet reaped, oldest first: after a deploy, a long list that does not shrink
-// means no live worker is reaping this queue.
+// means no live worker is reaping this queue. Like Leases, it reads in steps.
 func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
 	return b.leases(ctx, queue, "expired", limit)
 }
 
 // Leases lists up to limit running jobs' leases of queue, soonest expiry
-// first.
+// first. It reads in steps of at most scriptStep (100) leases, one script
+// call each, so a long listing never blocks Redis; it is then not one
+// snapshot: a lease renewed meanwhile is listed once, where it was first
+// seen, and one that ended meanwhile may still be listed.
 func (b *Broker) Leases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
 	return b.leases(ctx, queue, "all", limit)
 }
@@ -241,19 +244,35 @@ func (b *Broker) leases(ctx context.Context, queue, which string, limit int) ([]
 	if limit < 1 {
 		return nil, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
 	}
-	v, err := b.run(ctx, b.scripts.leases, b.queueKeys(queue), which, limit).Result()
-	r := newReply("leases "+queue, v, err)
-	now := r.int()
 	var out []LeaseInfo
-	for r.more() {
-		l := LeaseInfo{ID: r.str()}
-		until := r.int()
-		l.Kind, l.Attempt, l.Generation = r.str(), int(r.int()), r.int()
-		l.Deadline, l.Left = msTime(until), time.Duration(until-now)*time.Millisecond
-		out = append(out, l)
-	}
-	if r.err != nil {
-		return nil, r.err
+	seen := map[string]bool{}
+	for rank := 0; len(out) < limit; {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n := min(limit-len(out), scriptStep)
+		v, err := b.run(ctx, b.scripts.leases, b.queueKeys(queue), which, rank, n).Result()
+		rank += n
+		r := newReply("leases "+queue, v, err)
+		now := r.int()
+		got := 0
+		for r.more() && r.err == nil {
+			l := LeaseInfo{ID: r.str()}
+			until := r.int()
+			l.Kind, l.Attempt, l.Generation = r.str(), int(r.int()), r.int()
+			l.Deadline, l.Left = msTime(until), time.Duration(until-now)*time.Millisecond
+			got++
+			if !seen[l.ID] {
+				seen[l.ID] = true
+				out = append(out, l)
+			}
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		if got < n {
+			break
+		}
 	}
 	return out, nil
 }
@@ -350,7 +369,9 @@ func (b *Broker) ScriptsLoaded(ctx context.Context) (bool, error) {
 
 // Jobs lists up to limit jobs of queue in state, in the order of their
 // index (pending: the order they will be claimed; scheduled: by run_at;
-// running: by lease expiry; finished: by when they finished).
+// running: by lease expiry; finished: by when they finished). It reads in
+// steps of browseChunk (1000) index entries, a round trip each, so that no
+// one command's work grows with limit.
 func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int) ([]JobInfo, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
@@ -362,25 +383,31 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 		return nil, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
 	}
 	k := b.queueKeys(queue)
-	ids, err := b.rdb.ZRange(ctx, k.index(state), 0, int64(limit-1)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", state, queue, err)
-	}
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var out []JobInfo
+	for start := 0; start < limit; start += browseChunk {
+		stop := min(start+browseChunk, limit) - 1
+		ids, err := b.rdb.ZRange(ctx, k.index(state), int64(start), int64(stop)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", state, queue, err)
+		}
+		cmds := make([]*redis.MapStringStringCmd, len(ids))
+		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = p.HGetAll(ctx, k.job+id)
+			}
+			return nil
+		})
 		for i, id := range ids {
-			cmds[i] = p.HGetAll(ctx, k.job+id)
+			h, err := cmds[i].Result()
+			if err != nil || len(h) == 0 {
+				continue // gone meanwhile, or not a hash: Check reports those
+			}
+			if j, err := parseJob(queue, id, h); err == nil {
+				out = append(out, j)
+			}
 		}
-		return nil
-	})
-	out := make([]JobInfo, 0, len(ids))
-	for i, id := range ids {
-		h, err := cmds[i].Result()
-		if err != nil || len(h) == 0 {
-			continue // gone meanwhile, or not a hash: Check reports those
-		}
-		if j, err := parseJob(queue, id, h); err == nil {
-			out = append(out, j)
+		if len(ids) < stop-start+1 {
+			break
 		}
 	}
 	return out, nil

@@ -65,7 +65,10 @@ type Retention struct {
 
 // Trim deletes up to limit finished jobs of queue that retention no longer
 // keeps, oldest first, and answers how many it deleted. A deleted job's id
-// is free again: an Enqueue with it creates a new job.
+// is free again: an Enqueue with it creates a new job. It goes in steps of
+// at most scriptStep (100) jobs, one script call each, while a step finds a
+// full batch: no limit blocks Redis for longer than one step. On an error
+// it answers how many the steps before deleted, with the error.
 func (b *Broker) Trim(ctx context.Context, queue string, r Retention, limit int) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
@@ -76,12 +79,24 @@ func (b *Broker) Trim(ctx context.Context, queue string, r Retention, limit int)
 	if r.Done < 0 || r.Cancelled < 0 || r.Dead < 0 || r.MaxDone < 0 || r.MaxCancelled < 0 || r.MaxDead < 0 {
 		return 0, &ValidationError{Field: "retention", Value: fmt.Sprintf("%+v", r), Reason: "ages and counts must not be negative (0 means no limit)"}
 	}
-	n, err := b.run(ctx, b.scripts.trim, b.queueKeys(queue), limit,
-		r.Done.Milliseconds(), r.MaxDone, r.Cancelled.Milliseconds(), r.MaxCancelled, r.Dead.Milliseconds(), r.MaxDead).Int()
-	if err != nil {
-		return 0, fmt.Errorf("fenceq: trim queue %q: %w", queue, err)
+	deleted := 0
+	for left := limit; left > 0; {
+		if err := ctx.Err(); err != nil {
+			return deleted, err
+		}
+		step := min(left, scriptStep)
+		left -= step
+		n, err := b.run(ctx, b.scripts.trim, b.queueKeys(queue), step,
+			r.Done.Milliseconds(), r.MaxDone, r.Cancelled.Milliseconds(), r.MaxCancelled, r.Dead.Milliseconds(), r.MaxDead).Int()
+		if err != nil {
+			return deleted, fmt.Errorf("fenceq: trim queue %q: %w", queue, err)
+		}
+		deleted += n
+		if n < step {
+			break
+		}
 	}
-	return n, nil
+	return deleted, nil
 }
 
 // Limits is a queue's flow control, enforced inside the claim script and so

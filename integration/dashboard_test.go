@@ -398,6 +398,23 @@ func TestDashboardInBrowser(t *testing.T) {
 			shoot(t, ctx, dir, p.name+"-375", 375)
 			noOverflow(t, ctx, p.name)
 		}
+		// The queue actions opened, with the limits form as it starts.
+		if err := r.b.SetMaxRunning(context.Background(), q, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(r.url("/ui/queues/"+url.PathEscape(q))),
+			chromedp.WaitVisible(chromedp.CSS("details.controls"))); err != nil {
+			t.Fatalf("queue actions: %v", err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("details.controls").open = true`)); err != nil {
+			t.Fatalf("open the queue actions: %v", err)
+		}
+		if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('input[name="max_running"]').value`)); v != "5" {
+			t.Errorf("the limits form starts from max running %q, want 5", v)
+		}
+		shoot(t, ctx, dir, "queue-actions-1280", 1280)
+		shoot(t, ctx, dir, "queue-actions-375", 375)
+		noOverflow(t, ctx, "the queue actions")
 	})
 }
 

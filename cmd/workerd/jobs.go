@@ -47,7 +47,12 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	if err := requireQueue(ctx, b, q, ""); err != nil {
 		return err
 	}
-	js, err := b.Jobs(ctx, q, broker.State(*state), *limit)
+	var js []broker.JobInfo
+	if *asJSON {
+		js, err = b.Jobs(ctx, q, broker.State(*state), *limit) // whole jobs, payloads too
+	} else {
+		js, err = listed(ctx, b, q, broker.State(*state), *limit)
+	}
 	if err != nil {
 		return err
 	}
@@ -73,6 +78,25 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", j.ID, j.State, j.Kind, j.Attempt, j.MaxAttempts, shorten(j.LastError, lastErrorWidth))
 	}
 	return tw.Flush()
+}
+
+// listed reads up to limit jobs of a state as the table shows them,
+// page by page (Broker.JobPage): no payloads, and the start of each error.
+func listed(ctx context.Context, b *broker.Broker, q string, st broker.State, limit int) ([]broker.JobInfo, error) {
+	var out []broker.JobInfo
+	after := ""
+	for len(out) < limit {
+		p, err := b.JobPage(ctx, q, broker.JobQuery{State: st, After: after, Limit: min(limit-len(out), broker.PageLimitMax)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Jobs...)
+		if p.Next == "" {
+			return out, nil
+		}
+		after = p.Next
+	}
+	return out, nil
 }
 
 func stateList() string {

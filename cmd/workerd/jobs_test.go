@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +102,37 @@ func TestDeadJobWorkflow(t *testing.T) {
 	c.ok("", "retry", "mail", id)
 	if out := c.ok("", "jobs", "mail", "--state", "pending"); strings.Fields(out)[0] != "m-1" || strings.Fields(out)[1] != "pending" {
 		t.Fatalf("after retry: %q", out)
+	}
+}
+
+// A table longer than one dashboard page (broker.PageLimitMax) lists every
+// job asked for, in index order.
+func TestJobsListsPastAPage(t *testing.T) {
+	c := newCLI(t)
+	rdb := redis.NewClient(&redis.Options{Addr: c.mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	b, err := broker.New(rdb, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := broker.PageLimitMax + 50
+	jobs := make([]broker.Job, n+10)
+	for i := range jobs {
+		jobs[i] = broker.Job{Queue: "mail", Kind: "welcome", ID: fmt.Sprintf("m-%04d", i)}
+	}
+	for _, e := range b.EnqueueMany(context.Background(), jobs) {
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+	}
+	out := c.ok("", "jobs", "mail", "--state", "pending", "--limit", strconv.Itoa(n))
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("--limit %d listed %d jobs", n, len(lines))
+	}
+	for i, l := range lines {
+		if want := fmt.Sprintf("m-%04d ", i); !strings.HasPrefix(l, want) {
+			t.Fatalf("line %d is %q, want job %s", i, l, want)
+		}
 	}
 }

@@ -88,6 +88,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WorkerResendAfterReaskTookItsOwnJob", testWorkerResendAfterReaskTookItsOwnJob},
 		{"UsedRequestIDSettlesItsOwnLease", testUsedRequestIDSettlesItsOwnLease},
 		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
+		{"JobPageReadsWhatAListingShows", testJobPageReadsWhatAListingShows},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,9 +2,9 @@ package dashboard
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -112,40 +112,89 @@ func (s *Server) resume(_ http.ResponseWriter, r *http.Request) (string, string,
 	return queue, "", "Queue " + queue + " is resumed."
 }
 
+// setLimits changes the limits whose fields the user changed and keeps the
+// others, as `workerd limit` does: a field counts as entered when it is not
+// empty and differs from the value the form showed (its shown_ twin). 0
+// removes a limit. Everything is checked before anything is written.
 func (s *Server) setLimits(_ http.ResponseWriter, r *http.Request) (string, string, string) {
 	queue := r.PostForm.Get("queue")
-	l, err := parseLimits(r.PostForm.Get("max_running"), r.PostForm.Get("rate"), r.PostForm.Get("per"))
+	ch, err := parseLimits(r.PostForm)
 	if err != nil {
 		return queue, "", "Limits unchanged: " + err.Error()
 	}
+	if !ch.maxRunning && !ch.rate && !ch.per {
+		return queue, "", "Limits of " + queue + " unchanged: no field was changed (an empty field keeps its limit; 0 removes one)."
+	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	if err := s.b.SetLimits(ctx, queue, l); err != nil {
-		return queue, "", "Limits unchanged: " + err.Error()
+	l := ch.l
+	if ch.rate || ch.per {
+		cur, err := s.b.Limits(ctx, queue)
+		if err != nil {
+			return queue, "", "Limits unchanged: " + err.Error()
+		}
+		if !ch.rate {
+			l.Rate = cur.Rate
+		}
+		if !ch.per {
+			l.Per = cur.Per
+		}
+		switch {
+		case l.Rate == 0 && !ch.rate:
+			return queue, "", "Limits unchanged: a period needs a rate, and the queue has none: enter both, like 100 per 1m."
+		case l.Rate == 0:
+			l.Per = 0 // removes the rate
+		case l.Per == 0:
+			return queue, "", "Limits unchanged: a rate needs its period, like 1s or 1m."
+		}
 	}
-	return queue, "", "Limits of " + queue + " set: " + l.String() + "."
+	if ch.maxRunning {
+		err = s.b.SetMaxRunning(ctx, queue, l.MaxRunning)
+	}
+	if err == nil && (ch.rate || ch.per) {
+		err = s.b.SetRate(ctx, queue, l.Rate, l.Per)
+	}
+	if err != nil {
+		return queue, "", "Limits not (all) set: " + err.Error()
+	}
+	now, err := s.b.Limits(ctx, queue)
+	if err != nil {
+		return queue, "", "Limits of " + queue + " set; reading them back failed: " + err.Error()
+	}
+	return queue, "", "Limits of " + queue + " set: " + now.String() + "."
 }
 
-func parseLimits(maxRunning, rate, per string) (broker.Limits, error) {
-	var l broker.Limits
+// limitsForm is what a limits form asks for: which fields were entered,
+// and their values.
+type limitsForm struct {
+	maxRunning, rate, per bool
+	l                     broker.Limits
+}
+
+func parseLimits(f url.Values) (limitsForm, error) {
+	var ch limitsForm
+	entered := func(name string) (string, bool) {
+		v := strings.TrimSpace(f.Get(name))
+		return v, v != "" && v != strings.TrimSpace(f.Get("shown_"+name))
+	}
 	var err error
-	if maxRunning = strings.TrimSpace(maxRunning); maxRunning != "" {
-		if l.MaxRunning, err = strconv.Atoi(maxRunning); err != nil || l.MaxRunning < 0 {
-			return l, fmt.Errorf("max running %q is not a whole number (0 or empty: no limit)", maxRunning)
+	if v, ok := entered("max_running"); ok {
+		ch.maxRunning = true
+		if ch.l.MaxRunning, err = strconv.Atoi(v); err != nil || ch.l.MaxRunning < 0 {
+			return ch, fmt.Errorf("max running %q is not a whole number (0 removes the limit; leave it empty to keep it)", v)
 		}
 	}
-	if rate = strings.TrimSpace(rate); rate != "" {
-		if l.Rate, err = strconv.Atoi(rate); err != nil || l.Rate < 0 {
-			return l, fmt.Errorf("rate %q is not a whole number (0 or empty: no limit)", rate)
+	if v, ok := entered("rate"); ok {
+		ch.rate = true
+		if ch.l.Rate, err = strconv.Atoi(v); err != nil || ch.l.Rate < 0 {
+			return ch, fmt.Errorf("rate %q is not a whole number (0 removes the limit; leave it empty to keep it)", v)
 		}
 	}
-	if per = strings.TrimSpace(per); per != "" && l.Rate > 0 {
-		if l.Per, err = time.ParseDuration(per); err != nil || l.Per < time.Millisecond {
-			return l, fmt.Errorf("period %q is not a duration of at least 1ms; write it with a unit, like 1s or 1m", per)
+	if v, ok := entered("per"); ok {
+		ch.per = true
+		if ch.l.Per, err = time.ParseDuration(v); err != nil || ch.l.Per < time.Millisecond {
+			return ch, fmt.Errorf("period %q is not a duration of at least 1ms; write it with a unit, like 1s or 1m", v)
 		}
 	}
-	if l.Rate > 0 && l.Per == 0 {
-		return l, errors.New("a rate needs its period, like 1s or 1m")
-	}
-	return l, nil
+	return ch, nil
 }

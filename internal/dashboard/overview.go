@@ -3,6 +3,9 @@ package dashboard
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -15,10 +18,37 @@ const expiredShown = 100
 type queueSummary struct {
 	Name    string
 	O       broker.Overview
-	Limits  string
-	Expired int  // expired leases not yet reaped, up to expiredShown
-	More    bool // more than expiredShown expired
+	Limits  string        // as the page reads them
+	L       broker.Limits // as the limits form starts from them
+	Expired int           // expired leases not yet reaped, up to expiredShown
+	More    bool          // more than expiredShown expired
 	Chart   chartView
+}
+
+// LimitValue is a field of the limits form as it starts: the queue's limit
+// now, or empty when it has none.
+func (q queueSummary) LimitValue(field string) string {
+	switch {
+	case field == "max_running" && q.L.MaxRunning > 0:
+		return strconv.Itoa(q.L.MaxRunning)
+	case field == "rate" && q.L.Rate > 0:
+		return strconv.Itoa(q.L.Rate)
+	case field == "per" && q.L.Rate > 0:
+		return period(q.L.Per)
+	}
+	return ""
+}
+
+// period writes a duration as one types it: 1m, not 1m0s.
+func period(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Key names a figure of the queue for the live updates (live.go).
@@ -34,7 +64,7 @@ func (s *Server) summarize(ctx context.Context, queue string) (queueSummary, err
 	if err != nil {
 		return q, err
 	}
-	q.Limits = l.String()
+	q.Limits, q.L = l.String(), l
 	exp, err := s.b.ExpiredLeases(ctx, queue, expiredShown+1)
 	if err != nil {
 		return q, err

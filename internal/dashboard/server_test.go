@@ -503,11 +503,11 @@ func TestActionsNeedSessionAndCSRF(t *testing.T) {
 		if l, _ := r.b.Limits(ctx, "mail"); l != (broker.Limits{MaxRunning: 3, Rate: 10, Per: time.Second}) {
 			t.Errorf("limits = %+v", l)
 		}
-		r.post(c, "/ui/act/limits", form("rate", "10"))
+		r.post(c, "/ui/act/limits", form("max_running", "4", "per", "soon"))
 		if l, _ := r.b.Limits(ctx, "mail"); l.MaxRunning != 3 {
 			t.Errorf("a refused limits form changed them: %+v", l)
 		}
-		if _, body := r.get(c, "/ui/"); !strings.Contains(body, "a rate needs its period") {
+		if _, body := r.get(c, "/ui/"); !strings.Contains(body, "is not a duration") {
 			t.Error("a refused limits form does not say why")
 		}
 		r.deadJob("mail", broker.Job{Kind: "send", ID: "d2"}, "x")

@@ -2,15 +2,25 @@
 -- Redis's own now (expired leases no reaper has taken yet: what an operator
 -- checks after a deploy) or +inf (all of them). Read-only; it runs as a
 -- script only to read the clock of the server that holds the queue.
--- ARGV[2] 'expired' or 'all'  [3] limit
+-- Bounded by n (invariant 8): Broker.Leases reads a long listing in steps,
+-- each from the rank the one before stopped at (a rank is found in
+-- O(log N), where an offset into a score range would walk it).
+-- ARGV[2] 'expired' or 'all'  [3] first rank  [4] n
 -- Reply: {now, (id, lease_until, kind, attempt, gen) * ...}
 local now = now_ms()
 local out = {now}
-local upto = '+inf'
+local first, n = tonumber(ARGV[3]), tonumber(ARGV[4])
+local last
 if ARGV[2] == 'expired' then
-  upto = now
+  last = redis.call('ZCOUNT', K.leases, '-inf', now) - 1
+else
+  last = redis.call('ZCARD', K.leases) - 1
 end
-local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', upto, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+last = math.min(last, first + n - 1)
+if last < first then
+  return out
+end
+local ids = redis.call('ZRANGE', K.leases, first, last, 'WITHSCORES')
 for i = 1, #ids, 2 do
   local f = read(JOB .. ids[i], 'kind', 'attempt', 'gen')
   f = f or {}
