@@ -56,6 +56,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitAfterRetry", testWaitAfterRetry},
 		{"WaitAcrossShortRetention", testWaitAcrossShortRetention},
 		{"WaitKeepsNothingAfterARetry", testWaitKeepsNothingAfterARetry},
+		{"WaitKeepsEachIncarnation", testWaitKeepsEachIncarnation},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
 		{"WaitForWork", testWaitForWork},
