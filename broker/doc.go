@@ -72,7 +72,7 @@
 //	                                    last ThroughputKept; "head": the newest
 //	                                    minute
 //	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
-//	  :children:<id>, :cascade:<n>, :finished:<id>, :final:<id>,
+//	  :children:<id>, :cascade:<n>, :finished:<id>, :final:<n>:<id>,
 //	  :claim:<request id>
 //	                                    flow control, events, unique keys,
 //	                                    dependents, Wait's wake-ups, waited-on

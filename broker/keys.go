@@ -57,6 +57,8 @@ var queueKeyNames = []string{"ready", "scheduled", "leases", "dead", "done", "ca
 //	                  lib.lua's WAIT_KEEP_MS after it finished
 //	final     HASH    a waited-on job trimmed before its callers read it: its
 //	                  hash, renamed by trim.lua; expires at its 'wait_until'
+//	                  (id: "<n>:<job id>", n from 1 to lib.lua's
+//	                  WAIT_KEEP_RECORDS, one per job under the id)
 //	claim     STRING  the ids one claim request took, for its re-send (id: the
 //	                  request id)
 //	unique    STRING  the id of the job holding a unique key (id: Job.UniqueKey)

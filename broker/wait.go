@@ -26,7 +26,10 @@ const waitRecheck = 30 * time.Second
 // after it finished (the caller must read it within that). A new job
 // enqueued under the same id after the old one was trimmed is not the one
 // a caller registered on: it gets the old job, or ErrJobNotFound once the
-// minute has passed.
+// minute has passed. Each job under the id is kept for its own callers,
+// the last four of them at most: a caller whose job was followed within
+// its minute by four more under the same id, each waited on and trimmed,
+// gets ErrJobNotFound.
 func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	if err := validID(queue, id); err != nil {
 		return JobInfo{}, err
@@ -34,7 +37,7 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	k := b.queueKeys(queue)
 	finished := k.derived(kindFinished, id)
 	woken := "0"
-	mine := "" // the created_at of the job this caller registered on
+	mine := "" // the wait_tag of the job this caller registered on (wait.lua)
 	for {
 		// A caller that took a wake-up passes it on (wait.lua) even when
 		// its own context has ended meanwhile: the other callers must not
