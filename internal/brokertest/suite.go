@@ -57,6 +57,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitAcrossShortRetention", testWaitAcrossShortRetention},
 		{"WaitKeepsNothingAfterARetry", testWaitKeepsNothingAfterARetry},
 		{"WaitKeepsEachIncarnation", testWaitKeepsEachIncarnation},
+		{"WaitReturnsWhenCancelled", testWaitReturnsWhenCancelled},
 		{"Inspection", testInspection},
 		{"WakeToken", testWake},
 		{"WaitForWork", testWaitForWork},

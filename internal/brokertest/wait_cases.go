@@ -128,3 +128,46 @@ func testWaitKeepsEachIncarnation(t *testing.T, nb NewBackend) {
 	want(t, "a new caller's result", string(j.Result), "two")
 	s.consistent(t)
 }
+
+// A caller of Wait whose context is cancelled returns at once, not when its
+// blocking pop (up to a second) ends. The bound is generous: before, it
+// took the rest of the second.
+func testWaitReturnsWhenCancelled(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{})
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.b.Wait(ctx, s.q, id)
+		done <- err
+	}()
+	s.waitedOn(t, id)
+	time.Sleep(50 * time.Millisecond) // into its blocking pop
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		wantErr(t, "Wait past its context", err, context.Canceled)
+		if d := time.Since(start); d > 300*time.Millisecond {
+			t.Fatalf("Wait returned %v after its context was cancelled; want at once", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after its context was cancelled")
+	}
+
+	// The job's end still wakes the next caller.
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.b.Wait(s.ctx, s.q, id)
+		got <- err
+	}()
+	_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+	noErr(t, "Ack", err)
+	select {
+	case err := <-got:
+		noErr(t, "Wait after a cancelled one", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after the ack")
+	}
+}
