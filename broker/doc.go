@@ -73,7 +73,7 @@
 //	                                    minute
 //	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
 //	  :children:<id>, :cascade:<n>, :finished:<id>, :final:<n>:<id>,
-//	  :claim:<request id>
+//	  :waiter:<nonce>, :claim:<request id>
 //	                                    flow control, events, unique keys,
 //	                                    dependents, Wait's wake-ups, waited-on
 //	                                    jobs trimmed before their callers read

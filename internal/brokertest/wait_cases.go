@@ -149,11 +149,34 @@ func testWaitReturnsWhenCancelled(t *testing.T, nb NewBackend) {
 	select {
 	case err := <-done:
 		wantErr(t, "Wait past its context", err, context.Canceled)
-		if d := time.Since(start); d > 300*time.Millisecond {
+		d := time.Since(start)
+		t.Logf("Wait returned %v after its context was cancelled", d)
+		if d > 300*time.Millisecond {
 			t.Fatalf("Wait returned %v after its context was cancelled; want at once", d)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after its context was cancelled")
+	}
+
+	// Cancelled at any point, before its pop, during it or as it ends, a
+	// Wait leaves no token behind to end a later pop.
+	for i := range 10 {
+		ctx, cancel := context.WithCancel(s.ctx)
+		go func() {
+			_, err := s.b.Wait(ctx, s.q, id)
+			done <- err
+		}()
+		time.Sleep(time.Duration(i) * time.Millisecond)
+		cancel()
+		select {
+		case err := <-done:
+			wantErr(t, "Wait past its context", err, context.Canceled)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Wait did not return after its context was cancelled")
+		}
+	}
+	if left := s.keysMatching(t, s.b.Prefix()+":{"+s.q+"}:waiter:*"); len(left) > 0 {
+		t.Fatalf("cancelled calls of Wait left %q behind", left)
 	}
 
 	// The job's end still wakes the next caller.
@@ -170,4 +193,29 @@ func testWaitReturnsWhenCancelled(t *testing.T, nb NewBackend) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after the ack")
 	}
+}
+
+// keysMatching lists the keys that match pattern, on every master of a
+// Cluster.
+func (s *bundle) keysMatching(t *testing.T, pattern string) []string {
+	t.Helper()
+	var keys []string
+	var mu sync.Mutex
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := s.Client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(s.ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+	} else {
+		err = scan(s.ctx, s.Client)
+	}
+	noErr(t, "SCAN "+pattern, err)
+	return keys
 }
