@@ -1490,8 +1490,9 @@ func (m *model) trimmed(r broker.Retention, limit int, now int64) map[string]boo
 	return out
 }
 
-// wait calls Wait with a short deadline: a finished job answers at once,
-// any other never does (a wake-up left from an earlier end included).
+// wait calls Wait with a short deadline, or cancels it as soon: a finished
+// job answers at once, any other never does (a wake-up left from an earlier
+// end included).
 func (m *model) wait(t *rapid.T) {
 	id, j := m.pickID(t)
 	d := 5 * time.Millisecond
@@ -1500,6 +1501,13 @@ func (m *model) wait(t *rapid.T) {
 	}
 	ctx, cancel := context.WithTimeout(m.s.ctx, d)
 	defer cancel()
+	ended := context.DeadlineExceeded
+	if rapid.Bool().Draw(t, "cancelled") {
+		ctx, cancel = context.WithCancel(m.s.ctx)
+		defer cancel()
+		defer time.AfterFunc(d, cancel).Stop()
+		ended = context.Canceled
+	}
 	got, err := m.s.b.Wait(ctx, m.s.q, id)
 	kept := m.keptToWait[id]
 	switch {
@@ -1517,7 +1525,7 @@ func (m *model) wait(t *rapid.T) {
 		if err == nil {
 			t.Fatalf("Wait returned job %s as %s; the model has it %s", id, got.State, j.state)
 		}
-		wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
+		wantErr(t, "Wait of an unfinished job", err, ended)
 		j.waited = true
 	}
 }
