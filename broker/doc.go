@@ -72,8 +72,8 @@
 //	                                    last ThroughputKept; "head": the newest
 //	                                    minute
 //	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
-//	  :children:<id>, :cascade:<n>, :finished:<id>, :final:<id>,
-//	  :claim:<request id>
+//	  :children:<id>, :cascade:<n>, :finished:<id>, :final:<n>:<id>,
+//	  :waiter:<nonce>, :claim:<request id>
 //	                                    flow control, events, unique keys,
 //	                                    dependents, Wait's wake-ups, waited-on
 //	                                    jobs trimmed before their callers read

@@ -57,6 +57,10 @@ var queueKeyNames = []string{"ready", "scheduled", "leases", "dead", "done", "ca
 //	                  lib.lua's WAIT_KEEP_MS after it finished
 //	final     HASH    a waited-on job trimmed before its callers read it: its
 //	                  hash, renamed by trim.lua; expires at its 'wait_until'
+//	                  (id: "<n>:<job id>", n from 1 to lib.lua's
+//	                  WAIT_KEEP_RECORDS, one per job under the id)
+//	waiter    LIST    ends one Broker.Wait call's blocking pop when its context
+//	                  is cancelled (id: a nonce of the call); expires in 10 s
 //	claim     STRING  the ids one claim request took, for its re-send (id: the
 //	                  request id)
 //	unique    STRING  the id of the job holding a unique key (id: Job.UniqueKey)
@@ -66,11 +70,12 @@ const (
 	kindCascade  = "cascade"
 	kindFinished = "finished"
 	kindFinal    = "final"
+	kindWaiter   = "waiter"
 	kindClaim    = "claim"
 	kindUnique   = "unique"
 )
 
-var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindClaim, kindUnique}
+var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique}
 
 // derivedSep separates a derived key's kind from its id.
 const derivedSep = ":"

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -14,27 +15,36 @@ import (
 // without persistence), never the way a settlement is normally seen.
 const waitRecheck = 30 * time.Second
 
+// waiterKeep bounds the life of the token that ends a cancelled caller's
+// blocking pop (popWake), should the pop have ended without taking it.
+const waiterKeep = 10 * time.Second
+
 // Wait blocks until the job is done, dead or cancelled, and returns it with
 // its result. It does not poll: the job's settlement wakes it (a blocking
 // pop on a list that only waited-on jobs get). A wake-up is only a reason
 // to look: Wait returns a job only when it has read it finished. It returns
 // ctx's error when ctx ends first (nothing is left behind to undo), and
-// ErrJobNotFound for an unknown id.
+// ErrJobNotFound for an unknown id. A cancelled ctx ends the wait at once,
+// also while Wait is blocked in Redis.
 //
 // However short the retention, a caller that was waiting when the job
 // finished gets it: trimming keeps a waited-on job for Wait for a minute
 // after it finished (the caller must read it within that). A new job
 // enqueued under the same id after the old one was trimmed is not the one
 // a caller registered on: it gets the old job, or ErrJobNotFound once the
-// minute has passed.
+// minute has passed. Each job under the id is kept for its own callers,
+// the last four of them at most: a caller whose job was followed within
+// its minute by four more under the same id, each waited on and trimmed,
+// gets ErrJobNotFound.
 func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	if err := validID(queue, id); err != nil {
 		return JobInfo{}, err
 	}
 	k := b.queueKeys(queue)
 	finished := k.derived(kindFinished, id)
+	own := k.derived(kindWaiter, NewRequestID())
 	woken := "0"
-	mine := "" // the created_at of the job this caller registered on
+	mine := "" // the wait_tag of the job this caller registered on (wait.lua)
 	for {
 		// A caller that took a wake-up passes it on (wait.lua) even when
 		// its own context has ended meanwhile: the other callers must not
@@ -81,15 +91,51 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 			if deadline, ok := ctx.Deadline(); ok {
 				slice = min(slice, time.Until(deadline))
 			}
-			err := b.rdb.Do(ctx, "BLPOP", finished, blockSeconds(slice)).Err()
-			switch {
-			case err == nil:
+			took, err := b.popWake(ctx, finished, own, slice)
+			if took {
 				woken = "1"
-			case err != redis.Nil && ctx.Err() == nil:
+			}
+			if err != nil && ctx.Err() == nil {
 				return JobInfo{}, fmt.Errorf("fenceq: wait for job %q in queue %q: %w", id, queue, err)
 			}
 		}
 	}
+}
+
+// popWake blocks for at most slice on the job's wake-up list, finished,
+// and answers whether it took the wake-up. Redis never sees ctx, so a
+// cancelled ctx ends the pop by a token pushed to own, a list of this call
+// only that the pop watches too: the connection stays usable and no client
+// is left blocked in Redis. A ctx that ends by its deadline needs none (the
+// slice ends then). A token the pop did not take is deleted (and expires in
+// waiterKeep anyway), so it never ends a later pop.
+func (b *Broker) popWake(ctx context.Context, finished, own string, slice time.Duration) (bool, error) {
+	pushed := make(chan bool, 1)
+	stop := context.AfterFunc(ctx, func() {
+		if _, ok := ctx.Deadline(); ok && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			pushed <- false
+			return
+		}
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_, _ = b.rdb.TxPipelined(c, func(p redis.Pipeliner) error {
+			p.RPush(c, own, "1")
+			p.PExpire(c, own, waiterKeep)
+			return nil
+		})
+		pushed <- true
+	})
+	v, err := b.rdb.Do(ctx, "BLPOP", finished, own, blockSeconds(slice)).StringSlice()
+	took := err == nil && len(v) == 2
+	if !stop() && <-pushed && !(took && v[0] == own) {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = b.rdb.Del(c, own).Err()
+	}
+	if err == redis.Nil {
+		err = nil
+	}
+	return took && v[0] == finished, err
 }
 
 // blockSeconds formats a blocking command's timeout, in seconds with

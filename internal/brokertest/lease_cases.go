@@ -777,12 +777,12 @@ func testFailClaim(t *testing.T, nb NewBackend) {
 
 // A caller of Wait registered before the job finished gets it, with its
 // result, even when retention deletes the job before the caller reads it:
-// trimming keeps a waited-on job for Wait (final:<id>) for a minute after
+// trimming keeps a waited-on job for Wait (a final record) for a minute after
 // it finished, and only a job somebody waited for.
 // A job kept for its Wait callers when it first ended keeps nothing once it
 // ends again with none: not even when it has dependents, whose flag took
 // the same path in finish (the model found a retried job with dependents
-// still kept as final:<id> after trim, a minute for nobody).
+// still kept as a final record after trim, a minute for nobody).
 func testWaitKeepsNothingAfterARetry(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})

@@ -90,12 +90,12 @@ type holder struct {
 // after each step compares every job with Redis and runs Check.
 type model struct {
 	s          *bundle
-	jobs       map[string]*mjob        // live jobs; a trimmed job leaves
-	keptToWait map[string]broker.State // trimmed jobs that Wait still answers (trim.lua's final:<id>)
-	ids        []string                // every id ever used
-	claims     []broker.Lease          // every claim ever made, most of them stale
-	requests   []mrequest              // claims of an hour that took jobs: re-sent later by resendClaim
-	maxGen     int64                   // the largest generation Redis has answered
+	jobs       map[string]*mjob          // live jobs; a trimmed job leaves
+	keptToWait map[string][]broker.State // ends of trimmed jobs that Wait still answers, oldest first (trim.lua's final records)
+	ids        []string                  // every id ever used
+	claims     []broker.Lease            // every claim ever made, most of them stale
+	requests   []mrequest                // claims of an hour that took jobs: re-sent later by resendClaim
+	maxGen     int64                     // the largest generation Redis has answered
 	uniq       map[string]holder
 	now        span  // when the current step's scripts ran
 	checked    int64 // Redis time of the last check: jobs finished since, finished after it
@@ -127,7 +127,7 @@ func testModel(t *testing.T, nb NewBackend) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s, cleanup := on(rt, be)
 		defer cleanup()
-		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}, starts: map[string]int64{}, keptToWait: map[string]broker.State{}}
+		m := &model{s: s, jobs: map[string]*mjob{}, uniq: map[string]holder{}, starts: map[string]int64{}, keptToWait: map[string][]broker.State{}}
 		m.batcherOpts = broker.BatcherOptions{MaxJobs: rapid.IntRange(1, 3).Draw(rt, "batcher max jobs")}
 		m.newBatcher(rt)
 		defer func() { _ = m.batcher.Close() }()
@@ -1438,7 +1438,9 @@ func (m *model) trim(t *rapid.T) {
 	}
 	for id := range gone {
 		if j := m.jobs[id]; j.keptToWait {
-			m.keptToWait[id] = j.state
+			// One record per job under the id, the oldest giving way.
+			kept := append(m.keptToWait[id], j.state)
+			m.keptToWait[id] = kept[max(0, len(kept)-waitKeepRecords):]
 		}
 		delete(m.jobs, id)
 	}
@@ -1488,8 +1490,9 @@ func (m *model) trimmed(r broker.Retention, limit int, now int64) map[string]boo
 	return out
 }
 
-// wait calls Wait with a short deadline: a finished job answers at once,
-// any other never does (a wake-up left from an earlier end included).
+// wait calls Wait with a short deadline, or cancels it as soon: a finished
+// job answers at once, any other never does (a wake-up left from an earlier
+// end included).
 func (m *model) wait(t *rapid.T) {
 	id, j := m.pickID(t)
 	d := 5 * time.Millisecond
@@ -1498,13 +1501,21 @@ func (m *model) wait(t *rapid.T) {
 	}
 	ctx, cancel := context.WithTimeout(m.s.ctx, d)
 	defer cancel()
+	ended := context.DeadlineExceeded
+	if rapid.Bool().Draw(t, "cancelled") {
+		ctx, cancel = context.WithCancel(m.s.ctx)
+		defer cancel()
+		defer time.AfterFunc(d, cancel).Stop()
+		ended = context.Canceled
+	}
 	got, err := m.s.b.Wait(ctx, m.s.q, id)
-	kept, isKept := m.keptToWait[id]
+	kept := m.keptToWait[id]
 	switch {
-	case j == nil && isKept:
-		// Kept for a minute of Redis time; a run advances it far less.
+	case j == nil && len(kept) > 0:
+		// Kept for a minute of Redis time; a run advances it far less. A
+		// caller that registered on none of the jobs gets the newest.
 		noErr(t, "Wait of a job trimmed after it finished with callers waiting", err)
-		want(t, "Wait's state of a trimmed job", got.State, kept)
+		want(t, "Wait's state of a trimmed job", got.State, kept[len(kept)-1])
 	case j == nil:
 		wantErr(t, "Wait of a trimmed job", err, broker.ErrJobNotFound)
 	case j.state.Final():
@@ -1514,7 +1525,7 @@ func (m *model) wait(t *rapid.T) {
 		if err == nil {
 			t.Fatalf("Wait returned job %s as %s; the model has it %s", id, got.State, j.state)
 		}
-		wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
+		wantErr(t, "Wait of an unfinished job", err, ended)
 		j.waited = true
 	}
 }
@@ -1590,6 +1601,7 @@ func (m *model) check(t *rapid.T) {
 			t.Fatalf("renewals of job %s = %d, want %d (re-sent: %v)", id, got.Renewals, j.renewals, j.resent)
 		}
 	}
+	m.checkKeptToWait(t)
 	// A model run lasts far less than the window: no minute falls out.
 	m.s.wantTotals(t, "settlements counted", m.done, m.failed)
 	for _, id := range m.ids {
@@ -1615,6 +1627,43 @@ func (m *model) check(t *rapid.T) {
 
 // checkUnique compares the unique keys with Redis: a held key names its
 // holder, a free one is gone (expired, or deleted when its job ended).
+// waitKeepRecords is lib.lua's WAIT_KEEP_RECORDS: how many trimmed jobs
+// under one id trim.lua keeps for their Wait callers.
+const waitKeepRecords = 4
+
+// checkKeptToWait compares the final records of each id (in no order)
+// with the trimmed jobs the model keeps for Wait.
+func (m *model) checkKeptToWait(t *rapid.T) {
+	p := m.s.Client.Pipeline()
+	states := map[string][]*redis.StringCmd{}
+	for _, id := range m.ids {
+		for n := 1; n <= waitKeepRecords; n++ {
+			states[id] = append(states[id], p.HGet(m.s.ctx, fmt.Sprintf("%s:{%s}:final:%d:%s", m.s.b.Prefix(), m.s.q, n, id), "state"))
+		}
+	}
+	_, _ = p.Exec(m.s.ctx) // each command's error is read below
+	for id, cmds := range states {
+		var got []string
+		for _, c := range cmds {
+			st, err := c.Result()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			noErr(t, "HGET state of a final record", err)
+			got = append(got, st)
+		}
+		var w []string
+		for _, st := range m.keptToWait[id] {
+			w = append(w, string(st))
+		}
+		slices.Sort(got)
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Fatalf("final records of %s hold %v; the model keeps %v for Wait", id, got, w)
+		}
+	}
+}
+
 func (m *model) checkUnique(t *rapid.T) {
 	for _, key := range []string{"u0", "u1"} {
 		m.begin(t)

@@ -56,6 +56,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitAfterRetry", testWaitAfterRetry},
 		{"WaitAcrossShortRetention", testWaitAcrossShortRetention},
 		{"WaitKeepsNothingAfterARetry", testWaitKeepsNothingAfterARetry},
+		{"WaitKeepsEachIncarnation", testWaitKeepsEachIncarnation},
+		{"WaitReturnsWhenCancelled", testWaitReturnsWhenCancelled},
 		{"Inspection", testInspection},
 		{"CheckWhileJobsMove", testCheckWhileJobsMove},
 		{"WakeToken", testWake},

@@ -169,8 +169,17 @@ end
 
 -- WAIT_KEEP_MS is how long a finished job's Broker.Wait callers have to
 -- read it: their wake-up lasts that long, and retention does not delete the
--- job before then (trim.lua keeps it as final:<id>), however short it is.
+-- job before then (trim.lua keeps it as a final record), however short it is.
 local WAIT_KEEP_MS = 60000
+
+-- final_key is the key of final record n of id, n from 1 to
+-- WAIT_KEEP_RECORDS: one per trimmed end of the id (each job enqueued
+-- under it), so that a later job's trim never overwrites the record an
+-- earlier job's callers still read. At most that many per id at a time.
+local WAIT_KEEP_RECORDS = 4
+local function final_key(n, id)
+  return derived('final', n .. ':' .. id)
+end
 
 -- wake_waiters leaves one wake-up for the Broker.Wait callers of job id.
 -- A key of another type there (a hand edit) costs the callers their
@@ -214,7 +223,7 @@ local function finish(id, key, state, now, set, owed)
   redis.call('HSET', key, unpack(fields))
   -- Without callers now, an earlier end's wait_until (the job was retried
   -- since) keeps nothing for Wait: nobody waits. That holds for a job with
-  -- dependents too, or trim would keep it as final:<id> for nobody.
+  -- dependents too, or trim would keep a final record for nobody.
   local done_with = {'lease_until', f[3] and 'waited' or 'wait_until'}
   if f[4] then
     table.insert(done_with, 'has_children')

@@ -7,9 +7,12 @@
 --     0 means no limit of that kind
 -- A job that Broker.Wait callers were waiting for when it finished is not
 -- lost to them: until its 'wait_until' (lib.lua's WAIT_KEEP_MS after it
--- finished) its hash is renamed to final:<id>, which expires then and which
--- only wait.lua reads. Bounded: one such key per waited-on job trimmed in
--- the last WAIT_KEEP_MS.
+-- finished) its hash is renamed to a final record of its id, which expires
+-- then and which only wait.lua reads. Each job under the id gets its own
+-- (a free one, else the one that expires first), so a later job's trim
+-- leaves an earlier one's record to its callers. Bounded: one such key per
+-- waited-on job trimmed in the last WAIT_KEEP_MS, at most lib.lua's
+-- WAIT_KEEP_RECORDS per id. A job nobody waited for costs nothing more.
 -- It also moves the throughput window (lib.lua's stats_advance) to now, so
 -- an idle queue's counters leave within ThroughputKept.
 -- Reply: the number of jobs deleted
@@ -23,7 +26,22 @@ local function drop(index, state, ids)
     if f and f[1] == state then
       local wait_until = tonumber(f[2])
       if wait_until and wait_until > now then
-        local final = derived('final', id)
+        -- A free record, else the oldest: the lowest wait_tag (wait.lua),
+        -- which is also the one that expires first. A key that is no
+        -- record (a hand edit) goes before any.
+        local final, oldest
+        for n = 1, WAIT_KEEP_RECORDS do
+          local k = final_key(n, id)
+          local r = redis.pcall('HMGET', k, 'state', 'wait_tag')
+          if not r.err and not r[1] then
+            final = k
+            break
+          end
+          local tag = not r.err and tonumber(r[2]) or -1
+          if not oldest or tag < oldest then
+            final, oldest = k, tag
+          end
+        end
         redis.call('RENAME', key, final)
         redis.call('PEXPIREAT', final, int(wait_until))
       else
