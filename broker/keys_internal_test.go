@@ -97,7 +97,7 @@ func TestQueueKeysBounded(t *testing.T) {
 	if !hot.registered.Load() {
 		t.Fatal("an enqueue did not register its queue")
 	}
-	const bound = 2 * 1024
+	const bound = 2 * queueKeysCached
 	for i := range 3 * bound {
 		if _, err := b.Limits(ctx, fmt.Sprintf("name-%d", i)); err != nil {
 			t.Fatal(err)
@@ -116,8 +116,16 @@ func TestQueueKeysBounded(t *testing.T) {
 	}
 }
 
+// cachedQueues counts the queues whose keys b holds, in both generations.
 func cachedQueues(b *Broker) int {
-	n := 0
-	b.queues.Range(func(any, any) bool { n++; return true })
+	b.keys.mu.Lock()
+	defer b.keys.mu.Unlock()
+	n := len(b.keys.old)
+	b.keys.cur.Range(func(name, _ any) bool {
+		if b.keys.old[name.(string)] == nil {
+			n++
+		}
+		return true
+	})
 	return n
 }
