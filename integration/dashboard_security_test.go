@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// uiBinary is `workerd ui` running under its own key prefix.
+type uiBinary struct {
+	t      *testing.T
+	url    string // http://127.0.0.1:PORT/ui/
+	prefix string
+	b      *broker.Broker
+}
+
+// startUI starts `workerd ui` on a free loopback port with args (and env
+// added to the environment), and answers once it printed its address.
+func startUI(t *testing.T, env []string, args ...string) *uiBinary {
+	t.Helper()
+	c := client(t)
+	prefix := fmt.Sprintf("fqui-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	b, err := broker.New(c, broker.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(workerdBin(t), append([]string{"ui", "--redis", "redis://" + redisAddr, "--prefix", prefix, "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(append(os.Environ(), "REDIS_URL=", "FENCEQ_UI_TOKEN=", "FENCEQ_UI_ALLOWED_HOSTS="), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := regexp.MustCompile(`dashboard at (http://\S+/ui/)`).FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case u := <-found:
+		return &uiBinary{t: t, url: u, prefix: prefix, b: b}
+	case <-exited:
+		t.Fatalf("workerd ui exited before serving:\n%s", stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("workerd ui printed no address within 15s:\n%s", stderr.String())
+	}
+	return nil
+}
+
+// do sends req (a path under /ui/) with c and answers the status and body.
+func (u *uiBinary) do(c *http.Client, req *http.Request) (int, string) {
+	u.t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		u.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (u *uiBinary) get(c *http.Client, path string) (int, string) {
+	u.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(u.url, "/ui/")+path, nil)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return u.do(c, req)
+}
+
+func (u *uiBinary) post(c *http.Client, path string, form url.Values, cookie string) (int, string) {
+	u.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(u.url, "/ui/")+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
+	return u.do(c, req)
+}
+
+func noRedirects() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// Anonymous requests about queues that do not exist answer 404, on every
+// page and the live updates, and leave nothing in Redis for their names.
+func TestWorkerdUIUnknownQueue404(t *testing.T) {
+	t.Parallel()
+	u := startUI(t, nil)
+	ctx := context.Background()
+	if _, err := u.b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send", ID: "j1"}); err != nil {
+		t.Fatal(err)
+	}
+	c := noRedirects()
+	if code, body := u.get(c, "/ui/live?queue=mail"); code != http.StatusOK || !strings.Contains(body, `"pending|mail":"1"`) {
+		t.Fatalf("the live figures of a queue that exists: %d %s", code, body)
+	}
+	for i := range 50 {
+		q := url.QueryEscape(fmt.Sprintf("nope-%d", i))
+		for _, path := range []string{
+			"/ui/live?queue=" + q,
+			"/ui/live?queue=" + q + "&job=j1",
+			"/ui/queues/" + q,
+			"/ui/queues/" + q + "/leases",
+			"/ui/queues/" + q + "/jobs/j1",
+			"/ui/queues/" + q + "/jobs/j1/release",
+		} {
+			if code, body := u.get(c, path); code != http.StatusNotFound || !strings.Contains(body, "nope-") {
+				t.Fatalf("GET %s = %d; want 404 naming the queue:\n%s", path, code, body)
+			}
+		}
+	}
+	if keys, err := client(t).Keys(ctx, u.prefix+":{nope-*").Result(); err != nil || len(keys) > 0 {
+		t.Errorf("requests about unknown queues left keys %q (%v)", keys, err)
+	}
+}
