@@ -179,6 +179,21 @@ func (s *Server) act(do action) http.HandlerFunc {
 			s.refuse(w, r, name, queue, id, "The form's CSRF token is missing or wrong (the page may be from an earlier sign-in). Reload the page and try again.")
 			return
 		}
+		if name != "logout" {
+			ctx, cancel := reqCtx(r)
+			ok, err := s.queueExists(ctx, queue)
+			cancel()
+			switch {
+			case err != nil:
+				s.failErr(w, r, "list queues", err)
+				return
+			case !ok:
+				s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
+					slog.String("queue", queue), slog.String("id", id), slog.String("reason", "unknown queue"))
+				s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue)+" Nothing was changed.")
+				return
+			}
+		}
 		queue, id, outcome := do(w, r)
 		s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),
 			slog.String("queue", queue), slog.String("id", id), slog.String("outcome", outcome))

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -214,22 +215,34 @@ func idParam(r *http.Request) string {
 // knownQueue answers whether queue is one of the deployment's queues, and
 // otherwise answers 404 itself.
 func (s *Server) knownQueue(ctx context.Context, w http.ResponseWriter, r *http.Request, queue string) bool {
+	ok, err := s.queueExists(ctx, queue)
+	switch {
+	case err != nil:
+		s.failErr(w, r, "list queues", err)
+	case !ok && queue == "":
+		s.fail(w, r, http.StatusNotFound, "No queue named", "Name a queue: /ui/queues/NAME.")
+	case !ok:
+		s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue))
+	}
+	return ok
+}
+
+// queueExists answers whether queue is one of the deployment's queues. No
+// request about any other name reaches the broker, so none can make it
+// keep anything (or Redis store anything) for a name made up outside.
+func (s *Server) queueExists(ctx context.Context, queue string) (bool, error) {
+	if queue == "" {
+		return false, nil
+	}
 	qs, err := s.b.Queues(ctx)
 	if err != nil {
-		s.failErr(w, r, "list queues", err)
-		return false
+		return false, err
 	}
-	for _, q := range qs {
-		if q == queue {
-			return true
-		}
-	}
-	if queue == "" {
-		s.fail(w, r, http.StatusNotFound, "No queue named", "Name a queue: /ui/queues/NAME.")
-	} else {
-		s.fail(w, r, http.StatusNotFound, "Queue not found", fmt.Sprintf("No queue named %q has ever had a job enqueued under this key prefix (%q). Check the name, or the --prefix workerd was started with.", queue, s.b.Prefix()))
-	}
-	return false
+	return slices.Contains(qs, queue), nil
+}
+
+func (s *Server) unknownQueueText(queue string) string {
+	return fmt.Sprintf("No queue named %q has ever had a job enqueued under this key prefix (%q). Check the name, or the --prefix workerd was started with.", queue, s.b.Prefix())
 }
 
 // segment escapes a name for one path segment. A name a browser would take
