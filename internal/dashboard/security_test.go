@@ -2,12 +2,17 @@ package dashboard_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/internal/dashboard"
 )
 
 // Every page, live update and action about a queue that has never had a
@@ -48,4 +53,103 @@ func TestUnknownQueue404(t *testing.T) {
 	if ok, err := r.b.Paused(context.Background(), "nope"); err != nil || ok {
 		t.Errorf("the unknown queue is paused=%v (%v)", ok, err)
 	}
+}
+
+// replay posts form with a copied session cookie, as someone who took it
+// would, from a client of their own.
+func replay(t *testing.T, base, path, cookie string, form url.Values) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Cookie", cookie)
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// A session cookie copied before sign-out, with a CSRF token read off a
+// page, acts no more once its user signed out: not on the dashboard that
+// signed it out, nor on another one over the same Redis.
+func TestSignOutRevokes(t *testing.T) {
+	r := setup(t, token)
+	r.deadJob("mail", broker.Job{Kind: "send", ID: "d1"}, "x")
+	other := r.sibling()
+	c := r.client()
+	csrf := r.signIn(c)
+	u, _ := url.Parse(r.srv.URL + "/ui/")
+	var cookie string
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == "fenceq_ui_session" {
+			cookie = ck.Name + "=" + ck.Value
+		}
+	}
+	if cookie == "" {
+		t.Fatal("sign-in left no session cookie")
+	}
+	pause := url.Values{"csrf": {csrf}, "queue": {"mail"}, "next": {"/ui/"}}
+	if code := replay(t, other.URL, "/ui/act/pause", cookie, pause); code != http.StatusSeeOther {
+		t.Fatalf("a signed-in session's pause on a second dashboard answered %d, want 303", code)
+	}
+	if code := replay(t, r.srv.URL, "/ui/act/resume", cookie, pause); code != http.StatusSeeOther {
+		t.Fatalf("a signed-in session's resume answered %d, want 303", code)
+	}
+	if resp, _ := r.post(c, "/ui/logout", url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out answered %d", resp.StatusCode)
+	}
+	for _, base := range []string{r.srv.URL, other.URL} {
+		if code := replay(t, base, "/ui/act/pause", cookie, pause); code != http.StatusForbidden {
+			t.Errorf("the copied cookie's pause after sign-out answered %d, want 403", code)
+		}
+	}
+	if paused, err := r.b.Paused(context.Background(), "mail"); err != nil || paused {
+		t.Errorf("after sign-out, a replayed cookie paused the queue (paused=%v, %v)", paused, err)
+	}
+	if code, body := r.get(r.client(), "/ui/"); code != http.StatusOK || strings.Contains(body, `name="csrf"`) {
+		t.Errorf("the overview: %d, offers forms to a new client: %v", code, strings.Contains(body, `name="csrf"`))
+	}
+}
+
+// Nobody without the admin token makes the dashboard store anything: not
+// by visiting, not by a wrong token, not by a forged cookie.
+func TestAnonymousStoresNothing(t *testing.T) {
+	r := setup(t, token)
+	r.deadJob("mail", broker.Job{Kind: "send", ID: "d1"}, "x")
+	before := r.mr.Keys()
+	c := r.client()
+	r.get(c, "/ui/")
+	r.get(c, "/ui/queues/mail/jobs/d1")
+	r.post(c, "/ui/login", url.Values{"token": {"wrong"}})
+	for _, v := range []string{"x", "0123.99999999999.forged", strings.Repeat("a", 4000)} {
+		replay(t, r.srv.URL, "/ui/act/pause", "fenceq_ui_session="+v, url.Values{"queue": {"mail"}})
+	}
+	if after := r.mr.Keys(); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Errorf("anonymous requests changed the keys from\n%q to\n%q", before, after)
+	}
+}
+
+// sibling is a second dashboard over the same Redis, with the admin token:
+// another workerd process.
+func (r *rig) sibling() *httptest.Server {
+	r.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: r.mr.Addr()})
+	r.t.Cleanup(func() { _ = c.Close() })
+	b, err := broker.New(c, broker.Options{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	d, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	srv := httptest.NewServer(d)
+	r.t.Cleanup(srv.Close)
+	return srv
 }
