@@ -26,12 +26,15 @@ type uiBinary struct {
 }
 
 // startUI starts `workerd ui` on a free loopback port with args (and env
-// added to the environment), and answers once it printed its address.
-func startUI(t *testing.T, env []string, args ...string) *uiBinary {
+// added to the environment), and answers once it printed its address. Its
+// key prefix is a new one, or prefix when given.
+func startUI(t *testing.T, prefix string, env []string, args ...string) *uiBinary {
 	t.Helper()
 	c := client(t)
-	prefix := fmt.Sprintf("fqui-%d", time.Now().UnixNano())
-	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	if prefix == "" {
+		prefix = fmt.Sprintf("fqui-%d", time.Now().UnixNano())
+		t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	}
 	b, err := broker.New(c, broker.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +116,7 @@ func noRedirects() *http.Client {
 // page and the live updates, and leave nothing in Redis for their names.
 func TestWorkerdUIUnknownQueue404(t *testing.T) {
 	t.Parallel()
-	u := startUI(t, nil)
+	u := startUI(t, "", nil)
 	ctx := context.Background()
 	if _, err := u.b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send", ID: "j1"}); err != nil {
 		t.Fatal(err)
@@ -139,5 +142,61 @@ func TestWorkerdUIUnknownQueue404(t *testing.T) {
 	}
 	if keys, err := client(t).Keys(ctx, u.prefix+":{nope-*").Result(); err != nil || len(keys) > 0 {
 		t.Errorf("requests about unknown queues left keys %q (%v)", keys, err)
+	}
+}
+
+// Through two workerd ui processes over one Redis: a session cookie and
+// CSRF token copied off a signed-in browser act on either; once its user
+// signed out on one, replayed on the other they are refused.
+func TestWorkerdUISignOutRevokes(t *testing.T) {
+	t.Parallel()
+	env := []string{"FENCEQ_UI_TOKEN=the-admin-token"}
+	one := startUI(t, "", env)
+	two := startUI(t, one.prefix, env)
+	ctx := context.Background()
+	if _, err := one.b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
+		t.Fatal(err)
+	}
+	c := noRedirects()
+	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(one.url, "/ui/")+"/ui/login", strings.NewReader(url.Values{"token": {"the-admin-token"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie string
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "fenceq_ui_session" {
+			cookie = ck.Name + "=" + ck.Value
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == "" {
+		t.Fatalf("sign-in answered %d with cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	req, _ = http.NewRequest(http.MethodGet, one.url, nil)
+	req.Header.Set("Cookie", cookie)
+	_, page := one.do(c, req)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("a signed-in overview carries no CSRF token:\n%s", page)
+	}
+	form := url.Values{"csrf": {m[1]}, "queue": {"mail"}, "next": {"/ui/"}}
+	if code, body := two.post(c, "/ui/act/pause", form, cookie); code != http.StatusSeeOther {
+		t.Fatalf("the signed-in session's pause on the second process answered %d:\n%s", code, body)
+	}
+	if code, body := one.post(c, "/ui/act/resume", form, cookie); code != http.StatusSeeOther {
+		t.Fatalf("the signed-in session's resume answered %d:\n%s", code, body)
+	}
+	if code, body := one.post(c, "/ui/logout", form, cookie); code != http.StatusSeeOther {
+		t.Fatalf("sign-out answered %d:\n%s", code, body)
+	}
+	for _, u := range []*uiBinary{two, one} {
+		if code, body := u.post(c, "/ui/act/pause", form, cookie); code != http.StatusForbidden || !strings.Contains(body, "not signed in") {
+			t.Errorf("the copied cookie's pause after sign-out answered %d, want 403:\n%s", code, body)
+		}
+	}
+	if paused, err := one.b.Paused(ctx, "mail"); err != nil || paused {
+		t.Errorf("after sign-out, a replayed cookie paused the queue (paused=%v, %v)", paused, err)
 	}
 }
