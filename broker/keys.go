@@ -180,6 +180,10 @@ func (k *queueKeys) index(s State) string {
 
 func (b *Broker) queuesKey() string { return b.opts.Prefix + ":queues" }
 
+// sessionKey is a signed-in dashboard session's key (session.go), outside
+// every queue's slot: a STRING that expires with the session.
+func (b *Broker) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }
+
 // ValidateQueue answers the *ValidationError any operation on queue would:
 // for a worker to refuse a bad queue name in its constructor.
 func ValidateQueue(queue string) error { return validName("queue", queue) }
