@@ -2,10 +2,13 @@ package dashboard_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -152,4 +155,46 @@ func (r *rig) sibling() *httptest.Server {
 	srv := httptest.NewServer(d)
 	r.t.Cleanup(srv.Close)
 	return srv
+}
+
+// getAs sends GET path to srv with the Host header host.
+func getAs(t *testing.T, srv *httptest.Server, host, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// A page on another site cannot read the dashboard through a name rebound
+// to its address: only the listener's own address and the loopback names
+// on its port are served by default.
+func TestHostChecked(t *testing.T) {
+	r := setup(t, "")
+	r.deadJob("mail", broker.Job{Kind: "send", ID: "d1"}, "x")
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(r.srv.URL, "http://"))
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LocalHost.:" + port, "[::1]:" + port} {
+		if code, body := getAs(t, r.srv, host, "/ui/queues/mail/jobs/d1"); code != http.StatusOK {
+			t.Errorf("Host %s: %d, want 200:\n%s", host, code, body)
+		}
+	}
+	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost", "localhost:1", "127.0.0.2:" + port, "localhost.evil.example:" + port} {
+		for _, path := range []string{"/ui/", "/ui/queues/mail/jobs/d1", "/ui/live", "/ui/static/live.js", "/ui/login"} {
+			code, body := getAs(t, r.srv, host, path)
+			if code != http.StatusMisdirectedRequest || !strings.Contains(body, strconv.Quote(host)) || !strings.Contains(body, "--ui-allowed-hosts") {
+				t.Errorf("GET %s with Host %s: %d, want 421 naming the host and how to allow it:\n%s", path, host, code, body)
+			}
+			if strings.Contains(body, "d1") || strings.Contains(body, "mail") {
+				t.Errorf("a refused Host %s was shown the queue:\n%s", host, body)
+			}
+		}
+	}
 }
