@@ -198,3 +198,41 @@ func TestHostChecked(t *testing.T) {
 		}
 	}
 }
+
+// The names an operator allows are served too: a bare name on any port, a
+// name with a port on that port; "*" turns the check off; an entry that is
+// no host name is refused when the dashboard is built.
+func TestAllowedHosts(t *testing.T) {
+	r := setup(t, "")
+	serve := func(allowed ...string) *httptest.Server {
+		d, err := dashboard.New(dashboard.Config{Broker: r.b, AllowedHosts: allowed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(d)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := serve("Dash.Example.com", "proxy.internal:8443", "[fd00::1]")
+	for host, want := range map[string]int{
+		"dash.example.com":      http.StatusOK,
+		"dash.example.com:9999": http.StatusOK,
+		"proxy.internal:8443":   http.StatusOK,
+		"proxy.internal":        http.StatusMisdirectedRequest,
+		"proxy.internal:8444":   http.StatusMisdirectedRequest,
+		"[fd00::1]:8080":        http.StatusOK,
+		"example.com":           http.StatusMisdirectedRequest,
+	} {
+		if code, body := getAs(t, srv, host, "/ui/"); code != want {
+			t.Errorf("allowed hosts: Host %s: %d, want %d:\n%s", host, code, want, body)
+		}
+	}
+	if code, _ := getAs(t, serve("*"), "anything.example:1", "/ui/"); code != http.StatusOK {
+		t.Errorf(`with "*", any host: %d, want 200`, code)
+	}
+	for _, bad := range []string{"http://dash.example.com", "dash.example.com/ui", "a b", "", "dash:0", "dash:http"} {
+		if _, err := dashboard.New(dashboard.Config{Broker: r.b, AllowedHosts: []string{bad}}); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
+			t.Errorf("allowed host %q: %v, want an error naming it", bad, err)
+		}
+	}
+}

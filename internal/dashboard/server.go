@@ -40,6 +40,12 @@ type Config struct {
 	// Logger receives one line per action taken or refused. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// AllowedHosts are the Host headers the dashboard answers beside its
+	// defaults (host.go): the address a request arrived on, and localhost,
+	// 127.0.0.1 and [::1] on that port. An entry "name" allows the name on
+	// any port, "name:port" on that port only, and "*" every host (no
+	// check: for a proxy that checks the host itself). Default none.
+	AllowedHosts []string
 }
 
 // Server is the dashboard, an http.Handler for the paths under Mount.
@@ -47,6 +53,7 @@ type Server struct {
 	b     *broker.Broker
 	log   *slog.Logger
 	auth  *auth // nil when read-only
+	hosts hosts
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 }
@@ -64,6 +71,9 @@ func New(cfg Config) (*Server, error) {
 		s.auth = newAuth(cfg.Token)
 	}
 	var err error
+	if s.hosts, err = newHosts(cfg.AllowedHosts); err != nil {
+		return nil, err
+	}
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -111,13 +121,19 @@ func (s *Server) routes() {
 }
 
 // ServeHTTP serves the dashboard's paths, with headers that keep its pages
-// from being framed, sniffed or fed script from elsewhere.
+// from being framed, sniffed or fed script from elsewhere, to requests
+// whose Host it answers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
+	if !s.hosts.allows(r) {
+		s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), slog.String("host", r.Host))
+		misdirected(w, r)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
