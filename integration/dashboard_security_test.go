@@ -200,3 +200,60 @@ func TestWorkerdUISignOutRevokes(t *testing.T) {
 		t.Errorf("after sign-out, a replayed cookie paused the queue (paused=%v, %v)", paused, err)
 	}
 }
+
+// getHost sends GET path to u with the Host header host, from a real
+// client, as a browser on a rebound name would.
+func (u *uiBinary) getHost(host, path string) (int, string) {
+	u.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(u.url, "/ui/")+path, nil)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	req.Host = host
+	return u.do(noRedirects(), req)
+}
+
+// workerd ui refuses a forged Host with 421 saying how to allow it, serves
+// its own address and localhost, and the names allowed by --ui-allowed-hosts
+// or FENCEQ_UI_ALLOWED_HOSTS; a name that is no host name stops it at once.
+func TestWorkerdUIHostChecked(t *testing.T) {
+	t.Parallel()
+	u := startUI(t, "", nil)
+	if _, err := u.b.Enqueue(context.Background(), broker.Job{Queue: "mail", Kind: "send", ID: "j1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(u.url, "http://"), "/ui/"), ":")
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port} {
+		if code, body := u.getHost(host, "/ui/queues/mail/jobs/j1"); code != http.StatusOK || !strings.Contains(body, "j1") {
+			t.Errorf("Host %s: %d, want the job's page:\n%s", host, code, body)
+		}
+	}
+	for _, host := range []string{"rebound.example:" + port, "dash.example.com"} {
+		code, body := u.getHost(host, "/ui/queues/mail/jobs/j1")
+		if code != http.StatusMisdirectedRequest || !strings.Contains(body, `"`+host+`"`) || !strings.Contains(body, "--ui-allowed-hosts") || strings.Contains(body, "j1") {
+			t.Errorf("forged Host %s: %d, want 421 naming it and how to allow it:\n%s", host, code, body)
+		}
+	}
+	flag := startUI(t, u.prefix, nil, "--ui-allowed-hosts", "dash.example.com, proxy.example:8443")
+	env := startUI(t, u.prefix, []string{"FENCEQ_UI_ALLOWED_HOSTS=env.example"})
+	for _, tc := range []struct {
+		u    *uiBinary
+		host string
+		want int
+	}{
+		{flag, "dash.example.com", http.StatusOK},
+		{flag, "proxy.example:8443", http.StatusOK},
+		{flag, "proxy.example", http.StatusMisdirectedRequest},
+		{flag, "env.example", http.StatusMisdirectedRequest},
+		{env, "env.example:80", http.StatusOK},
+		{env, "dash.example.com", http.StatusMisdirectedRequest},
+	} {
+		if code, body := tc.u.getHost(tc.host, "/ui/queues/mail"); code != tc.want {
+			t.Errorf("Host %s: %d, want %d:\n%s", tc.host, code, tc.want, body)
+		}
+	}
+	code, _, stderr := workerd(t, "", "ui", "--redis", "redis://"+redisAddr, "--prefix", u.prefix, "--addr", "127.0.0.1:0", "--ui-allowed-hosts", "https://dash.example.com")
+	if code != 2 || !strings.Contains(stderr, `"https://dash.example.com"`) {
+		t.Errorf("a URL as an allowed host: exit %d, want 2 naming it:\n%s", code, stderr)
+	}
+}
