@@ -184,6 +184,19 @@ func (b *Broker) queuesKey() string { return b.opts.Prefix + ":queues" }
 // every queue's slot: a STRING that expires with the session.
 func (b *Broker) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }
 
+// QueueExists answers whether a broker with this prefix has enqueued to
+// queue (whether Queues lists it), in one SISMEMBER whatever their number.
+func (b *Broker) QueueExists(ctx context.Context, queue string) (bool, error) {
+	if err := validName("queue", queue); err != nil {
+		return false, err
+	}
+	ok, err := b.rdb.SIsMember(ctx, b.queuesKey(), queue).Result()
+	if err != nil {
+		return false, fmt.Errorf("fenceq: look up queue %q: %w", queue, err)
+	}
+	return ok, nil
+}
+
 // ValidateQueue answers the *ValidationError any operation on queue would:
 // for a worker to refuse a bad queue name in its constructor.
 func ValidateQueue(queue string) error { return validName("queue", queue) }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -128,4 +129,28 @@ func cachedQueues(b *Broker) int {
 		return true
 	})
 	return n
+}
+
+// QueueExists answers what Queues lists, and refuses a name no queue has.
+func TestQueueExists(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := New(rdb, Options{Prefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Enqueue(ctx, Job{Queue: "mail", Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]bool{"mail": true, "nope": false} {
+		if ok, err := b.QueueExists(ctx, q); err != nil || ok != want {
+			t.Errorf("QueueExists(%q) = %v, %v; want %v", q, ok, err, want)
+		}
+	}
+	var ve *ValidationError
+	if _, err := b.QueueExists(ctx, "a{b}"); !errors.As(err, &ve) {
+		t.Errorf("QueueExists of a name with braces: %v, want a *ValidationError", err)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -250,11 +249,11 @@ func (s *Server) queueExists(ctx context.Context, queue string) (bool, error) {
 	if queue == "" {
 		return false, nil
 	}
-	qs, err := s.b.Queues(ctx)
-	if err != nil {
-		return false, err
+	ok, err := s.b.QueueExists(ctx, queue)
+	if ve := (*broker.ValidationError)(nil); errors.As(err, &ve) {
+		return false, nil // a name no queue can have
 	}
-	return slices.Contains(qs, queue), nil
+	return ok, err
 }
 
 func (s *Server) unknownQueueText(queue string) string {
