@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -104,7 +103,7 @@ func (o Options) validate() error {
 type Broker struct {
 	rdb     redis.UniversalClient
 	opts    Options
-	queues  sync.Map // queue name → *queueKeys
+	keys    keyCache // the key names of the queues in use (keys.go)
 	scripts *scripts
 	tracer  trace.Tracer // nil: not tracing
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 )
@@ -96,7 +97,8 @@ func scriptKeys() string {
 	return s.String()
 }
 
-// queueKeys are the key names of one queue, built once per queue.
+// queueKeys are the key names of one queue, built once per queue and kept
+// in the broker's keyCache.
 type queueKeys struct {
 	name       string
 	base       string      // "<prefix>:{<queue>}:", every script's ARGV[1]
@@ -105,18 +107,60 @@ type queueKeys struct {
 	registered atomic.Bool // added to the queues set by this broker
 }
 
+// queueKeysCached bounds the queues whose key names a broker keeps: at
+// most twice this many (a few KB each) are held at once, however many
+// distinct names its callers send.
+const queueKeysCached = 1024
+
+// keyCache holds the key names of the queues a broker was asked about
+// lately, in two generations: names are added to cur; when cur holds
+// queueKeysCached queues it becomes old, and a queue found in old moves
+// back to cur, the same *queueKeys (registered flag and all). So a queue
+// used at least once per queueKeysCached new names keeps its keys, and the
+// names of queues asked about once are dropped two generations later.
+type keyCache struct {
+	cur sync.Map // queue name → *queueKeys; read without the lock
+	mu  sync.Mutex
+	n   int                   // queues in cur, under mu
+	old map[string]*queueKeys // the previous generation, under mu
+}
+
 func (b *Broker) queueKeys(queue string) *queueKeys {
-	if k, ok := b.queues.Load(queue); ok {
+	c := &b.keys
+	if k, ok := c.cur.Load(queue); ok {
 		return k.(*queueKeys)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.cur.Load(queue); ok {
+		return k.(*queueKeys)
+	}
+	k := c.old[queue]
+	if k == nil {
+		k = b.newQueueKeys(queue)
+	}
+	if c.n >= queueKeysCached {
+		c.old = make(map[string]*queueKeys, c.n)
+		c.cur.Range(func(name, k any) bool {
+			c.old[name.(string)] = k.(*queueKeys)
+			return true
+		})
+		c.cur.Clear()
+		c.n = 0
+	}
+	c.cur.Store(queue, k)
+	c.n++
+	return k
+}
+
+func (b *Broker) newQueueKeys(queue string) *queueKeys {
 	base := b.opts.Prefix + ":{" + queue + "}:"
 	k := &queueKeys{name: queue, base: base}
 	k.job = k.derived(kindJob, "")
 	for _, name := range queueKeyNames {
 		k.list = append(k.list, base+name)
 	}
-	actual, _ := b.queues.LoadOrStore(queue, k)
-	return actual.(*queueKeys)
+	return k
 }
 
 // key is one of the queue's keys by its name in queueKeyNames ("wake",
@@ -140,6 +184,23 @@ func (k *queueKeys) index(s State) string {
 }
 
 func (b *Broker) queuesKey() string { return b.opts.Prefix + ":queues" }
+
+// sessionKey is a signed-in dashboard session's key (session.go), outside
+// every queue's slot: a STRING that expires with the session.
+func (b *Broker) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }
+
+// QueueExists answers whether a broker with this prefix has enqueued to
+// queue (whether Queues lists it), in one SISMEMBER whatever their number.
+func (b *Broker) QueueExists(ctx context.Context, queue string) (bool, error) {
+	if err := validName("queue", queue); err != nil {
+		return false, err
+	}
+	ok, err := b.rdb.SIsMember(ctx, b.queuesKey(), queue).Result()
+	if err != nil {
+		return false, fmt.Errorf("fenceq: look up queue %q: %w", queue, err)
+	}
+	return ok, nil
+}
 
 // ValidateQueue answers the *ValidationError any operation on queue would:
 // for a worker to refuse a bad queue name in its constructor.

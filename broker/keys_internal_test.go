@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"testing"
@@ -74,5 +76,81 @@ return out`
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Lua built\n%q\nGo built\n%q", got, want)
+	}
+}
+
+// Reading many distinct queue names (a dashboard's visitors, an API's
+// callers) keeps at most twice queueKeysCached queues' keys in memory, and
+// a queue in use keeps its keys, registered flag included, meanwhile.
+func TestQueueKeysBounded(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := New(rdb, Options{Prefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	hot := b.queueKeys("hot")
+	if !hot.registered.Load() {
+		t.Fatal("an enqueue did not register its queue")
+	}
+	const bound = 2 * queueKeysCached
+	for i := range 3 * bound {
+		if _, err := b.Limits(ctx, fmt.Sprintf("name-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 0 {
+			if _, err := b.Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := cachedQueues(b); n > bound {
+		t.Errorf("after %d distinct names read, the broker keeps the keys of %d queues; want at most %d", 3*bound, n, bound)
+	}
+	if b.queueKeys("hot") != hot {
+		t.Error("a queue used all along lost its cached keys (and its registered flag) to names read once")
+	}
+}
+
+// cachedQueues counts the queues whose keys b holds, in both generations.
+func cachedQueues(b *Broker) int {
+	b.keys.mu.Lock()
+	defer b.keys.mu.Unlock()
+	n := len(b.keys.old)
+	b.keys.cur.Range(func(name, _ any) bool {
+		if b.keys.old[name.(string)] == nil {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// QueueExists answers what Queues lists, and refuses a name no queue has.
+func TestQueueExists(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := New(rdb, Options{Prefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Enqueue(ctx, Job{Queue: "mail", Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]bool{"mail": true, "nope": false} {
+		if ok, err := b.QueueExists(ctx, q); err != nil || ok != want {
+			t.Errorf("QueueExists(%q) = %v, %v; want %v", q, ok, err, want)
+		}
+	}
+	var ve *ValidationError
+	if _, err := b.QueueExists(ctx, "a{b}"); !errors.As(err, &ve) {
+		t.Errorf("QueueExists of a name with braces: %v, want a *ValidationError", err)
 	}
 }

@@ -33,6 +33,7 @@ type fileConfig struct {
 	Prefix          string                   `yaml:"prefix"`
 	HTTP            string                   `yaml:"http"`
 	UIToken         string                   `yaml:"ui_token"`
+	UIAllowedHosts  []string                 `yaml:"ui_allowed_hosts"`
 	ShutdownTimeout duration                 `yaml:"shutdown_timeout"`
 	Pools           []poolConfig             `yaml:"pools"`
 	Periodic        []periodicConfig         `yaml:"periodic"`

@@ -180,7 +180,11 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, er
 		return nil, &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
 	}
 	h := endpoints(rdb, r.b, r.m)
-	if err := mountDashboard(h, r.b, cmp.Or(r.cfg.UIToken, r.e.getenv("FENCEQ_UI_TOKEN")), r.log); err != nil {
+	hosts := r.cfg.UIAllowedHosts
+	if len(hosts) == 0 {
+		hosts = hostList(r.e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))
+	}
+	if err := mountDashboard(h, r.b, cmp.Or(r.cfg.UIToken, r.e.getenv("FENCEQ_UI_TOKEN")), hosts, r.log); err != nil {
 		ln.Close()
 		return nil, err
 	}

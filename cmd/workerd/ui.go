@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fenceq/fenceq/broker"
@@ -18,14 +19,15 @@ const uiDefault = "127.0.0.1:8080"
 // runUI serves the dashboard alone, for a deployment whose workers run
 // elsewhere (or under another runner).
 func runUI(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "ui", "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN]")
+	fs := newFlags(e, "ui", "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN] [--ui-allowed-hosts NAME,...]")
 	var rf redisFlags
 	rf.register(fs)
 	var lf logFlags
 	lf.register(fs)
 	addr := fs.String("addr", uiDefault, "address to serve the dashboard on (loopback by default: put it behind a proxy with TLS to share it)")
 	token := fs.String("ui-token", "", "admin token that allows actions once signed in (default $FENCEQ_UI_TOKEN; none: read-only)")
-	if _, err := parse(fs, "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN]", args, 0, 0); err != nil {
+	hosts := fs.String("ui-allowed-hosts", "", "host names the dashboard answers to beside its address and localhost, comma-separated: a proxy's or a DNS name (name or name:port; * for any) (default $FENCEQ_UI_ALLOWED_HOSTS)")
+	if _, err := parse(fs, "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN] [--ui-allowed-hosts NAME,...]", args, 0, 0); err != nil {
 		return err
 	}
 	log, err := lf.logger(e.stderr)
@@ -37,9 +39,10 @@ func runUI(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN")), Logger: log})
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN")), Logger: log,
+		AllowedHosts: hostList(cmp.Or(*hosts, e.getenv("FENCEQ_UI_ALLOWED_HOSTS")))})
 	if err != nil {
-		return err
+		return &configError{fmt.Errorf("%w (from --ui-allowed-hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -73,11 +76,20 @@ func uiMode(token string, e *env) string {
 	return "actions allowed once signed in with the admin token"
 }
 
+// hostList is a comma-separated list of allowed hosts, as the flag and
+// FENCEQ_UI_ALLOWED_HOSTS give it.
+func hostList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
 // mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints.
-func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, log *slog.Logger) error {
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log})
+func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, log *slog.Logger) error {
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, AllowedHosts: hosts, Logger: log})
 	if err != nil {
-		return err
+		return &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
 	mux.Handle(dashboard.Mount, dash)
 	return nil
@@ -98,10 +110,10 @@ func devDashboard(e *env, b *broker.Broker, log *slog.Logger) (string, func(), e
 	if token == "" {
 		token = broker.NewRequestID()[:16]
 	}
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log})
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log, AllowedHosts: hostList(e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))})
 	if err != nil {
 		_ = ln.Close()
-		return "", nil, err
+		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
 	srv := &http.Server{Handler: uiOnly(dash), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

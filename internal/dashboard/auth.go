@@ -24,7 +24,9 @@ const (
 
 // auth signs sessions in with the admin token. The cookie holds a session
 // id, its expiry and an HMAC of both, never the token: the key is derived
-// from the token, so changing the token signs everyone out.
+// from the token, so changing the token signs everyone out. The session
+// also lives in Redis (broker.StartSession) until it expires or its user
+// signs out, on whichever process: a cookie counts only while it does.
 type auth struct {
 	tokenSum [sha256.Size]byte // compared in constant time, whatever the lengths
 	key      []byte
@@ -47,12 +49,12 @@ func (a *auth) tokenOK(t string) bool {
 	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
 }
 
-// newSession answers a signed session cookie value.
-func (a *auth) newSession(now time.Time) string {
+// newSession answers a new session's id and its signed cookie value.
+func (a *auth) newSession(now time.Time) (id, cookie string) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id, exp := hex.EncodeToString(b[:]), strconv.FormatInt(now.Add(sessionLife).Unix(), 10)
-	return id + "." + exp + "." + a.sign("session", id, exp)
+	return id, id + "." + exp + "." + a.sign("session", id, exp)
 }
 
 // sessionID answers the id of a valid, unexpired session cookie value.
@@ -74,6 +76,25 @@ func (a *auth) sessionID(v string, now time.Time) (string, bool) {
 // csrf is the token a session's forms carry: an HMAC of the session id.
 func (a *auth) csrf(sessionID string) string { return a.sign("csrf", sessionID) }
 
+// signedIn answers the id of the request's session when it is signed in:
+// its cookie is one this dashboard's token signed, unexpired, and the
+// session is still active in Redis (no sign-out ended it). An error is
+// Redis's, and then the request is not signed in either.
+func (s *Server) signedIn(r *http.Request) (string, bool, error) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", false, nil
+	}
+	id, ok := s.auth.sessionID(c.Value, time.Now())
+	if !ok {
+		return "", false, nil
+	}
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	ok, err = s.b.SessionActive(ctx, id)
+	return id, ok && err == nil, err
+}
+
 // sessionOf is the viewer's standing.
 func (s *Server) sessionOf(r *http.Request) session {
 	if s.auth == nil {
@@ -83,11 +104,10 @@ func (s *Server) sessionOf(r *http.Request) session {
 	if r.Method != http.MethodGet {
 		next = Mount
 	}
-	c, err := r.Cookie(sessionCookie)
+	id, ok, err := s.signedIn(r)
 	if err != nil {
-		return session{Next: next}
+		s.log.Warn("dashboard: could not check a session: shown as signed out", slog.String("remote", r.RemoteAddr), slog.Any("error", err))
 	}
-	id, ok := s.auth.sessionID(c.Value, time.Now())
 	if !ok {
 		return session{Next: next}
 	}
@@ -119,8 +139,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in", Flash: "That is not the admin token. Nothing was changed.", Data: localPath(r.PostFormValue("next"))})
 		return
 	}
+	id, cookie := s.auth.newSession(time.Now())
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	if err := s.b.StartSession(ctx, id, sessionLife); err != nil {
+		s.failErr(w, r, "sign in (the session is kept in Redis)", err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: s.auth.newSession(time.Now()), Path: Mount, MaxAge: int(sessionLife.Seconds()),
+		Name: sessionCookie, Value: cookie, Path: Mount, MaxAge: int(sessionLife.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	s.log.Info("dashboard: signed in", slog.String("remote", r.RemoteAddr))
@@ -128,7 +155,18 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, localPath(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
+// logout ends the session in Redis, so that no copy of its cookie acts
+// again on any process, then drops the browser's cookie.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) (string, string, string) {
+	id, ok, err := s.signedIn(r)
+	if ok {
+		ctx, cancel := reqCtx(r)
+		err = s.b.EndSession(ctx, id)
+		cancel()
+	}
+	if err != nil {
+		return "", "", "Not signed out: the session could not be ended in Redis (" + err.Error() + "). Sign out again."
+	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Mount, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	return "", "", "Signed out."
 }
@@ -167,17 +205,35 @@ func (s *Server) act(do action) http.HandlerFunc {
 			s.refuse(w, r, name, queue, id, readOnlyText)
 			return
 		}
-		sess := s.sessionOf(r)
+		sid, signedIn, err := s.signedIn(r)
 		switch {
-		case !sess.SignedIn:
+		case err != nil:
+			s.failErr(w, r, "check your sign-in (sessions are kept in Redis)", err)
+			return
+		case !signedIn:
 			s.refuse(w, r, name, queue, id, "You are not signed in (or your sign-in expired). Sign in with the admin token, then try again.")
 			return
 		case !sameOrigin(r):
 			s.refuse(w, r, name, queue, id, "The request came from another site's page. Use the dashboard's own buttons.")
 			return
-		case !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(sess.CSRF)):
+		case !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.auth.csrf(sid))):
 			s.refuse(w, r, name, queue, id, "The form's CSRF token is missing or wrong (the page may be from an earlier sign-in). Reload the page and try again.")
 			return
+		}
+		if name != "logout" {
+			ctx, cancel := reqCtx(r)
+			ok, err := s.queueExists(ctx, queue)
+			cancel()
+			switch {
+			case err != nil:
+				s.failErr(w, r, "list queues", err)
+				return
+			case !ok:
+				s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
+					slog.String("queue", queue), slog.String("id", id), slog.String("reason", "unknown queue"))
+				s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue)+" Nothing was changed.")
+				return
+			}
 		}
 		queue, id, outcome := do(w, r)
 		s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),

@@ -25,6 +25,19 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 	}
+	if queue != "" || id != "" {
+		switch ok, err := s.queueExists(ctx, queue); {
+		case err != nil:
+			fail(http.StatusBadGateway, err)
+			return
+		case !ok && queue == "":
+			fail(http.StatusNotFound, errors.New("no queue named: a job's live figures need ?queue=NAME&job=ID"))
+			return
+		case !ok:
+			fail(http.StatusNotFound, errors.New(s.unknownQueueText(queue)))
+			return
+		}
+	}
 	switch {
 	case id != "":
 		jv, err := s.readJob(ctx, queue, id)

@@ -39,6 +39,12 @@ type Config struct {
 	// Logger receives one line per action taken or refused. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// AllowedHosts are the Host headers the dashboard answers beside its
+	// defaults (host.go): the address a request arrived on, and localhost,
+	// 127.0.0.1 and [::1] on that port. An entry "name" allows the name on
+	// any port, "name:port" on that port only, and "*" every host (no
+	// check: for a proxy that checks the host itself). Default none.
+	AllowedHosts []string
 }
 
 // Server is the dashboard, an http.Handler for the paths under Mount.
@@ -46,6 +52,7 @@ type Server struct {
 	b     *broker.Broker
 	log   *slog.Logger
 	auth  *auth // nil when read-only
+	hosts hosts
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 }
@@ -63,6 +70,9 @@ func New(cfg Config) (*Server, error) {
 		s.auth = newAuth(cfg.Token)
 	}
 	var err error
+	if s.hosts, err = newHosts(cfg.AllowedHosts); err != nil {
+		return nil, err
+	}
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -110,13 +120,19 @@ func (s *Server) routes() {
 }
 
 // ServeHTTP serves the dashboard's paths, with headers that keep its pages
-// from being framed, sniffed or fed script from elsewhere.
+// from being framed, sniffed or fed script from elsewhere, to requests
+// whose Host it answers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
+	if !s.hosts.allows(r) {
+		s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), slog.String("host", r.Host))
+		misdirected(w, r)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -214,22 +230,34 @@ func idParam(r *http.Request) string {
 // knownQueue answers whether queue is one of the deployment's queues, and
 // otherwise answers 404 itself.
 func (s *Server) knownQueue(ctx context.Context, w http.ResponseWriter, r *http.Request, queue string) bool {
-	qs, err := s.b.Queues(ctx)
-	if err != nil {
+	ok, err := s.queueExists(ctx, queue)
+	switch {
+	case err != nil:
 		s.failErr(w, r, "list queues", err)
-		return false
-	}
-	for _, q := range qs {
-		if q == queue {
-			return true
-		}
-	}
-	if queue == "" {
+	case !ok && queue == "":
 		s.fail(w, r, http.StatusNotFound, "No queue named", "Name a queue: /ui/queues/NAME.")
-	} else {
-		s.fail(w, r, http.StatusNotFound, "Queue not found", fmt.Sprintf("No queue named %q has ever had a job enqueued under this key prefix (%q). Check the name, or the --prefix workerd was started with.", queue, s.b.Prefix()))
+	case !ok:
+		s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue))
 	}
-	return false
+	return ok
+}
+
+// queueExists answers whether queue is one of the deployment's queues. No
+// request about any other name reaches the broker, so none can make it
+// keep anything (or Redis store anything) for a name made up outside.
+func (s *Server) queueExists(ctx context.Context, queue string) (bool, error) {
+	if queue == "" {
+		return false, nil
+	}
+	ok, err := s.b.QueueExists(ctx, queue)
+	if ve := (*broker.ValidationError)(nil); errors.As(err, &ve) {
+		return false, nil // a name no queue can have
+	}
+	return ok, err
+}
+
+func (s *Server) unknownQueueText(queue string) string {
+	return fmt.Sprintf("No queue named %q has ever had a job enqueued under this key prefix (%q). Check the name, or the --prefix workerd was started with.", queue, s.b.Prefix())
 }
 
 // segment escapes a name for one path segment. A name a browser would take
