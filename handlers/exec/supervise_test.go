@@ -127,3 +127,17 @@ func waitPID(t *testing.T, path string, exited <-chan error) int {
 	t.Fatalf("%s not written within 10s", filepath.Base(path))
 	return 0
 }
+
+// The variable that makes a run of the program a supervisor does not reach
+// the command: a command that links this package would become one.
+func TestExecSupervisorEnvNotPassedOn(t *testing.T) {
+	t.Parallel()
+	h := mustExec(t, shell(`printf '%s' "${FENCEQ_EXEC_SUPERVISOR-unset}"`))
+	job := newJob("k", nil)
+	if err := h.ProcessJob(context.Background(), job); err != nil {
+		t.Fatalf("ProcessJob: %v", err)
+	}
+	if got := string(job.Result()); got != "unset" {
+		t.Errorf("the command saw FENCEQ_EXEC_SUPERVISOR=%q, want it unset", got)
+	}
+}
