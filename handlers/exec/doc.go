@@ -16,10 +16,11 @@
 // A worker killed with SIGKILL leaves its job's lease to expire, and the job
 // then runs again elsewhere: a command left running would do the work twice
 // at once. So each command runs under a supervisor, the worker's own
-// program run again (a run of any program that links this package becomes
-// one in an init function, before main, when the handler starts it so; the
-// program's other init functions run in it too, so they should not do
-// work). The supervisor holds the read end of a pipe whose write end only
+// program run again: a run of any program that links this package becomes
+// one in an init function, before main, when the handler starts it so.
+// (Packages initialized before that one, a few besides the standard
+// library's, run their init functions in it too: those should do no work.)
+// The supervisor holds the read end of a pipe whose write end only
 // the worker has; the kernel closes it however the worker dies. Then, and
 // whenever the command exits, the supervisor SIGKILLs the command's process
 // group, which holds what the command starts unless that calls setsid or
