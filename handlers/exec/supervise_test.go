@@ -141,3 +141,21 @@ func TestExecSupervisorEnvNotPassedOn(t *testing.T) {
 		t.Errorf("the command saw FENCEQ_EXEC_SUPERVISOR=%q, want it unset", got)
 	}
 }
+
+// An orphan the supervisor adopts is reaped when it exits, while the
+// command still runs: a long job's zombies would use up process ids.
+func TestExecOrphansReapedWhileRunning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	h := mustExec(t, shell(`(sleep 0.05 & echo $! > "$1/pid")
+sleep 0.5
+state=$(cut -d' ' -f3 "/proc/$(cat "$1/pid")/stat" 2>/dev/null)
+printf '%s' "${state:-gone}"`, dir))
+	job := newJob("k", nil)
+	if err := h.ProcessJob(context.Background(), job); err != nil {
+		t.Fatalf("ProcessJob: %v", err)
+	}
+	if got := string(job.Result()); got != "gone" {
+		t.Errorf("the orphan's state while the command ran: %q, want it reaped (gone)", got)
+	}
+}
