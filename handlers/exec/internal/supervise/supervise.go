@@ -121,10 +121,12 @@ func supervise(path string, argv []string) int {
 		}
 	}()
 
+	// Orphans it adopted are reaped as they exit, while the command runs:
+	// left as zombies, a long job's would use up process ids.
 	var ws syscall.WaitStatus
 	for {
-		_, err := syscall.Wait4(pid, &ws, 0, nil)
-		if err != syscall.EINTR {
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if wpid == pid || (err != nil && err != syscall.EINTR) {
 			break
 		}
 	}
