@@ -30,9 +30,10 @@ import (
 // than their lease, pauses Redis (CLIENT PAUSE), restarts Redis (SIGKILL,
 // AOF with appendfsync always) and breaks the network (a proxy that drops
 // or stalls connections). Every handler run logs (job id, generation,
-// worker pid, start/end). At the end every acknowledged job must be done
-// once, with a result written by the claim that was valid when it was
-// stored, and `workerd check` must be clean. It prints one line:
+// its parent's pid, start/end; the parent is the command's supervisor).
+// At the end every acknowledged job must be done once, with a result
+// written by the claim that was valid when it was stored, and `workerd
+// check` must be clean. It prints one line:
 //
 //	chaos: jobs=N kills=K pauses=P redis_restarts=R proxy_faults=F lost=0 stale_accepted=0 stale_rejected=S reexecuted=D
 //

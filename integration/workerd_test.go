@@ -65,8 +65,10 @@ func workerd(t *testing.T, stdin string, args ...string) (code int, stdout, stde
 
 // The issue's end-to-end case: a job enqueued through the CLI runs under
 // `workerd run` with an exec handler; the runner is killed with SIGKILL in
-// the middle of the job; a second runner recovers it without any restart
-// of the first, and it ends done on attempt 2; check is clean.
+// the middle of the job, and everything its command started dies with it,
+// even what left the command's process group; a second runner recovers it
+// without any restart of the first, and it ends done on attempt 2; check
+// is clean.
 func TestWorkerdKill9AndRecover(t *testing.T) {
 	client(t) // skips (or fails under CI) without Redis
 	dir := t.TempDir()
@@ -77,9 +79,14 @@ func TestWorkerdKill9AndRecover(t *testing.T) {
 
 	script := filepath.Join(dir, "work.sh")
 	marker := filepath.Join(dir, "attempt1.pid")
+	grandchild, escaped := filepath.Join(dir, "grandchild.pid"), filepath.Join(dir, "setsid.pid")
 	writeFile(t, script, `#!/bin/sh
 payload=$(cat)
 if [ "$FENCEQ_ATTEMPT" = "1" ]; then
+  sleep 60 &
+  echo $! > `+grandchild+`
+  setsid sleep 60 &
+  echo $! > `+escaped+`
   echo $$ > `+marker+`
   exec sleep 60   # the runner is killed while this runs
 fi
@@ -120,13 +127,18 @@ handlers:
 		t.Fatal(err)
 	}
 	_ = a.Wait()
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	// The exec handler's command dies with its runner (Linux's parent-death
-	// signal): left running, it would do the job a second time alongside
+	pids := map[string]int{"command": pid, "command's child": waitForFile(t, grandchild, time.Second), "command's setsid child": waitForFile(t, escaped, time.Second)}
+	for _, pid := range pids {
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	// The exec handler's command and all it started die with their
+	// runner: left running, they would do the job a second time alongside
 	// the retry.
-	for deadline := time.Now().Add(5 * time.Second); !processGone(pid); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the killed runner's command (pid %d) is still running", pid)
+	for what, pid := range pids {
+		for deadline := time.Now().Add(5 * time.Second); !processGone(pid); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the killed runner's %s (pid %d) is still running", what, pid)
+			}
 		}
 	}
 

@@ -50,12 +50,15 @@ type Config struct {
 // level with the job's queue, kind and id (the first and last 4 KiB, with
 // the number of bytes left out between them).
 //
-// The command runs in its own process group. When the job's context is
-// cancelled the whole group gets SIGTERM, and SIGKILL KillGrace later if the
-// command has not exited; the error then wraps context.Cause. Whatever is
-// still in the group once the command has exited is killed too: it would
-// otherwise keep working for a job that is already settled, beyond the
-// reach of its lease.
+// The command runs in its own process group, under a supervisor that
+// outlives the worker (see the package documentation). When the job's
+// context is cancelled the whole group gets SIGTERM, and everything the
+// command started SIGKILL KillGrace later if the command has not exited;
+// the error then wraps context.Cause. Whatever the command left once it
+// has exited is killed too, as is all of it when the worker dies: it would
+// otherwise keep working for a job that is already settled, or that another
+// worker runs again, beyond the reach of its lease. "All" is the group, and
+// on Linux also what left it (setsid).
 func New(cfg Config) (handlers.Handler, error) {
 	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
 		return nil, &handlers.ValidationError{Handler: "exec handler", Field: "Command", Reason: "a command is required"}

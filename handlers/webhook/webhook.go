@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,12 @@ type Config struct {
 // most an hour). 408, 429, 5xx and transport errors are retried; any other
 // status fails the job permanently, since sending the same request again
 // will get the same answer.
+//
+// Errors name the endpoint by its scheme and host alone, as in "post
+// https://hooks.slack.com: status 500 ...", and show "[redacted]" where a
+// transport error or a response body repeats the URL's path, query or
+// password: a webhook URL often holds its secret there, and a job's errors
+// are shown to every dashboard viewer and logged.
 func New(cfg Config) (handlers.Handler, error) {
 	if cfg.URL == "" {
 		return nil, invalid("URL", "", "a URL is required", nil)
@@ -88,7 +95,8 @@ func New(cfg Config) (handlers.Handler, error) {
 	}
 	return &handler{
 		url:     u.String(),
-		name:    u.Redacted(), // error messages must not leak a password
+		name:    endpoint(u),
+		secrets: urlSecrets(u),
 		header:  cfg.Header.Clone(),
 		timeout: cfg.Timeout,
 		client:  client,
@@ -102,14 +110,96 @@ func invalid(field, value, reason string, err error) error {
 
 type handler struct {
 	url, name string
+	secrets   []string // parts of url no message may show, longest first
 	header    http.Header
 	timeout   time.Duration
 	client    *http.Client
 }
 
+// endpoint names u in messages by its scheme and host (and port) alone: a
+// password in its userinfo, and a token in its path or query (a
+// Slack-style webhook URL is its secret), must not reach a job's error
+// history, which every dashboard viewer reads, nor the logs.
+func endpoint(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
+}
+
+// urlSecrets are the parts of u that endpoint leaves out, as they may
+// appear in a message: escaped and not, whole and each query value. A
+// server's error page that repeats the request ("Cannot POST /services/…")
+// must not show them either.
+func urlSecrets(u *url.URL) []string {
+	var s []string
+	name := endpoint(u)
+	add := func(v string) {
+		// A part too short to be a secret would only blot out ordinary
+		// words of the message, and the endpoint's name is shown anyway.
+		if len(v) >= 4 && !strings.Contains(name, v) {
+			s = append(s, v)
+		}
+	}
+	add(u.String())
+	add(u.RequestURI())
+	if u.Path != "/" {
+		add(u.EscapedPath())
+		add(u.Path)
+	}
+	add(u.RawQuery)
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			add(v)
+			add(url.QueryEscape(v))
+		}
+	}
+	if p, ok := u.User.Password(); ok {
+		add(p)
+	}
+	add(u.Fragment)
+	// Longest first, so a whole URL is replaced before its parts.
+	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(s)
+}
+
+// redacted is an error whose message has the URL's secrets blotted out;
+// errors.Is and errors.As still see what it wraps.
+type redacted struct {
+	msg string
+	err error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.err }
+
+// redact answers err with every part of the URL that endpoint leaves out
+// replaced by "[redacted]": whatever a transport error or a response body
+// repeats of the request.
+func (h *handler) redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	changed := false
+	for _, s := range h.secrets {
+		if strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, "[redacted]")
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return &redacted{msg: msg, err: err}
+}
+
 // ProcessJob POSTs the job's payload and turns the response into the
-// job's outcome.
+// job's outcome. No error it answers shows the URL's path, query or
+// password.
 func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
+	return h.redact(h.post(ctx, job))
+}
+
+// post is ProcessJob before its error is redacted.
+func (h *handler) post(ctx context.Context, job *handlers.Job) error {
 	reqCtx := ctx
 	if h.timeout > 0 {
 		var cancel context.CancelFunc

@@ -1,0 +1,72 @@
+package supervise
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// Executable is this program, to run again as a command's supervisor:
+// /proc/self/exe still names it when a deploy has replaced the file.
+func Executable() (string, error) { return "/proc/self/exe", nil }
+
+// dieWithParent asks Linux to SIGKILL the command if its supervisor dies.
+// (Linux ties the signal to the thread that started the child; the
+// supervisor starts it from its main thread, which lives as long as it.)
+func dieWithParent(attr *syscall.SysProcAttr) { attr.Pdeathsig = syscall.SIGKILL }
+
+// becomeSubreaper makes the supervisor the parent of every orphan among
+// its descendants, in place of init (PR_SET_CHILD_SUBREAPER, Linux 3.4).
+// Should it fail, the command's process group is still killed.
+func becomeSubreaper() {
+	const prSetChildSubreaper = 36
+	syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+}
+
+// children are the supervisor's children: the orphans it adopted. It reads
+// /proc/self/task/*/children, or, on a kernel without them, every
+// process's parent in /proc/*/stat.
+func children() []int {
+	var pids []int
+	found := false
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		found = true
+		for _, field := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(field)); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	if found {
+		return pids
+	}
+	self := os.Getpid()
+	procs, _ := os.ReadDir("/proc")
+	for _, proc := range procs {
+		pid, err := strconv.Atoi(proc.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + proc.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		i := bytes.LastIndex(b, []byte(") "))
+		if i < 0 {
+			continue
+		}
+		if fields := bytes.Fields(b[i+2:]); len(fields) >= 2 {
+			if ppid, err := strconv.Atoi(string(fields[1])); err == nil && ppid == self {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}

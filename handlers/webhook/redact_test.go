@@ -1,0 +1,135 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers/webhook"
+	"github.com/fenceq/fenceq/worker"
+	"github.com/fenceq/fenceq/worker/workertest"
+)
+
+// A Slack-style webhook URL: the secret is the path, and here a token in
+// the query too.
+const (
+	pathSecret  = "XXXXPATHSECRET"
+	querySecret = "QQQQQUERYSECRET"
+	secretRest  = "/services/T000/B000/" + pathSecret + "?token=" + querySecret
+)
+
+// echoPath answers status with a body that repeats the request's path and
+// query, as many frameworks' error pages do ("Cannot POST /services/…").
+func echoPath(t *testing.T, status int) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+		io.WriteString(w, "Cannot POST "+r.URL.RequestURI())
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// assertNoSecret fails if s shows the URL's path or query.
+func assertNoSecret(t *testing.T, what, s string) {
+	t.Helper()
+	for _, secret := range []string{pathSecret, querySecret} {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s shows the URL's secret %s: %s", what, secret, s)
+		}
+	}
+}
+
+// An error names the endpoint by scheme and host only: its path and query
+// (a Slack-style webhook's secret) land in the job's error history, which
+// every read-only dashboard viewer reads.
+func TestHTTPErrorsHideURLPathAndQuery(t *testing.T) {
+	t.Parallel()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // nothing listens there now
+	redirectLoop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.RequestURI(), http.StatusFound)
+	}))
+	t.Cleanup(redirectLoop.Close)
+	tests := []struct {
+		name    string
+		base    string
+		timeout time.Duration
+	}{
+		{"500 repeating the path", echoPath(t, http.StatusInternalServerError).URL, 0},
+		{"404 repeating the path", echoPath(t, http.StatusNotFound).URL, 0},
+		{"connection refused", closed.URL, 0},
+		{"timeout", slowServer(t).URL, 50 * time.Millisecond},
+		{"redirect loop", redirectLoop.URL, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := mustHTTP(t, webhook.Config{URL: tt.base + secretRest, Timeout: tt.timeout})
+			err := h.ProcessJob(context.Background(), newJob("k", nil))
+			if err == nil {
+				t.Fatal("ProcessJob = nil, want a failure")
+			}
+			assertNoSecret(t, "error", err.Error())
+			if !strings.Contains(err.Error(), "post "+tt.base) {
+				t.Errorf("error %q does not name the endpoint %s", err, tt.base)
+			}
+		})
+	}
+}
+
+// The same through a pool: neither the job's error history nor the pool's
+// log shows the secret.
+func TestHTTPJobErrorHistoryHidesURLSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := workertest.New(t)
+	srv := echoPath(t, http.StatusInternalServerError)
+	h := mustHTTP(t, webhook.Config{URL: srv.URL + secretRest})
+	id, err := env.Broker.Enqueue(ctx, broker.Job{Queue: "hooks", Kind: "notify", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	p, err := worker.New(env.Broker, h, worker.Config{
+		Queues: []worker.Queue{{Name: "hooks"}}, PollInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var info broker.JobInfo
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if info, err = env.Broker.Job(ctx, "hooks", id); err != nil {
+			t.Fatal(err)
+		}
+		if info.State == broker.StateDead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job is %s after 10s, want dead after its one attempt", info.State)
+		}
+	}
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Errors) != 1 || !strings.Contains(info.Errors[0].Error, "status 500") {
+		t.Fatalf("error history %+v, want the one 500", info.Errors)
+	}
+	assertNoSecret(t, "error history", info.Errors[0].Error)
+	assertNoSecret(t, "last error", info.LastError)
+	if !strings.Contains(logs.String(), "status 500") {
+		t.Errorf("the pool's log does not mention the failure: %s", logs.String())
+	}
+	assertNoSecret(t, "pool log", logs.String())
+}
