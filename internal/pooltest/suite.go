@@ -15,6 +15,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"ContinuousWorkDoesNotStarveRecovery", testNoStarvation},
 		{"GracefulShutdownReleasesToAnotherPool", testGracefulShutdown},
 		{"HandlerResults", testResults},
+		{"UnknownKindWaitsForItsPool", testUnknownKindWaitsForItsPool},
 		{"CancelRunningJob", testCancelRunning},
 		{"ProgressIsFenced", testProgress},
 		{"HandlerReadsMetadata", testMetadata},
