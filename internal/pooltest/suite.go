@@ -16,6 +16,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"GracefulShutdownReleasesToAnotherPool", testGracefulShutdown},
 		{"HandlerResults", testResults},
 		{"UnknownKindWaitsForItsPool", testUnknownKindWaitsForItsPool},
+		{"UnknownKindBound", testUnknownKindBound},
 		{"CancelRunningJob", testCancelRunning},
 		{"ProgressIsFenced", testProgress},
 		{"HandlerReadsMetadata", testMetadata},

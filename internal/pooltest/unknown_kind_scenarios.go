@@ -2,11 +2,13 @@ package pooltest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/worker"
 )
 
 // waitGivenBack polls the job until no pool holds it and it is not ready:
@@ -60,5 +62,52 @@ func testUnknownKindWaitsForItsPool(t *testing.T, nc NewClient) {
 	s.pool(t, mux)
 	want(t, "attempt on the new pool", recv(t, "the new pool to run it", ran, 20*time.Second), 1)
 	want(t, "state", s.waitFinal(t, id, 5*time.Second).State, broker.StateDone)
+	s.consistent(t)
+}
+
+// A job that waits longer than UnknownKind.For for a pool that has its kind
+// is dead, with an error that names the kind and says what to do; until
+// then each pool that lacks the kind claims it again only when its wait is
+// over (no claim loop), and warns once for the kind, not once per job.
+func testUnknownKindBound(t *testing.T, nc NewClient) {
+	s := setup(t, nc)
+	mux := handlers.NewMux()
+	mux.HandleFunc("old", func(context.Context, *handlers.Job) error { return nil })
+	p := s.pool(t, mux, func(c *worker.Config) {
+		c.UnknownKind = worker.UnknownKindPolicy{Delay: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, For: 700 * time.Millisecond}
+	})
+	const jobs = 20
+	ids := make([]string, jobs)
+	for i := range ids {
+		ids[i] = s.enqueue(t, broker.Job{Kind: "new", MaxAttempts: 3})
+	}
+	for _, id := range ids {
+		j := s.waitFinal(t, id, 20*time.Second)
+		want(t, "state", j.State, broker.StateDead)
+		want(t, "attempt of the dead job", j.Attempt, 1)
+		want(t, "errors recorded", len(j.Errors), 1)
+		for _, part := range []string{`no pool registered kind "new"`, "deploy a runner that handles", "workerd retry q " + id} {
+			if !strings.Contains(j.LastError, part) {
+				t.Fatalf("last error %q lacks %q", j.LastError, part)
+			}
+		}
+	}
+	st := p.Stats()
+	want(t, "dead", st.Dead, int64(jobs))
+	want(t, "retried", st.Retried, int64(0))
+	// Each job waited 100ms, then as long as it had waited (≥ 100ms,
+	// ≥ 200ms, capped at 200ms) until 700ms had passed: about five
+	// give-backs each, whatever the machine's speed. A pool that took it
+	// back at once would claim it hundreds of times.
+	if per := float64(st.GivenBack) / jobs; per < 2 || per > 8 {
+		t.Fatalf("given back %d times for %d jobs (%.1f each), want 2 to 8 each", st.GivenBack, jobs, per)
+	}
+	want(t, "claims", st.Claimed, st.GivenBack+jobs)
+	if n := s.logs.count("fenceq has no handler for a job's kind"); n != 1 {
+		t.Fatalf("warned %d times for one kind, want once a minute\nlogs:\n%s", n, s.logs)
+	}
+	if n := s.logs.count("job failed"); n != 0 {
+		t.Fatalf("logged %d failures for jobs that were given back", n)
+	}
 	s.consistent(t)
 }
