@@ -177,7 +177,7 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		if held, ok := p.unknownKinds.ok(a.lease.Kind); ok {
 			p.log.Warn("fenceq has no handler for a job's kind: it gave the job back, uncharged, to wait for a pool that has the kind; deploy one, or stop enqueueing the kind",
 				slog.String("kind", a.lease.Kind), slog.String("queue", a.lease.Queue), slog.String("id", a.lease.ID),
-				slog.Int("more_given_back", held), slog.Duration("dead_after", p.cfg.UnknownKind.For))
+				slog.Int("more_given_back", held), slog.String("dead_after", deadAfter(p.cfg.UnknownKind.For)))
 		}
 	default:
 		p.count(o, state)
@@ -188,6 +188,14 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		p.log.LogAttrs(context.Background(), level, "fenceq settled a job", attrs,
 			slog.String("op", o.String()), slog.String("state", string(state)), slog.Any("error", herr))
 	}
+}
+
+// deadAfter is UnknownKind.For as the warning shows it.
+func deadAfter(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.String()
 }
 
 // snoozeDelay is how long a snoozing handler asked to wait.
