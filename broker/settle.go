@@ -226,7 +226,8 @@ type Unhandled struct {
 	// the two, so that its waits double.
 	Delay, MaxDelay time.Duration
 	// For is how long a job may wait for a handler: the first give-back
-	// after that makes it dead. Negative: it waits for ever.
+	// after that makes it dead (with 0, the first give-back does).
+	// Negative: it waits for ever.
 	For time.Duration
 }
 
