@@ -99,6 +99,7 @@ func testUnknownKindBound(t *testing.T, nc NewClient) {
 	// ≥ 200ms, capped at 200ms) until 700ms had passed: about five
 	// give-backs each, whatever the machine's speed. A pool that took it
 	// back at once would claim it hundreds of times.
+	t.Logf("%d jobs given back %d times in all, claimed %d times", jobs, st.GivenBack, st.Claimed)
 	if per := float64(st.GivenBack) / jobs; per < 2 || per > 8 {
 		t.Fatalf("given back %d times for %d jobs (%.1f each), want 2 to 8 each", st.GivenBack, jobs, per)
 	}
