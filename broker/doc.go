@@ -96,9 +96,10 @@
 //     holds state=running with that gen and that token. At most one claim
 //     per job is valid at any time: every claim installs a fresh token.
 //
-//  2. Fencing. Renew, Progress, Ack, Fail, Snooze and Release change nothing
-//     unless their claim is valid; otherwise they answer [Stale]. A stale
-//     worker can never overwrite the work of the claim that replaced it.
+//  2. Fencing. Renew, Progress, Ack, Fail, Snooze, GiveBack and Release
+//     change nothing unless their claim is valid; otherwise they answer
+//     [Stale]. A stale worker can never overwrite the work of the claim
+//     that replaced it.
 //
 //  3. Monotonic generation. gen strictly increases with every claim,
 //     release, release_unowned, reap and retry of a job. Handlers receive
@@ -134,8 +135,8 @@
 //
 //  9. Safe to re-send. A client that lost a reply may send the same request
 //     again: Claim under the same request id ([Broker.ClaimRequest])
-//     answers the same leases; Ack, Fail, Snooze and Release answer the
-//     outcome their claim's settlement recorded (the job keeps the claim's
+//     answers the same leases; Ack, Fail, Snooze, GiveBack and Release
+//     answer the outcome their claim's settlement recorded (the job keeps the claim's
 //     token and the outcome, and the records of its last three claims'
 //     settlements once it is claimed again, so a re-send may come after
 //     up to three later claims); Enqueue recognises its own request and

@@ -12,7 +12,8 @@ import (
 )
 
 // Event is one lifecycle event of a queue's stream: enqueued, started,
-// done, retried, snoozed, dead, cancelled, cancel_requested, released,
+// done, retried, snoozed, unhandled (given back by a worker without a
+// handler for its kind), dead, cancelled, cancel_requested, released,
 // force_released, reaped, lease_lost, stale_rejected.
 type Event struct {
 	StreamID   string    // the stream entry's id: pass it as after to read on

@@ -215,8 +215,53 @@ func (b *Broker) snooze(ctx context.Context, l Lease, d time.Duration, c ClaimSp
 	return b.failScript(ctx, l, "snooze", "", d, c)
 }
 
-// failScript runs fail.lua in mode, with a claim of c after it when c.N > 0.
-func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, after time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+// Unhandled says how [Broker.GiveBack] gives back a job whose kind the
+// worker has no handler for.
+type Unhandled struct {
+	// Error is stored as the job's last error when the give-back makes it
+	// dead; it should name the kind and say what to do.
+	Error string
+	// Delay is the shortest wait, at least 1ms, and MaxDelay the longest:
+	// each give-back waits as long as the job has waited so far, between
+	// the two, so that its waits double.
+	Delay, MaxDelay time.Duration
+	// For is how long a job may wait for a handler: the first give-back
+	// after that makes it dead (with 0, the first give-back does).
+	// Negative: it waits for ever.
+	For time.Duration
+}
+
+// GiveBack gives back a running job whose kind the worker has no handler
+// for, to wait for one that has, without charging the attempt. Its wait
+// starts with the first of an unbroken run of such give-backs, whichever
+// workers sent them; each waits as long as the job has waited so far,
+// between u.Delay and u.MaxDelay. The give-back after u.For makes the job
+// dead with u.Error, a failed attempt. It answers the job's new state
+// (scheduled, dead, or cancelled when its cancellation was requested), or
+// Stale when the claim is no longer valid; a re-send after a lost reply
+// answers the same (invariant 9).
+func (b *Broker) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, State, error) {
+	switch {
+	case u.Delay < time.Millisecond:
+		return Stale, "", &ValidationError{Field: "unhandled delay", Value: u.Delay.String(), Reason: "must be at least 1ms, or the job is claimed again at once"}
+	case u.MaxDelay < u.Delay:
+		return Stale, "", &ValidationError{Field: "unhandled max delay", Value: u.MaxDelay.String(), Reason: "must be at least the delay, " + u.Delay.String()}
+	}
+	limit := int64(-1)
+	if u.For >= 0 {
+		limit = u.For.Milliseconds()
+	}
+	msg := u.Error
+	if len(msg) > maxErrorBytes {
+		msg = msg[:maxErrorBytes]
+	}
+	o, st, _, err := b.failScript(ctx, l, "unhandled", msg, u.Delay, ClaimSpec{}, u.MaxDelay.Milliseconds(), limit)
+	return o, st, err
+}
+
+// failScript runs fail.lua in mode, with a claim of c after it when c.N > 0;
+// extra are the arguments after the claim's.
+func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, after time.Duration, c ClaimSpec, extra ...any) (Outcome, State, ClaimResult, error) {
 	res := ClaimResult{NextDue: -1}
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, "", res, err
@@ -226,7 +271,7 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 		return Stale, "", res, &ValidationError{Field: "claim queue", Value: c.Queue, Reason: "must be the failed job's queue, " + l.Queue}
 	}
 	sent := time.Now()
-	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, mode, msg, after.Milliseconds()}, c.args()...)
+	args := append(append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, mode, msg, after.Milliseconds()}, c.args()...), extra...)
 	v, err := b.run(ctx, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)

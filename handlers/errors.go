@@ -93,8 +93,11 @@ func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.De
 // charging the attempt. A negative d counts as 0.
 func Snooze(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
 
-// UnknownKindError is the permanent failure of a job no handler is
-// registered for.
+// UnknownKindError says that no handler is registered for a job's kind. A
+// worker pool gives the job back to wait for a pool that has the kind
+// (worker.Config.UnknownKind) when Kind is the job's kind; a handler that
+// routes further by a kind of its own and returns one for another kind
+// fails the job like any error.
 type UnknownKindError struct {
 	Kind string // the job's kind
 }

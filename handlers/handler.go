@@ -26,9 +26,12 @@ type HandlerFunc func(ctx context.Context, job *Job) error
 // ProcessJob calls f.
 func (f HandlerFunc) ProcessJob(ctx context.Context, job *Job) error { return f(ctx, job) }
 
-// Mux routes each job to the handler registered for its kind. A job of an
-// unregistered kind fails permanently with an *UnknownKindError. It is safe
-// for concurrent use; registering while a pool runs is allowed.
+// Mux routes each job to the handler registered for its kind. For a job of
+// an unregistered kind it returns an *UnknownKindError, which a worker pool
+// does not count as a failure: it gives the job back, uncharged, to wait
+// for a pool that has the kind (worker.Config.UnknownKind), so the old
+// pools of a rolling deploy leave the new kinds' jobs alone. It is safe for
+// concurrent use; registering while a pool runs is allowed.
 type Mux struct {
 	mu    sync.RWMutex
 	kinds map[string]Handler

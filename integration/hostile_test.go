@@ -66,7 +66,8 @@ func (r *hostileRig) startPool(t *testing.T) {
 	p, err := worker.New(r.b, mux, worker.Config{
 		Queues: []worker.Queue{{Name: hostileQueue}}, Concurrency: 4,
 		LeaseDuration: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(&r.logs, nil)),
+		UnknownKind: worker.UnknownKindPolicy{Delay: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond, For: 200 * time.Millisecond},
+		Logger:      slog.New(slog.NewTextHandler(&r.logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,9 +194,14 @@ func TestHostileInput(t *testing.T) {
 		{name: "UnknownKind", pool: true, run: func(t *testing.T, r *hostileRig) {
 			id := r.enqueue(t, broker.Job{Kind: "no.such.kind-42"})
 			neighbour := r.enqueue(t, broker.Job{Kind: "hostile.ok"})
+			// Given back to wait for a pool that has the kind, until the
+			// pool's short UnknownKind.For is over.
 			s, le := r.waitFinal(t, id)
-			if s != string(broker.StateDead) || !strings.Contains(le, `"no.such.kind-42"`) {
-				t.Fatalf("unknown kind ended %s with last_error %q; want dead, naming the kind", s, le)
+			if s != string(broker.StateDead) || !strings.Contains(le, `no pool registered kind "no.such.kind-42"`) {
+				t.Fatalf("unknown kind ended %s with last_error %q; want dead after its wait, naming the kind", s, le)
+			}
+			if a, _ := r.rdb.HGet(context.Background(), r.jobKey(id), "attempt").Int(); a != 1 {
+				t.Fatalf("a job given back while it waited ran %d attempts, want 1", a)
 			}
 			r.wantDone(t, neighbour)
 		}},

@@ -19,7 +19,8 @@ func JobAttrs(job *handlers.Job) slog.Attr {
 
 // Logging logs each job's start (debug) and its end: info when it succeeds,
 // warn when it fails, with the job's attributes, the duration and, when the
-// context was cancelled, the cause.
+// context was cancelled, the cause. A job whose kind has no handler is
+// logged at debug: the pool gives it back and warns once per kind.
 func Logging(logger *slog.Logger) Middleware {
 	if logger == nil {
 		logger = slog.Default()
@@ -40,6 +41,12 @@ func Logging(logger *slog.Logger) Middleware {
 			var snooze *handlers.SnoozeError
 			if errors.As(err, &snooze) {
 				logger.LogAttrs(ctx, slog.LevelInfo, "job snoozed", append(attrs, slog.Duration("delay", snooze.Delay))...)
+				return err
+			}
+			var unknown *handlers.UnknownKindError
+			if errors.As(err, &unknown) && unknown.Kind == job.Kind {
+				// The pool gives it back to wait, and warns once per kind.
+				logger.LogAttrs(ctx, slog.LevelDebug, "job has no handler for its kind", attrs...)
 				return err
 			}
 			logger.LogAttrs(ctx, slog.LevelWarn, "job failed", append(attrs, slog.String("error", err.Error()))...)

@@ -301,6 +301,9 @@ func TestLogging(t *testing.T) {
 		}},
 		// The middleware uses errors.As, so a wrapped snooze is a snooze.
 		{"wrapped snooze", fmt.Errorf("not ready: %w", handlers.Snooze(time.Second)), "job snoozed", "INFO", nil},
+		// The pool gives such a job back and warns once per kind.
+		{"no handler for the kind", handlers.Permanent(&handlers.UnknownKindError{Kind: "email"}), "job has no handler for its kind", "DEBUG", nil},
+		{"another kind unknown to the handler", handlers.Permanent(&handlers.UnknownKindError{Kind: "sub"}), "job failed", "WARN", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

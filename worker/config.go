@@ -2,6 +2,7 @@ package worker
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -50,7 +51,44 @@ const (
 	// MinLeaseDuration is the shortest lease the pool accepts: the heartbeat
 	// renews every lease/3.
 	MinLeaseDuration = 30 * time.Millisecond
+
+	// Defaults of Config.UnknownKind: a job of a kind the pool has no
+	// handler for waits 5s, then as long as it has waited so far (10s,
+	// 20s, ...) up to 5 minutes, and is dead after a day of it.
+	UnknownKindDelayDefault    = 5 * time.Second
+	UnknownKindMaxDelayDefault = 5 * time.Minute
+	UnknownKindForDefault      = 24 * time.Hour
+
+	// WaitForever, as UnknownKindPolicy.For, lets a job wait for a pool
+	// that has its kind with no end.
+	WaitForever = -1
 )
+
+// UnknownKindPolicy says how a pool treats a job whose kind its handler
+// has no handler for (the handler returned a handlers.UnknownKindError
+// naming the job's kind, as a Mux does for a kind never registered): in a
+// rolling deploy, a pool of the old version claims the new kinds' jobs.
+// It gives such a job back, uncharged, to wait for a pool that has the
+// kind (broker.GiveBack). The wait is the job's, whichever pools gave it
+// back: it starts with the first give-back, and each give-back waits as
+// long as the job has waited so far, so a pool whose queue holds only
+// such jobs claims each of them a few times an hour, not in a loop.
+type UnknownKindPolicy struct {
+	// Delay is the wait after the first give-back. Default 5s
+	// (UnknownKindDelayDefault); 0 means the default; at least 1ms.
+	Delay time.Duration
+	// MaxDelay is the longest wait between two claims of such a job, and
+	// so the longest a pool that has the kind may wait for it after it
+	// comes up. Default 5m (UnknownKindMaxDelayDefault); 0 means the
+	// default; at least Delay.
+	MaxDelay time.Duration
+	// For is how long a job may wait: the first give-back after it makes
+	// the job dead, with an error that names the kind and says to deploy
+	// a runner that handles it, then retry the job. Default 24h
+	// (UnknownKindForDefault); 0 means the default; WaitForever (-1)
+	// waits for ever.
+	For time.Duration
+}
 
 // Queue is one queue a pool serves.
 type Queue struct {
@@ -110,6 +148,10 @@ type Config struct {
 	// Outbox, when set, is relayed by the pool: jobs enqueued inside SQL
 	// transactions reach Redis (see package outbox).
 	Outbox Relayer
+	// UnknownKind is how the pool gives back a job of a kind its handler
+	// has no handler for, instead of failing it. Its zero value is the
+	// defaults: waits from 5s doubling to 5m, dead after 24h.
+	UnknownKind UnknownKindPolicy
 	// Middleware wraps every handler, the first outermost. The pool always
 	// adds middleware.Recover outside them all.
 	Middleware []middleware.Middleware
@@ -141,6 +183,10 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	u := &c.UnknownKind
+	u.Delay = cmp.Or(u.Delay, UnknownKindDelayDefault)
+	u.MaxDelay = cmp.Or(u.MaxDelay, max(UnknownKindMaxDelayDefault, u.Delay))
+	u.For = cmp.Or(u.For, UnknownKindForDefault)
 	var r broker.Retention
 	if c.Retention != nil {
 		r = *c.Retention // the caller's struct is theirs: never written
@@ -180,6 +226,12 @@ func (c Config) validate() error {
 		return invalid("ShutdownTimeout", "ShutdownTimeout is %v; it must not be negative", c.ShutdownTimeout)
 	case c.ReapBatch < 1:
 		return invalid("ReapBatch", "ReapBatch is %d; it must be at least 1 (0 means %d)", c.ReapBatch, ReapBatchDefault)
+	case c.UnknownKind.Delay < time.Millisecond:
+		return invalid("UnknownKind.Delay", "UnknownKind.Delay is %v; it must be at least 1ms (0 means %v)", c.UnknownKind.Delay, UnknownKindDelayDefault)
+	case c.UnknownKind.MaxDelay < c.UnknownKind.Delay:
+		return invalid("UnknownKind.MaxDelay", "UnknownKind.MaxDelay is %v; it must be at least UnknownKind.Delay, %v (0 means %v)", c.UnknownKind.MaxDelay, c.UnknownKind.Delay, UnknownKindMaxDelayDefault)
+	case c.UnknownKind.For < 0 && c.UnknownKind.For != WaitForever:
+		return invalid("UnknownKind.For", "UnknownKind.For is %v; it must be positive, 0 for the default (%v), or WaitForever (-1) to wait with no end", c.UnknownKind.For, UnknownKindForDefault)
 	}
 	r := c.Retention
 	for _, f := range []struct {
@@ -212,6 +264,16 @@ func (c Config) trimRetention() broker.Retention {
 
 // reapInterval is how often the maintenance loop reaps (invariant 5).
 func (c Config) reapInterval() time.Duration { return max(c.LeaseDuration/3, c.PollInterval) }
+
+// unhandled is how the pool gives back l, whose kind its handler lacks.
+func (c Config) unhandled(l broker.Lease) broker.Unhandled {
+	u := c.UnknownKind
+	return broker.Unhandled{
+		Error: fmt.Sprintf("no pool registered kind %q: the pools that claimed this job have no handler for it, and it waited %v for one that has; deploy a runner that handles %q, then run: workerd retry %s %s",
+			l.Kind, u.For, l.Kind, l.Queue, l.ID),
+		Delay: u.Delay, MaxDelay: u.MaxDelay, For: u.For,
+	}
+}
 
 func (c Config) backoff(kind string, attempt int) time.Duration {
 	if f := c.KindBackoff[kind]; f != nil {

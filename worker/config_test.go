@@ -17,7 +17,8 @@ func TestConfigDefaults(t *testing.T) {
 	if c.Concurrency != ConcurrencyDefault || c.LeaseDuration != LeaseDurationDefault ||
 		c.PollInterval != PollIntervalDefault || c.ShutdownTimeout != ShutdownTimeoutDefault ||
 		c.ReapBatch != ReapBatchDefault || c.Backoff == nil || c.Logger == nil ||
-		c.Retention == nil || c.Retention.Done != RetainDoneDefault || c.Retention.Dead != RetainDeadDefault {
+		c.Retention == nil || c.Retention.Done != RetainDoneDefault || c.Retention.Dead != RetainDeadDefault ||
+		c.UnknownKind != (UnknownKindPolicy{UnknownKindDelayDefault, UnknownKindMaxDelayDefault, UnknownKindForDefault}) {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if err := c.validate(); err != nil {
@@ -89,12 +90,16 @@ func TestConfigValidate(t *testing.T) {
 		{"NegativeRetentionAge", func(c *Config) { c.Retention = &broker.Retention{Dead: -time.Hour} }, "Retention.Dead"},
 		{"NegativeRetentionCount", func(c *Config) { c.Retention = &broker.Retention{MaxDone: -2} }, "Retention.MaxDone"},
 		{"BracedQueueName", func(c *Config) { c.Queues = []Queue{{Name: "a{b"}} }, "queue"},
+		{"NegativeUnknownKindDelay", func(c *Config) { c.UnknownKind.Delay = -1 }, "UnknownKind.Delay"},
+		{"UnknownKindMaxBelowDelay", func(c *Config) { c.UnknownKind = UnknownKindPolicy{Delay: time.Minute, MaxDelay: time.Second} }, "UnknownKind.MaxDelay"},
+		{"NegativeUnknownKindFor", func(c *Config) { c.UnknownKind.For = -time.Hour }, "WaitForever"},
 	}
 	fields := map[string]string{
 		"NegativeConcurrency": "Concurrency", "ShortLease": "LeaseDuration", "NegativePoll": "PollInterval",
 		"NegativeShutdown": "ShutdownTimeout", "NegativeReapBatch": "ReapBatch", "NegativeWeight": "Queues",
 		"DuplicateQueue": "Queues", "NegativeRetentionAge": "Retention.Dead", "NegativeRetentionCount": "Retention.MaxDone",
-		"BracedQueueName": "Queues",
+		"BracedQueueName": "Queues", "NegativeUnknownKindDelay": "UnknownKind.Delay",
+		"UnknownKindMaxBelowDelay": "UnknownKind.MaxDelay", "NegativeUnknownKindFor": "UnknownKind.For",
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,15 @@
 //     slots they free — is sent again under the same request id, for up
 //     to a lease, and answers the leases it took; a settlement sent again
 //     answers what the first did, so it is never logged as stale.
+//   - A job of a kind the handler has no handler for is not failed
+//     (Config.UnknownKind): it is given back without charging an attempt
+//     (broker.GiveBack), to wait for a pool that has the kind — in a
+//     rolling deploy, the old pools leave the new kinds alone. Its wait is
+//     the job's, whichever pools gave it back: 5s, then as long as it has
+//     waited so far up to 5m, so a pool with only such jobs claims each a
+//     few times an hour, not in a loop. After 24h of waiting it is dead,
+//     with an error that names the kind. The pool warns once a minute per
+//     kind, and counts give-backs as Stats.GivenBack, not as failures.
 //   - Dependents of finished jobs are settled by claims and by the
 //     reaper's upkeep in bounded steps (invariant 8); the upkeep runs
 //     again at once while any are left.

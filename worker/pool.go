@@ -56,7 +56,8 @@ type Pool struct {
 	scheduler   *scheduler
 	relay       *relay
 
-	stats stats
+	stats        stats
+	unknownKinds kindThrottle // the warning of each kind the handler lacks
 }
 
 // New returns a Pool that runs h (usually a *handlers.Mux) on jobs from b.

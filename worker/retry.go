@@ -50,3 +50,55 @@ func (t *throttle) ok() bool {
 	t.last = time.Now()
 	return true
 }
+
+// kindThrottle lets the warning about a kind the handler lacks through
+// once per kindLogPeriod per kind, so a backlog of such jobs logs a line
+// per kind, not per job. It counts the lines it held back, and keeps at
+// most kindsKept kinds: a flood of new kinds, beyond those it keeps, is
+// logged by the ones it has room for. Its zero value is ready.
+type kindThrottle struct {
+	mu    sync.Mutex
+	kinds map[string]*kindSeen
+}
+
+type kindSeen struct {
+	last time.Time
+	held int
+}
+
+const (
+	kindLogPeriod = time.Minute
+	kindsKept     = 256
+)
+
+// ok says whether the line for kind may be logged now, and how many were
+// held back since the last one.
+func (k *kindThrottle) ok(kind string) (held int, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := time.Now()
+	seen := k.kinds[kind]
+	if seen == nil {
+		if k.kinds == nil {
+			k.kinds = map[string]*kindSeen{}
+		}
+		if len(k.kinds) >= kindsKept {
+			for name, s := range k.kinds {
+				if now.Sub(s.last) >= kindLogPeriod {
+					delete(k.kinds, name)
+				}
+			}
+			if len(k.kinds) >= kindsKept {
+				return 0, false
+			}
+		}
+		k.kinds[kind] = &kindSeen{last: now}
+		return 0, true
+	}
+	if now.Sub(seen.last) < kindLogPeriod {
+		seen.held++
+		return 0, false
+	}
+	held, seen.last, seen.held = seen.held, now, 0
+	return held, true
+}

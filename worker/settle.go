@@ -40,6 +40,11 @@ const (
 	// outcomeNotRun: claimed as the pool stopped, and never run. Given back
 	// (released, uncharged).
 	outcomeNotRun
+	// outcomeUnhandled: the handler has no handler for the job's kind
+	// (handlers.UnknownKindError naming it). Given back uncharged to wait
+	// for a pool that has the kind (broker.GiveBack), or dead once it has
+	// waited Config.UnknownKind.For.
+	outcomeUnhandled
 )
 
 // String is the operation the outcome settles with, as the logs name it.
@@ -55,17 +60,22 @@ func (o outcome) String() string {
 		return "release"
 	case outcomeLeaseLost:
 		return "discard"
+	case outcomeUnhandled:
+		return "give back"
 	}
 	return "unknown"
 }
 
 // outcomeOf is what a handler's run came to: herr is what it returned,
-// cause why its context was cancelled (nil while it was not). A lost lease
-// overrides everything; a handler the pool interrupted that returned
-// anyway with success is acked.
-func outcomeOf(herr, cause error) outcome {
+// cause why its context was cancelled (nil while it was not), kind the
+// job's. A lost lease overrides everything; a handler the pool interrupted
+// that returned anyway with success is acked. An UnknownKindError for
+// another kind than the job's (a handler's own routing) is an error like
+// any other.
+func outcomeOf(herr, cause error, kind string) outcome {
 	var snooze *handlers.SnoozeError
 	var permanent *handlers.PermanentError
+	var unknown *handlers.UnknownKindError
 	switch {
 	case errors.Is(cause, handlers.ErrLeaseLost):
 		return outcomeLeaseLost
@@ -73,6 +83,8 @@ func outcomeOf(herr, cause error) outcome {
 		return outcomeInterrupted
 	case herr == nil:
 		return outcomeDone
+	case errors.As(herr, &unknown) && unknown.Kind == kind:
+		return outcomeUnhandled
 	case errors.As(herr, &snooze):
 		return outcomeSnooze
 	case errors.As(herr, &permanent):
@@ -89,7 +101,7 @@ func (p *Pool) settle(a *active, herr error) {
 	// gone leaves the handler's context alone, and the settlement reports
 	// for itself whether it was stale.
 	a.settling.Store(true)
-	p.settleAs(a, outcomeOf(herr, context.Cause(a.ctx)), herr)
+	p.settleAs(a, outcomeOf(herr, context.Cause(a.ctx), a.lease.Kind), herr)
 }
 
 // settleAs sends the broker call that settles a's job with outcome o,
@@ -126,6 +138,9 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 					return p.b.SnoozeClaim(ctx, a.lease, delay, c)
 				})
 		}
+	case outcomeUnhandled:
+		u := p.cfg.unhandled(a.lease)
+		call = func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.GiveBack(ctx, a.lease, u) }
 	case outcomeRetry, outcomeDead:
 		f := broker.Failure{Error: herr.Error(), Dead: o == outcomeDead}
 		if !f.Dead {
@@ -156,15 +171,31 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		p.stats.stale.Add(1)
 		p.log.Warn("fenceq stale settlement rejected: the job was taken over while its handler ran; nothing was stored",
 			attrs, slog.String("op", o.String()))
+	case o == outcomeUnhandled && state == broker.StateScheduled:
+		p.count(o, state)
+		p.log.Debug("fenceq gave back a job its handler has no handler for", attrs)
+		if held, ok := p.unknownKinds.ok(a.lease.Kind); ok {
+			p.log.Warn("fenceq has no handler for a job's kind: it gave the job back, uncharged, to wait for a pool that has the kind; deploy one, or stop enqueueing the kind",
+				slog.String("kind", a.lease.Kind), slog.String("queue", a.lease.Queue), slog.String("id", a.lease.ID),
+				slog.Int("more_given_back", held), slog.String("dead_after", deadAfter(p.cfg.UnknownKind.For)))
+		}
 	default:
 		p.count(o, state)
 		level := slog.LevelDebug
-		if o == outcomeRetry || o == outcomeDead {
+		if o == outcomeRetry || o == outcomeDead || o == outcomeUnhandled {
 			level = slog.LevelWarn
 		}
 		p.log.LogAttrs(context.Background(), level, "fenceq settled a job", attrs,
 			slog.String("op", o.String()), slog.String("state", string(state)), slog.Any("error", herr))
 	}
+}
+
+// deadAfter is UnknownKind.For as the warning shows it.
+func deadAfter(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.String()
 }
 
 // snoozeDelay is how long a snoozing handler asked to wait.

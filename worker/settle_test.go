@@ -24,6 +24,9 @@ func TestOutcomeOf(t *testing.T) {
 		{"error", boom, nil, outcomeRetry, "fail"},
 		{"wrapped permanent", fmt.Errorf("x: %w", handlers.Permanent(boom)), nil, outcomeDead, "fail"},
 		{"snooze", handlers.Snooze(time.Minute), nil, outcomeSnooze, "snooze"},
+		{"no handler for the job's kind", handlers.Permanent(&handlers.UnknownKindError{Kind: "k"}), nil, outcomeUnhandled, "give back"},
+		{"a handler's own unknown kind", handlers.Permanent(&handlers.UnknownKindError{Kind: "sub"}), nil, outcomeDead, "fail"},
+		{"shutdown interrupts an unknown kind", &handlers.UnknownKindError{Kind: "k"}, handlers.ErrShutdown, outcomeInterrupted, "release"},
 		{"lease lost beats success", nil, handlers.ErrLeaseLost, outcomeLeaseLost, "discard"},
 		{"lease lost beats an error", boom, handlers.ErrLeaseLost, outcomeLeaseLost, "discard"},
 		{"shutdown interrupts an error", context.Canceled, handlers.ErrShutdown, outcomeInterrupted, "release"},
@@ -34,7 +37,7 @@ func TestOutcomeOf(t *testing.T) {
 		{"a cancelled job may still succeed", nil, handlers.ErrJobCancelled, outcomeDone, "ack"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := outcomeOf(tc.herr, tc.cause)
+			got := outcomeOf(tc.herr, tc.cause, "k")
 			if got != tc.want || got.String() != tc.op {
 				t.Fatalf("outcomeOf(%v, %v) = %v (%d), want %s (%d)", tc.herr, tc.cause, got, got, tc.op, tc.want)
 			}

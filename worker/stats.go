@@ -15,6 +15,7 @@ type Stats struct {
 	Dead       int64 // failed for good
 	Cancelled  int64 // settled as cancelled
 	Snoozed    int64 // snoozed by their handler
+	GivenBack  int64 // given back uncharged: the handler has no handler for their kind (Config.UnknownKind)
 	Released   int64 // given back (shutdown, or a lease that expired locally)
 	Stale      int64 // settlements rejected because the claim was no longer valid
 	LeasesLost int64 // handlers cancelled because their lease was lost or expired
@@ -22,7 +23,7 @@ type Stats struct {
 }
 
 type stats struct {
-	claimed, succeeded, retried, dead, cancelled, snoozed, released, stale, leasesLost, reaped atomic.Int64
+	claimed, succeeded, retried, dead, cancelled, snoozed, givenBack, released, stale, leasesLost, reaped atomic.Int64
 }
 
 // Stats returns the pool's counters.
@@ -31,7 +32,7 @@ func (p *Pool) Stats() Stats {
 	return Stats{
 		Running: p.running(), Claimed: s.claimed.Load(), Succeeded: s.succeeded.Load(),
 		Retried: s.retried.Load(), Dead: s.dead.Load(), Cancelled: s.cancelled.Load(),
-		Snoozed: s.snoozed.Load(), Released: s.released.Load(), Stale: s.stale.Load(),
+		Snoozed: s.snoozed.Load(), GivenBack: s.givenBack.Load(), Released: s.released.Load(), Stale: s.stale.Load(),
 		LeasesLost: s.leasesLost.Load(), Reaped: s.reaped.Load(),
 	}
 }
@@ -55,6 +56,8 @@ func (p *Pool) count(o outcome, state broker.State) {
 		p.maintenance.finished(s.finished())
 	case o == outcomeSnooze:
 		s.snoozed.Add(1)
+	case o == outcomeUnhandled:
+		s.givenBack.Add(1)
 	case o == outcomeInterrupted, o == outcomeNotRun:
 		s.released.Add(1)
 	default:

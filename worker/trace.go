@@ -85,9 +85,9 @@ func endAttempt(span trace.Span, o outcome, herr error, res broker.Outcome, st b
 }
 
 // outcomeLabel names a settled attempt's outcome on its span: done, retry,
-// dead, snoozed, cancelled (a failure whose job's cancel was requested) or
+// dead, snoozed, cancelled (a failure whose job's cancel was requested),
 // released (given back on shutdown or at the lease's local deadline,
-// uncharged).
+// uncharged) or given back (no handler for its kind, uncharged).
 func outcomeLabel(o outcome, st broker.State) string {
 	switch o {
 	case outcomeDone:
@@ -96,6 +96,10 @@ func outcomeLabel(o outcome, st broker.State) string {
 		return "snoozed"
 	case outcomeInterrupted, outcomeNotRun:
 		return "released"
+	case outcomeUnhandled:
+		if st == broker.StateScheduled {
+			return "given back"
+		}
 	}
 	switch st { // a failure: what the fail script made of it
 	case broker.StateDead:

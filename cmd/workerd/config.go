@@ -44,13 +44,23 @@ type fileConfig struct {
 }
 
 type poolConfig struct {
-	Queues         []queueConfig    `yaml:"queues"`
-	StrictPriority bool             `yaml:"strict_priority"`
-	Concurrency    int              `yaml:"concurrency"`
-	Lease          duration         `yaml:"lease"`
-	PollInterval   duration         `yaml:"poll_interval"`
-	Backoff        backoffConfig    `yaml:"backoff"`
-	Retention      *retentionConfig `yaml:"retention"`
+	Queues         []queueConfig     `yaml:"queues"`
+	StrictPriority bool              `yaml:"strict_priority"`
+	Concurrency    int               `yaml:"concurrency"`
+	Lease          duration          `yaml:"lease"`
+	PollInterval   duration          `yaml:"poll_interval"`
+	Backoff        backoffConfig     `yaml:"backoff"`
+	Retention      *retentionConfig  `yaml:"retention"`
+	UnknownKind    unknownKindConfig `yaml:"unknown_kind"`
+}
+
+// unknownKindConfig is how a pool gives back a job of a kind missing from
+// handlers (worker.UnknownKindPolicy); each omitted field takes the
+// worker's default (5s, 5m, 24h), and dead_after "forever" waits for ever.
+type unknownKindConfig struct {
+	Delay     duration  `yaml:"delay"`
+	MaxDelay  duration  `yaml:"max_delay"`
+	DeadAfter retainAge `yaml:"dead_after"`
 }
 
 // retentionConfig is a pool's retention of finished jobs; each omitted
@@ -338,6 +348,8 @@ func (p poolConfig) workerConfig() worker.Config {
 	cfg := worker.Config{
 		StrictPriority: p.StrictPriority, Concurrency: p.Concurrency,
 		LeaseDuration: p.Lease.Duration, PollInterval: p.PollInterval.Duration,
+		UnknownKind: worker.UnknownKindPolicy{Delay: p.UnknownKind.Delay.Duration, MaxDelay: p.UnknownKind.MaxDelay.Duration,
+			For: p.UnknownKind.DeadAfter.Duration},
 	}
 	for _, q := range p.Queues {
 		cfg.Queues = append(cfg.Queues, worker.Queue{Name: q.Name, Weight: q.Weight})

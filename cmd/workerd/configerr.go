@@ -252,13 +252,13 @@ var configTypes = map[string]reflect.Type{
 	"retentionConfig": reflect.TypeFor[retentionConfig](), "periodicConfig": reflect.TypeFor[periodicConfig](),
 	"queueConfig": reflect.TypeFor[queueConfig](), "backoffConfig": reflect.TypeFor[backoffConfig](),
 	"handlerConfig": reflect.TypeFor[handlerConfig](), "execConfig": reflect.TypeFor[execConfig](),
-	"httpConfig": reflect.TypeFor[httpConfig](),
+	"httpConfig": reflect.TypeFor[httpConfig](), "unknownKindConfig": reflect.TypeFor[unknownKindConfig](),
 }
 
 var configTypeNames = map[string]string{
 	"fileConfig": "the top level", "poolConfig": "a pool", "retentionConfig": "retention",
 	"periodicConfig": "a periodic job", "queueConfig": "a queue", "backoffConfig": "backoff",
-	"handlerConfig": "a handler", "execConfig": "exec", "httpConfig": "http",
+	"handlerConfig": "a handler", "execConfig": "exec", "httpConfig": "http", "unknownKindConfig": "unknown_kind",
 }
 
 // yamlFields lists the field names of a config struct, in order.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/fenceq/fenceq/worker"
 )
 
 // cli runs workerd commands in-process against one miniredis.
@@ -295,6 +297,27 @@ func TestConfigRetention(t *testing.T) {
 	}
 	if cfg.Pools[1].workerConfig().Retention != nil {
 		t.Fatal("a pool without retention should take the worker's defaults (nil)")
+	}
+}
+
+// A pool's unknown_kind reaches worker.Config.UnknownKind; "forever" is
+// worker.WaitForever, and an omitted field takes the worker's default.
+func TestConfigUnknownKind(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.yaml")
+	os.WriteFile(path, []byte("pools:\n  - queues: [a]\n    unknown_kind: {delay: 2s, dead_after: forever}\n  - queues: [b]\nhandlers:\n  k: {exec: {command: [\"true\"]}}\n"), 0o644)
+	cfg, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := cfg.Pools[0].workerConfig().UnknownKind; u != (worker.UnknownKindPolicy{Delay: 2 * time.Second, For: worker.WaitForever}) {
+		t.Fatalf("unknown_kind %+v", u)
+	}
+	if u := cfg.Pools[1].workerConfig().UnknownKind; u != (worker.UnknownKindPolicy{}) {
+		t.Fatalf("a pool without unknown_kind should take the worker's defaults (zero), got %+v", u)
+	}
+	os.WriteFile(path, []byte("pools:\n  - queues: [a]\n    unknown_kind: {wait: 1h}\nhandlers:\n  k: {exec: {command: [\"true\"]}}\n"), 0o644)
+	if _, err := loadConfig(path); err == nil || !strings.Contains(err.Error(), "dead_after") {
+		t.Fatalf("an unknown field of unknown_kind: %v, want the fields listed", err)
 	}
 }
 

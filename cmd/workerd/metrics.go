@@ -56,6 +56,12 @@ func (m *metrics) middleware() middleware.Middleware {
 		return handlers.HandlerFunc(func(ctx context.Context, job *handlers.Job) error {
 			start := time.Now()
 			err := next.ProcessJob(ctx, job)
+			var unknown *handlers.UnknownKindError
+			if errors.As(err, &unknown) && unknown.Kind == job.Kind {
+				// Not a run: the pool gives the job back (fenceq_jobs_given_back_total),
+				// and a kind nobody handles must not add label values.
+				return err
+			}
 			m.duration.WithLabelValues(job.Queue, job.Kind).Observe(time.Since(start).Seconds())
 			result := "ok"
 			if err != nil {
@@ -80,6 +86,7 @@ var (
 		{desc("fenceq_jobs_dead_total", "Jobs that failed for good."), func(s worker.Stats) int64 { return s.Dead }},
 		{desc("fenceq_jobs_cancelled_total", "Jobs settled as cancelled."), func(s worker.Stats) int64 { return s.Cancelled }},
 		{desc("fenceq_jobs_released_total", "Jobs given back (shutdown, or a lease that ran out locally)."), func(s worker.Stats) int64 { return s.Released }},
+		{desc("fenceq_jobs_given_back_total", "Jobs of a kind no handler is configured for, given back uncharged to wait for a runner that has it."), func(s worker.Stats) int64 { return s.GivenBack }},
 		{desc("fenceq_stale_settlements_total", "Settlements rejected because the claim was no longer valid."), func(s worker.Stats) int64 { return s.Stale }},
 		{desc("fenceq_leases_lost_total", "Handlers cancelled because their lease was lost or could not be renewed."), func(s worker.Stats) int64 { return s.LeasesLost }},
 		{desc("fenceq_leases_reaped_total", "Expired leases this process recovered."), func(s worker.Stats) int64 { return s.Reaped }},

@@ -32,6 +32,9 @@ type mjob struct {
 	prev     []string // "<token> <op> <outcome>": the settlements of earlier claims, newest first (lib.lua's PREV_SETTLED)
 	deadline int64    // lease_until in Redis milliseconds while running
 	delayed  bool     // its run_at is an hour ahead
+	// unhandledSince is when its wait for a handler began (GiveBack), as
+	// the span of the step that began it; zero before any.
+	unhandledSince span
 
 	deps      []string        // the jobs it depends on, each once
 	runAnyway bool            // RunIfDependencyFails
@@ -146,6 +149,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"resendClaim":    m.resendClaim,
 			"fail":           m.fail,
 			"snooze":         m.snooze,
+			"giveBack":       m.giveBack,
 			"release":        m.release,
 			"releaseUnowned": m.releaseUnowned,
 			"reap":           m.reap,
@@ -1113,6 +1117,53 @@ func (m *model) snooze(t *rapid.T) {
 	if claim.N > 0 {
 		m.took(t, "SnoozeClaim", res, claim.N, claim.Lease)
 	}
+}
+
+// giveBack gives a claim back as a pool without a handler for its kind
+// does: scheduled uncharged, or dead once the job has waited For since the
+// first of an unbroken run of give-backs (the claim before this one's
+// record says it was one).
+func (m *model) giveBack(t *rapid.T) {
+	l, j, valid := m.pickClaim(t)
+	u := broker.Unhandled{Error: "no handler", Delay: time.Hour, MaxDelay: time.Hour,
+		For: rapid.SampledFrom([]time.Duration{-1, 0, 20 * time.Millisecond}).Draw(t, "for")}
+	ctx := m.lostReply(t)
+	m.begin(t)
+	o, st, err := m.s.b.GiveBack(ctx, l, u)
+	m.end(t)
+	var w broker.State
+	if valid && j.cancel {
+		w = broker.StateCancelled
+	} else if valid {
+		since, fresh := j.unhandledSince, true
+		if since != (span{}) && len(j.prev) > 0 && strings.HasSuffix(j.prev[0], " unhandled scheduled") {
+			fresh = false
+		} else {
+			j.unhandledSince = m.now
+		}
+		dead := no
+		f := u.For.Milliseconds()
+		switch {
+		case u.For < 0:
+		case fresh:
+			if f == 0 {
+				dead = yes
+			}
+		case m.now.lo >= since.hi+f:
+			dead = yes
+		case m.now.hi >= since.lo+f:
+			dead = perhaps
+		}
+		w = broker.StateScheduled
+		if dead == yes || dead == perhaps && st == broker.StateDead {
+			w = broker.StateDead
+			j.failedAttempt(j.attempt)
+			m.failed++
+		} else {
+			j.attempt--
+		}
+	}
+	m.settle(t, "giveBack", "unhandled", l, j, valid, w, o, st, err)
 }
 
 // settle checks a fail or snooze answer and moves the model on.

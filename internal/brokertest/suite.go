@@ -20,6 +20,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ReleaseDoesNotChargeAttempt", testRelease},
 		{"ReleaseUnownedBumpsGenerationInAnyState", testReleaseUnowned},
 		{"FailRetryDeadSnooze", testFail},
+		{"GiveBack", testGiveBack},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"Pause", testPause},

@@ -2,22 +2,46 @@
 -- Guard: state=running ∧ gen ∧ token (invariant 2).
 -- Modes: 'retry' schedules the job at now+backoff, or makes it dead when its
 -- attempts are spent; 'dead' makes it dead now (a permanent error); 'snooze'
--- reschedules it at now+backoff without charging the attempt. A job whose
--- cancel was requested becomes cancelled whatever the mode.
+-- reschedules it at now+backoff without charging the attempt; 'unhandled'
+-- gives back a job whose kind the pool has no handler for: like a snooze,
+-- after a wait as long as the job has waited so far (so the waits double),
+-- between backoff and ARGV[13] ms, or dead once it has waited ARGV[14] ms
+-- (-1: never). A job whose cancel was requested becomes cancelled whatever
+-- the mode.
 -- A re-send whose first reply was lost answers the state that first call
 -- left and writes nothing (invariant 9).
--- A failure (retry or dead, not snooze) is kept in the job's error history
--- and, unless it ends in a cancellation, counts as a failed attempt in the
--- minute's throughput.
+-- A failure (retry or dead, and an unhandled give-back that ends dead) is
+-- kept in the job's error history and, unless it ends in a cancellation,
+-- counts as a failed attempt in the minute's throughput; a snooze and an
+-- unhandled give-back are neither.
+-- An unhandled job's wait began at the first of an unbroken run of
+-- unhandled give-backs (the claim before this one ended in one, as its
+-- record in PREV_SETTLED says), kept in its field unhandled_since; any
+-- other settlement in between starts it again. Only this mode reads or
+-- writes that field.
 -- It may take the caller's next jobs in the same call (take.lua), after the
 -- settlement, so a pool whose handler failed runs the next job for one
 -- round trip.
 -- ARGV[2] id  [3] gen  [4] token  [5] mode  [6] error  [7] backoff_ms
 --     [8] n to claim after (0: claim nothing)  [9] lease_ms  [10] promote_limit
 --     [11] claim request id  [12] cascade budget
+--     [13] unhandled: the longest wait, ms  [14] unhandled: dead after, ms
 -- Reply: {STATUS ok, the job's new state ('scheduled', 'pending', 'dead',
 --        'cancelled')} or {STATUS stale, ''}; take's reply follows as a
 --        third, nested value when n > 0
+-- unhandled_wait is how long the job of key has waited for a handler,
+-- starting the wait now unless the claim before this one was given back
+-- unhandled too.
+local function unhandled_wait(key, now)
+  local f = redis.call('HMGET', key, PREV_SETTLED[1], 'unhandled_since')
+  local since = tonumber(f[2])
+  if not since or not string.find(f[1] or '', ' unhandled scheduled$') then
+    since = now
+    redis.call('HSET', key, 'unhandled_since', int(now))
+  end
+  return now - since
+end
+
 local function settle()
   local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
   local key = JOB .. id
@@ -32,17 +56,24 @@ local function settle()
   end
   local now = now_ms()
   redis.call('ZREM', K.leases, id)
-  if mode ~= 'snooze' then
-    redis.call('HSET', key, 'last_error', ARGV[6])
-    record_error(key, f[6], now, ARGV[6])
-  end
   local state
   if f[5] == '1' then
     state = 'cancelled'
   elseif mode == 'dead' or (mode == 'retry' and (tonumber(f[6]) or 0) >= (tonumber(f[7]) or 0)) then
     state = 'dead'
+  elseif mode == 'unhandled' then
+    local waited, limit = unhandled_wait(key, now), tonumber(ARGV[14])
+    if limit >= 0 and waited >= limit then
+      state = 'dead'
+    end
+    backoff = math.min(math.max(waited, backoff), tonumber(ARGV[13]))
   end
-  if mode ~= 'snooze' and state ~= 'cancelled' then
+  local failed = mode == 'retry' or mode == 'dead' or (mode == 'unhandled' and state == 'dead')
+  if failed then
+    redis.call('HSET', key, 'last_error', ARGV[6])
+    record_error(key, f[6], now, ARGV[6])
+  end
+  if failed and state ~= 'cancelled' then
     count_settled('f', 1, now)
   end
   if state then
@@ -51,12 +82,12 @@ local function settle()
     settle_cascade(now)
     return STATUS.ok, state
   end
-  if mode == 'snooze' then
+  if mode ~= 'retry' then
     redis.call('HINCRBY', key, 'attempt', -1)
   end
   redis.call('HSET', key, 'run_at', int(now + backoff))
   redis.call('HDEL', key, 'lease_until')
-  event(mode == 'snooze' and 'snoozed' or 'retried', id, ARGV[3], ARGV[6])
+  event(({retry = 'retried', snooze = 'snoozed', unhandled = 'unhandled'})[mode], id, ARGV[3], ARGV[6])
   if backoff <= 0 then
     settled(key, mode, 'pending')
     to_ready(id, key, f[8])

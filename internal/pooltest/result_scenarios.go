@@ -68,7 +68,6 @@ func testResults(t *testing.T, nc NewClient) {
 		{kind: "panic", max: 1, state: broker.StateDead, attempt: 1, err: "panic: kaboom"},
 		{kind: "greet", payload: string(payload), state: broker.StateDone, attempt: 1, result: "hello ada"},
 		{kind: "greet", payload: "{not json", max: 5, state: broker.StateDead, attempt: 1, err: "decode greet payload"},
-		{kind: "unknown", max: 5, state: broker.StateDead, attempt: 1, err: `no handler registered for kind "unknown"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind, func(t *testing.T) {

@@ -15,6 +15,8 @@ func Run(t *testing.T, nc NewClient) {
 		{"ContinuousWorkDoesNotStarveRecovery", testNoStarvation},
 		{"GracefulShutdownReleasesToAnotherPool", testGracefulShutdown},
 		{"HandlerResults", testResults},
+		{"UnknownKindWaitsForItsPool", testUnknownKindWaitsForItsPool},
+		{"UnknownKindBound", testUnknownKindBound},
 		{"CancelRunningJob", testCancelRunning},
 		{"ProgressIsFenced", testProgress},
 		{"HandlerReadsMetadata", testMetadata},

@@ -1,0 +1,137 @@
+package brokertest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// giveBack gives l back with u and wants state. It answers the job, and
+// the Redis time just before and after the call.
+func (s *bundle) giveBack(t *testing.T, l broker.Lease, u broker.Unhandled, state broker.State) (broker.JobInfo, span) {
+	t.Helper()
+	before := s.redisTime(t)
+	o, st, err := s.b.GiveBack(s.ctx, l, u)
+	noErr(t, "GiveBack", err)
+	after := s.redisTime(t)
+	want(t, "give-back outcome", o, broker.OK)
+	want(t, "state after the give-back", st, state)
+	return s.job(t, l.ID), span{before, after}
+}
+
+// wantWait checks that a job given back in the span is due between lo and
+// hi after the give-back.
+func wantWait(t *testing.T, what string, j broker.JobInfo, at span, lo, hi time.Duration) {
+	t.Helper()
+	due := j.RunAt.UnixMilli()
+	if due < at.lo+lo.Milliseconds() || due > at.hi+hi.Milliseconds() {
+		t.Fatalf("%s: due at %d, want %v..%v after the give-back at %d..%d", what, due, lo, hi, at.lo, at.hi)
+	}
+}
+
+// GiveBack: a job whose kind the worker has no handler for waits,
+// uncharged, as long as it has waited so far, within bounds, until its
+// wait passes For; a re-send answers the same; any other settlement in
+// between, and an operator's retry of the dead job, start the wait again.
+func testGiveBack(t *testing.T, nb NewBackend) {
+	u := broker.Unhandled{Error: `no pool registered kind "k"`, Delay: 40 * time.Millisecond,
+		MaxDelay: 200 * time.Millisecond, For: time.Second}
+	t.Run("WaitsDoubleThenDead", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+		l := s.claimOne(t, long)
+		j, at := s.giveBack(t, l, u, broker.StateScheduled)
+		want(t, "attempt", j.Attempt, 0)
+		want(t, "last error", j.LastError, "")
+		want(t, "errors", len(j.Errors), 0)
+		wantWait(t, "first give-back", j, at, u.Delay, u.Delay)
+		s.consistent(t)
+
+		before := s.job(t, id)
+		o, st, err := s.b.GiveBack(s.ctx, l, u) // its reply was lost
+		noErr(t, "GiveBack again", err)
+		want(t, "re-sent outcome", o, broker.OK)
+		want(t, "re-sent state", st, broker.StateScheduled)
+		sameJob(t, "re-sent give-back", s.job(t, id), before)
+
+		s.Advance(100 * time.Millisecond)
+		l = s.claimOne(t, long)
+		want(t, "attempt of the next claim", l.Attempt, 1)
+		j, at = s.giveBack(t, l, u, broker.StateScheduled)
+		wantWait(t, "second give-back", j, at, 100*time.Millisecond, u.MaxDelay)
+
+		s.Advance(300 * time.Millisecond)
+		j, at = s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+		wantWait(t, "third give-back", j, at, u.MaxDelay, u.MaxDelay)
+
+		s.Advance(u.For)
+		j, _ = s.giveBack(t, s.claimOne(t, long), u, broker.StateDead)
+		want(t, "last error", j.LastError, u.Error)
+		want(t, "errors", len(j.Errors), 1)
+		want(t, "attempt of the dead job", j.Attempt, 1)
+		s.consistent(t)
+
+		// The operator deployed a handler and retried it: a pool that
+		// still lacks the kind gives it back to wait again.
+		_, err = s.b.Retry(s.ctx, s.q, id)
+		noErr(t, "Retry", err)
+		s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+		s.consistent(t)
+	})
+	t.Run("OtherSettlementRestartsTheWait", func(t *testing.T) {
+		s := setup(t, nb)
+		s.enqueue(t, broker.Job{MaxAttempts: 3})
+		s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+		s.Advance(u.MaxDelay)
+		// A pool that has the kind ran it and its handler snoozed.
+		_, _, err := s.b.Snooze(s.ctx, s.claimOne(t, long), 0)
+		noErr(t, "Snooze", err)
+		s.Advance(u.For)
+		j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+		wantWait(t, "a fresh wait", j, at, u.Delay, u.Delay)
+		s.consistent(t)
+	})
+	t.Run("WaitsForEver", func(t *testing.T) {
+		s := setup(t, nb)
+		s.enqueue(t, broker.Job{})
+		ever := u
+		ever.For = -1
+		s.giveBack(t, s.claimOne(t, long), ever, broker.StateScheduled)
+		s.Advance(time.Second)
+		s.giveBack(t, s.claimOne(t, long), ever, broker.StateScheduled)
+	})
+	t.Run("CancelRequested", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{})
+		l := s.claimOne(t, long)
+		_, err := s.b.Cancel(s.ctx, s.q, id)
+		noErr(t, "Cancel", err)
+		s.giveBack(t, l, u, broker.StateCancelled)
+		s.consistent(t)
+	})
+	t.Run("StaleClaim", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{})
+		l := s.claimOne(t, long)
+		_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+		noErr(t, "ReleaseUnowned", err)
+		o, _, err := s.b.GiveBack(s.ctx, l, u)
+		noErr(t, "GiveBack", err)
+		want(t, "outcome of a stale claim", o, broker.Stale)
+		want(t, "state", s.job(t, id).State, broker.StatePending)
+	})
+	t.Run("Invalid", func(t *testing.T) {
+		s := setup(t, nb)
+		s.enqueue(t, broker.Job{})
+		l := s.claimOne(t, long)
+		var ve *broker.ValidationError
+		for _, bad := range []broker.Unhandled{{Delay: 0, MaxDelay: time.Second}, {Delay: time.Second, MaxDelay: time.Millisecond}} {
+			if _, _, err := s.b.GiveBack(s.ctx, l, bad); !errors.As(err, &ve) {
+				t.Fatalf("GiveBack(%+v): error %v, want a *broker.ValidationError", bad, err)
+			}
+		}
+		want(t, "state", s.job(t, l.ID).State, broker.StateRunning)
+	})
+}
