@@ -86,6 +86,9 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WorkerResendAfterReaskTookItsOwnJob", testWorkerResendAfterReaskTookItsOwnJob},
 		{"UsedRequestIDSettlesItsOwnLease", testUsedRequestIDSettlesItsOwnLease},
 		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
+		{"BrokerResendsLostReplies", testBrokerResendsLostReplies},
+		{"ResendGivesUp", testResendGivesUp},
+		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
