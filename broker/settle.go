@@ -68,8 +68,9 @@ type ClaimSpec struct {
 // the claim in the same script call as the acks of its queue. Every ack
 // keeps its guard and the claim its limits.
 //
-// On an error (the batch rule of the package doc) neither part's outcome
-// is known, and both are safe to send again: the acks with AckMany (or
+// A call whose reply is lost is sent again by the broker itself. On an
+// error (the batch rule of the package doc) neither part's outcome is
+// known, and both are safe to send again: the acks with AckMany (or
 // AckClaim), the claim with ClaimRequest (or AckClaim) under the same
 // request id, which answers the leases this call took if it ran, so a
 // lost reply costs no job an attempt.
@@ -122,6 +123,11 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 			return c.args()
 		}
 		return ClaimSpec{}.args()
+	}, func(call *queueCall) (string, string) {
+		if call == claiming {
+			return "ack and claim", c.RequestID
+		}
+		return "ack", ""
 	})
 	for _, call := range calls {
 		r := call.reply
@@ -227,7 +233,11 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 	}
 	sent := time.Now()
 	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, mode, msg, after.Milliseconds()}, c.args()...)
-	v, err := b.run(ctx, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
+	op, req := mode, ""
+	if c.N > 0 {
+		op, req = mode+" and claim", c.RequestID
+	}
+	v, err := b.runResend(ctx, op, req, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
 	}
@@ -260,7 +270,7 @@ func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l 
 	}
 	k := b.queueKeys(l.Queue)
 	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token}, extra...)
-	v, err := b.run(ctx, script, k, args...).Result()
+	v, err := b.runResend(ctx, op, "", script, k, args...).Result()
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
 	}

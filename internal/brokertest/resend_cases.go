@@ -3,6 +3,7 @@ package brokertest
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"os"
 	"sync/atomic"
@@ -29,6 +30,9 @@ type dropKey struct{}
 func dropping(ctx context.Context, n int) context.Context {
 	left := &atomic.Int64{}
 	left.Store(int64(n))
+	if n < 0 {
+		left.Store(math.MaxInt64)
+	}
 	return context.WithValue(ctx, dropKey{}, left)
 }
 
@@ -38,13 +42,7 @@ var errReplyLost = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExcee
 // drop reports whether this reply is to be lost, taking it from ctx's budget.
 func drop(ctx context.Context) bool {
 	left, _ := ctx.Value(dropKey{}).(*atomic.Int64)
-	if left == nil {
-		return false
-	}
-	if left.Load() < 0 {
-		return true
-	}
-	return left.Add(-1) >= 0
+	return left != nil && left.Add(-1) >= 0
 }
 
 func (dropReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -134,6 +132,7 @@ func testBrokerResendsLostReplies(t *testing.T, nb NewBackend) {
 	want(t, "SnoozeClaim", o, broker.OK)
 	want(t, "state after SnoozeClaim", st, broker.StatePending)
 	want(t, "jobs SnoozeClaim took", len(next.Leases), 1)
+	s.enqueue(t, broker.Job{})
 	os, next, err := s.b.AckClaim(lost(), []broker.Ack{{Lease: next.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
 	noErr(t, "AckClaim whose replies were lost", err)
@@ -160,6 +159,7 @@ func testResendGivesUp(t *testing.T, nb NewBackend) {
 	s, cleanup := on(t, be)
 	t.Cleanup(cleanup)
 	never := func() context.Context { return dropping(s.ctx, -1) }
+	s.enqueue(t, broker.Job{Delay: time.Hour}) // the queue is registered: the scripts' replies are lost
 
 	id, err := s.b.Enqueue(never(), broker.Job{Queue: s.q, Kind: "k", ID: "e", MaxAttempts: 1})
 	wantErr(t, "Enqueue whose replies are all lost", err, broker.ErrOutcomeUnknown)
