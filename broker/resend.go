@@ -22,8 +22,13 @@ import (
 // changes nothing. Only when none comes within a bound does its caller
 // see an error, an *OutcomeUnknownError.
 const (
-	// resendSends bounds how many times in all one request is sent.
-	resendSends = 5
+	// resendSends bounds how many times in all one request is sent, and
+	// resendWindow when the last re-send may start: this long after the
+	// first send's reply was lost. A client whose read timeout is long
+	// (go-redis's default is 3 s, and it may retry a timeout itself) so
+	// waits about twice its own bound, not five times.
+	resendSends  = 5
+	resendWindow = time.Second
 	// resendBackoff is the pause before the first re-send; it doubles up
 	// to resendBackoffMax, so the re-sends span about 0.4 s of pauses plus
 	// the sends' own timeouts.
@@ -89,7 +94,7 @@ func replyLost(err error) bool {
 // resending sends n requests with send (the ones at the positions it is
 // given; all of them first) and sends again, unchanged, each whose reply
 // was lost (replyLost), with a short backoff, within ctx, up to
-// resendSends times in all. errOf(i) is request i's error after its last
+// resendSends times in all and within resendWindow. errOf(i) is request i's error after its last
 // send. A request whose re-send fails for a reason of its own (Redis
 // unreachable for now, or a refusal) keeps its unknown outcome. For each
 // request whose outcome stays unknown, unknown(i, sends, err) sets its
@@ -98,7 +103,7 @@ func replyLost(err error) bool {
 // answered at its first send costs nothing more.
 func resending(ctx context.Context, n int, send func(idx []int), errOf func(i int) error, unknown func(i, sends int, err error)) {
 	if ctx.Err() != nil {
-		send(allOf(n)) // nothing is sent: each answers ctx's error
+		send(allOf(n)) // nothing goes out: each answers ctx's error, not an unknown outcome
 		return
 	}
 	send(allOf(n))
@@ -108,9 +113,9 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 			lost = append(lost, i)
 		}
 	}
-	delay := resendBackoff
+	delay, until := resendBackoff, time.Now().Add(resendWindow)
 	for sends := 1; len(lost) > 0; sends++ {
-		if sends == resendSends || !pause(ctx, delay) {
+		if sends == resendSends || time.Now().After(until) || !pause(ctx, delay) {
 			for _, i := range lost {
 				unknown(i, sends, errOf(i))
 			}
