@@ -94,19 +94,19 @@ func replyLost(err error) bool {
 // resending sends n requests with send (the ones at the positions it is
 // given; all of them first) and sends again, unchanged, each whose reply
 // was lost (replyLost), with a short backoff, within ctx, up to
-// resendSends times in all and within resendWindow. errOf(i) is request i's error after its last
-// send. A request whose re-send fails for a reason of its own (Redis
-// unreachable for now, or a refusal) keeps its unknown outcome. For each
-// request whose outcome stays unknown, unknown(i, sends, err) sets its
-// error. It is the broker's one re-send mechanism: every operation that
+// resendSends times in all and within resendWindow. errOf(i) is request
+// i's error after its last send. A request whose re-send fails for a
+// reason of its own (Redis unreachable for now, or a refusal) keeps its
+// unknown outcome. For each request whose outcome stays unknown,
+// unknown(i, sends, err) sets its error. It is the broker's one re-send mechanism: every operation that
 // invariant 9 makes safe to send again goes through it, and a request
 // answered at its first send costs nothing more.
 func resending(ctx context.Context, n int, send func(idx []int), errOf func(i int) error, unknown func(i, sends int, err error)) {
-	if ctx.Err() != nil {
-		send(allOf(n)) // nothing goes out: each answers ctx's error, not an unknown outcome
+	done := ctx.Err() != nil // then nothing goes out: each answers ctx's error
+	send(allOf(n))
+	if done {
 		return
 	}
-	send(allOf(n))
 	var lost []int
 	for i := range n {
 		if replyLost(errOf(i)) {
