@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -9,9 +10,10 @@ import (
 // queueCall is one script call for the items of one queue in a batch.
 type queueCall struct {
 	k     *queueKeys
-	idx   []int  // positions of its items in the caller's slice
-	args  []any  // the items' arguments, in order
-	reply *reply // filled in by pipeline
+	idx   []int     // positions of its items in the caller's slice
+	args  []any     // the items' arguments, in order
+	reply *reply    // filled in by pipeline
+	sent  time.Time // when the send that answered went out (pipeline with resend)
 }
 
 // perQueue groups n items by queue and runs the script once per queue, all
@@ -69,7 +71,7 @@ func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls
 	}
 	for i, c := range calls {
 		v, err := evals[i].cmd.Result()
-		c.reply = newReply(op+" "+c.k.name, v, err)
+		c.reply, c.sent = newReply(op+" "+c.k.name, v, err), evals[i].sent
 	}
 }
 
@@ -79,6 +81,7 @@ type scriptCall struct {
 	keys   []string   // the queue's KEYS
 	args   []any      // ARGV, the queue's key prefix first
 	cmd    *redis.Cmd // the answer, once sent
+	sent   time.Time  // when the send that answered went out (eval)
 	// What an *OutcomeUnknownError says of the call (eval): its operation,
 	// queue, and the request to ask about.
 	op, queueName, request string

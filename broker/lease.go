@@ -93,13 +93,14 @@ func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n in
 	if err := validClaim(requestID, queue, n, lease); err != nil {
 		return ClaimResult{}, err
 	}
-	sent := time.Now()
-	v, err := b.runResend(ctx, "claim", requestID, b.scripts.claim, b.queueKeys(queue), lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget).Result()
-	return readClaim(newReply("claim "+queue, v, err), queue, lease, sent)
+	c := b.runResend(ctx, "claim", requestID, b.scripts.claim, b.queueKeys(queue), lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget)
+	v, err := c.cmd.Result()
+	return readClaim(newReply("claim "+queue, v, err), queue, lease, c.sent)
 }
 
 // readClaim reads take.lua's reply for a claim of the given lease duration
-// sent at sent.
+// sent at sent (the send that answered, when it was sent again: Redis ran
+// it after that, with the lease's remainder the reply says).
 func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (ClaimResult, error) {
 	now := r.int() // Redis time
 	res := ClaimResult{NextDue: -1}

@@ -164,14 +164,17 @@ func pause(ctx context.Context, d time.Duration) bool {
 func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 	resending(ctx, len(calls),
 		func(idx []int) {
+			now := time.Now()
 			if alone && len(idx) == 1 {
 				c := calls[idx[0]]
+				c.sent = now
 				c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
 				return
 			}
 			some := make([]*scriptCall, len(idx))
 			for n, i := range idx {
 				some[n] = calls[i]
+				some[n].sent = now
 			}
 			b.evalAll(ctx, some)
 		},
@@ -184,12 +187,12 @@ func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 
 // runResend runs one script call for queue k as op (request: what an
 // *OutcomeUnknownError names to ask about), sent again while its reply is
-// lost (eval).
-func (b *Broker) runResend(ctx context.Context, op, request string, s *redis.Script, k *queueKeys, args ...any) *redis.Cmd {
+// lost (eval). The call's sent is when the send that answered went out.
+func (b *Broker) runResend(ctx context.Context, op, request string, s *redis.Script, k *queueKeys, args ...any) *scriptCall {
 	c := newScriptCall(s, k, args)
 	c.op, c.request = op, request
 	b.eval(ctx, []*scriptCall{c}, true)
-	return c.cmd
+	return c
 }
 
 // sadd adds member to the set at key, sent again while its reply is lost

@@ -117,7 +117,6 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	if len(calls) == 0 {
 		return out, res, nil
 	}
-	sent := time.Now()
 	b.pipeline(ctx, "ack", b.scripts.ack, calls, func(call *queueCall) []any {
 		if call == claiming {
 			return c.args()
@@ -143,7 +142,7 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 		}
 		if call == claiming {
 			if v := r.next(); r.err == nil {
-				if res, err = readClaim(newReply("claim "+c.Queue, v, nil), c.Queue, c.Lease, sent); err != nil {
+				if res, err = readClaim(newReply("claim "+c.Queue, v, nil), c.Queue, c.Lease, call.sent); err != nil {
 					return nil, ClaimResult{}, err
 				}
 			}
@@ -231,13 +230,13 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 		// One script call touches one queue's keys (one Cluster slot).
 		return Stale, "", res, &ValidationError{Field: "claim queue", Value: c.Queue, Reason: "must be the failed job's queue, " + l.Queue}
 	}
-	sent := time.Now()
 	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, mode, msg, after.Milliseconds()}, c.args()...)
 	op, req := mode, ""
 	if c.N > 0 {
 		op, req = mode+" and claim", c.RequestID
 	}
-	v, err := b.runResend(ctx, op, req, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
+	call := b.runResend(ctx, op, req, b.scripts.fail, b.queueKeys(l.Queue), args...)
+	v, err := call.cmd.Result()
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
 	}
@@ -245,7 +244,7 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 	o, st := r.settled()
 	if c.N > 0 {
 		if cv := r.next(); r.err == nil {
-			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, sent)
+			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, call.sent)
 		}
 	}
 	if err = cmp.Or(r.err, err); err != nil {
@@ -270,7 +269,7 @@ func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l 
 	}
 	k := b.queueKeys(l.Queue)
 	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token}, extra...)
-	v, err := b.runResend(ctx, op, "", script, k, args...).Result()
+	v, err := b.runResend(ctx, op, "", script, k, args...).cmd.Result()
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
 	}
