@@ -46,7 +46,7 @@ func (b *Broker) Cancel(ctx context.Context, queue, id string) (State, error) {
 	if err := validID(queue, id); err != nil {
 		return "", err
 	}
-	v, err := b.run(ctx, b.scripts.cancel, b.queueKeys(queue), id).Result()
+	v, err := b.runResend(ctx, "cancel", "", b.scripts.cancel, b.queueKeys(queue), id).cmd.Result()
 	r := newReply("cancel "+queue, v, err)
 	if err := r.job(r.status(), queue, id); err != nil {
 		return "", err
@@ -144,7 +144,7 @@ func (b *Broker) retry(ctx context.Context, queue string, ids []string) ([]retri
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	v, err := b.run(ctx, b.scripts.retry, b.queueKeys(queue), args...).Result()
+	v, err := b.runResend(ctx, "retry", "", b.scripts.retry, b.queueKeys(queue), args...).cmd.Result()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: retry in queue %q: %w", queue, err)
 	}

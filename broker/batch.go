@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -9,9 +10,10 @@ import (
 // queueCall is one script call for the items of one queue in a batch.
 type queueCall struct {
 	k     *queueKeys
-	idx   []int  // positions of its items in the caller's slice
-	args  []any  // the items' arguments, in order
-	reply *reply // filled in by pipeline
+	idx   []int     // positions of its items in the caller's slice
+	args  []any     // the items' arguments, in order
+	reply *reply    // filled in by pipeline
+	sent  time.Time // when the send that answered went out (pipeline with resend)
 }
 
 // perQueue groups n items by queue and runs the script once per queue, all
@@ -23,7 +25,7 @@ func (b *Broker) perQueue(ctx context.Context, op string, s *redis.Script, n int
 	if err != nil {
 		return nil, err
 	}
-	b.pipeline(ctx, op, s, calls, func(*queueCall) []any { return head })
+	b.pipeline(ctx, op, s, calls, func(*queueCall) []any { return head }, nil)
 	return calls, nil
 }
 
@@ -50,16 +52,26 @@ func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(i int) [
 }
 
 // pipeline runs the script once per call, head(c) then c's items as its
-// arguments, all calls in one round trip (evalAll).
-func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls []*queueCall, head func(c *queueCall) []any) {
+// arguments, all calls in one round trip (evalAll). With resend, a call
+// whose reply was lost is sent again (eval); resend(c) names the call's
+// operation and request for an *OutcomeUnknownError.
+func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls []*queueCall, head func(c *queueCall) []any,
+	resend func(c *queueCall) (op, request string)) {
 	evals := make([]*scriptCall, len(calls))
 	for i, c := range calls {
 		evals[i] = newScriptCall(s, c.k, head(c), c.args)
+		if resend != nil {
+			evals[i].op, evals[i].request = resend(c)
+		}
 	}
-	b.evalAll(ctx, evals)
+	if resend != nil {
+		b.eval(ctx, evals, false)
+	} else {
+		b.evalAll(ctx, evals)
+	}
 	for i, c := range calls {
 		v, err := evals[i].cmd.Result()
-		c.reply = newReply(op+" "+c.k.name, v, err)
+		c.reply, c.sent = newReply(op+" "+c.k.name, v, err), evals[i].sent
 	}
 }
 
@@ -69,6 +81,10 @@ type scriptCall struct {
 	keys   []string   // the queue's KEYS
 	args   []any      // ARGV, the queue's key prefix first
 	cmd    *redis.Cmd // the answer, once sent
+	sent   time.Time  // when the send that answered went out (eval)
+	// What an *OutcomeUnknownError says of the call (eval): its operation,
+	// queue, and the request to ask about.
+	op, queueName, request string
 }
 
 // newScriptCall is a call of s for k's queue whose ARGV is the queue's key
@@ -83,7 +99,7 @@ func newScriptCall(s *redis.Script, k *queueKeys, parts ...[]any) *scriptCall {
 	for _, p := range parts {
 		args = append(args, p...)
 	}
-	return &scriptCall{script: s, keys: k.list, args: args}
+	return &scriptCall{script: s, keys: k.list, args: args, queueName: k.name}
 }
 
 // queue adds the call to p, by EVALSHA.

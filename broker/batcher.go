@@ -23,12 +23,14 @@ var (
 	// ErrBatcherClosed is wrapped by the error of a Batcher.Enqueue after
 	// Close. Nothing was written.
 	ErrBatcherClosed = errors.New("batcher closed")
-	// ErrOutcomeUnknown is wrapped, with the context's error, by the error
-	// of a Batcher.Enqueue whose context ended after its job was sent: the
-	// job may be stored. Enqueue returns its id; enqueue it again with that
-	// ID (a *DuplicateError then means it was kept), or look it up with
-	// Job. Never enqueue it again under a new id.
-	ErrOutcomeUnknown = errors.New("sent, but the caller stopped waiting for the answer")
+	// ErrOutcomeUnknown is wrapped by the error of a request that Redis
+	// may have run but whose answer is unknown: an *OutcomeUnknownError
+	// (no reply came back however often the broker sent it), or, with the
+	// context's error, a Batcher.Enqueue whose context ended after its job
+	// was sent. An enqueue's job may be stored: Enqueue returns its id;
+	// enqueue it again with that ID (a *DuplicateError then means it was
+	// kept), or look it up with Job. Never enqueue it again under a new id.
+	ErrOutcomeUnknown = errors.New("sent, but its answer is unknown")
 )
 
 // BatcherOptions configures a Batcher. The zero value is ready to use.

@@ -143,7 +143,14 @@
 //     answers its job, not a duplicate; Retry and Cancel answer as the
 //     first call did. None changes anything the second time, so a lost
 //     reply never costs a job an attempt and never makes a stored result
-//     look stale.
+//     look stale. The broker sends these again itself while a reply is
+//     lost (a timeout, a connection reset; never after an error reply),
+//     a few times within the caller's context, so its caller sees no
+//     failure for work Redis did; when no reply comes back, the error is
+//     an [OutcomeUnknownError] (errors.Is [ErrOutcomeUnknown]) naming the
+//     request to ask about. A claim that took nothing leaves that answer
+//     under its request id as well, so a send of it that reaches Redis
+//     after its re-send takes nothing.
 //
 //  10. Fencing tokens grow across id reuse. Every generation is drawn from
 //     a counter per queue, so it is greater than every generation ever

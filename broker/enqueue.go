@@ -165,23 +165,20 @@ type enqueueCall struct {
 	acks   *redis.IntCmd // on the durable path, the WAIT that followed cmd on the same connection
 }
 
-// send runs the calls' scripts in one round trip (evalAll), and with
-// Options.WaitReplicas, each followed by WAIT.
+// send runs the calls' scripts in one round trip, sending again those
+// whose reply was lost (eval), or with Options.WaitReplicas, each followed
+// by WAIT (enqueueDurably, which sends no call again that may have run).
 func (b *Broker) send(ctx context.Context, calls []*enqueueCall) {
 	switch {
 	case b.opts.WaitReplicas > 0:
 		b.enqueueDurably(ctx, calls)
-		return
-	case len(calls) == 1:
-		c := calls[0]
-		c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
 		return
 	}
 	evals := make([]*scriptCall, len(calls))
 	for i, c := range calls {
 		evals[i] = c.scriptCall
 	}
-	b.evalAll(ctx, evals)
+	b.eval(ctx, evals, len(evals) == 1) // a job whose reply was lost is sent again: it is recognised
 }
 
 // enqueueDurably runs each call's enqueue script and then WAIT on one
@@ -313,7 +310,9 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 	for _, d := range j.DependsOn {
 		args = append(args, d)
 	}
-	return &enqueueCall{scriptCall: newScriptCall(b.scripts.enqueue, k, args), k: k, id: j.ID, unique: j.UniqueKey}, nil
+	c := &enqueueCall{scriptCall: newScriptCall(b.scripts.enqueue, k, args), k: k, id: j.ID, unique: j.UniqueKey}
+	c.op, c.request = "enqueue", j.ID
+	return c, nil
 }
 
 // enqueued reads the enqueue script's answer to c.

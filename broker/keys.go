@@ -212,7 +212,7 @@ func (b *Broker) register(ctx context.Context, k *queueKeys) error {
 	if k.registered.Load() {
 		return nil
 	}
-	if err := b.rdb.SAdd(ctx, b.queuesKey(), k.name).Err(); err != nil {
+	if err := b.sadd(ctx, b.queuesKey(), k.name); err != nil {
 		return fmt.Errorf("fenceq: register queue %q: %w", k.name, err)
 	}
 	k.registered.Store(true) // a lost race only repeats an idempotent SADD

@@ -69,8 +69,9 @@ type ClaimResult struct {
 
 // Claim promotes due scheduled jobs and claims up to n ready jobs of queue,
 // highest priority first and FIFO within a priority, each with a lease of
-// the given duration. It is one round trip. A claim whose reply is lost
-// cannot be asked for again: use ClaimRequest where that matters.
+// the given duration. It is one round trip. It is ClaimRequest under a
+// request id of its own: a claim whose reply is lost is sent again under
+// it, and when no reply comes back, the *OutcomeUnknownError names it.
 func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Duration) (ClaimResult, error) {
 	return b.ClaimRequest(ctx, NewRequestID(), queue, n, lease)
 }
@@ -80,18 +81,26 @@ func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Dura
 // after a timeout or a dropped connection, when the caller cannot know
 // whether Redis ran the first — it answers the leases the first took (those
 // still held) and claims nothing more, so a lost reply costs no job an
-// attempt (invariant 9). Each id must serve one request.
+// attempt (invariant 9). A request that took nothing leaves that answer
+// too, so a first send that reaches Redis after its re-send takes nothing.
+// Each id must serve one request.
+//
+// The broker sends it again itself while its reply is lost (a timeout, a
+// connection reset), a few times within ctx; when no reply comes back, the
+// error is an *OutcomeUnknownError (errors.Is ErrOutcomeUnknown) naming
+// the request id: ask again under it once Redis answers.
 func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n int, lease time.Duration) (ClaimResult, error) {
 	if err := validClaim(requestID, queue, n, lease); err != nil {
 		return ClaimResult{}, err
 	}
-	sent := time.Now()
-	v, err := b.run(ctx, b.scripts.claim, b.queueKeys(queue), lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget).Result()
-	return readClaim(newReply("claim "+queue, v, err), queue, lease, sent)
+	c := b.runResend(ctx, "claim", requestID, b.scripts.claim, b.queueKeys(queue), lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget)
+	v, err := c.cmd.Result()
+	return readClaim(newReply("claim "+queue, v, err), queue, lease, c.sent)
 }
 
 // readClaim reads take.lua's reply for a claim of the given lease duration
-// sent at sent.
+// sent at sent (the send that answered, when it was sent again: Redis ran
+// it after that, with the lease's remainder the reply says).
 func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (ClaimResult, error) {
 	now := r.int() // Redis time
 	res := ClaimResult{NextDue: -1}

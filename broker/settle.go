@@ -68,8 +68,9 @@ type ClaimSpec struct {
 // the claim in the same script call as the acks of its queue. Every ack
 // keeps its guard and the claim its limits.
 //
-// On an error (the batch rule of the package doc) neither part's outcome
-// is known, and both are safe to send again: the acks with AckMany (or
+// A call whose reply is lost is sent again by the broker itself. On an
+// error (the batch rule of the package doc) neither part's outcome is
+// known, and both are safe to send again: the acks with AckMany (or
 // AckClaim), the claim with ClaimRequest (or AckClaim) under the same
 // request id, which answers the leases this call took if it ran, so a
 // lost reply costs no job an attempt.
@@ -116,12 +117,16 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	if len(calls) == 0 {
 		return out, res, nil
 	}
-	sent := time.Now()
 	b.pipeline(ctx, "ack", b.scripts.ack, calls, func(call *queueCall) []any {
 		if call == claiming {
 			return c.args()
 		}
 		return ClaimSpec{}.args()
+	}, func(call *queueCall) (string, string) {
+		if call == claiming {
+			return "ack and claim", c.RequestID
+		}
+		return "ack", ""
 	})
 	for _, call := range calls {
 		r := call.reply
@@ -137,7 +142,7 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 		}
 		if call == claiming {
 			if v := r.next(); r.err == nil {
-				if res, err = readClaim(newReply("claim "+c.Queue, v, nil), c.Queue, c.Lease, sent); err != nil {
+				if res, err = readClaim(newReply("claim "+c.Queue, v, nil), c.Queue, c.Lease, call.sent); err != nil {
 					return nil, ClaimResult{}, err
 				}
 			}
@@ -270,9 +275,13 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 		// One script call touches one queue's keys (one Cluster slot).
 		return Stale, "", res, &ValidationError{Field: "claim queue", Value: c.Queue, Reason: "must be the failed job's queue, " + l.Queue}
 	}
-	sent := time.Now()
 	args := append(append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, mode, msg, after.Milliseconds()}, c.args()...), extra...)
-	v, err := b.run(ctx, b.scripts.fail, b.queueKeys(l.Queue), args...).Result()
+	op, req := mode, ""
+	if c.N > 0 {
+		op, req = mode+" and claim", c.RequestID
+	}
+	call := b.runResend(ctx, op, req, b.scripts.fail, b.queueKeys(l.Queue), args...)
+	v, err := call.cmd.Result()
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
 	}
@@ -280,7 +289,7 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 	o, st := r.settled()
 	if c.N > 0 {
 		if cv := r.next(); r.err == nil {
-			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, sent)
+			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, call.sent)
 		}
 	}
 	if err = cmp.Or(r.err, err); err != nil {
@@ -305,7 +314,7 @@ func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l 
 	}
 	k := b.queueKeys(l.Queue)
 	args := append([]any{l.ID, strconv.FormatInt(l.Generation, 10), l.token}, extra...)
-	v, err := b.run(ctx, script, k, args...).Result()
+	v, err := b.runResend(ctx, op, "", script, k, args...).cmd.Result()
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
 	}

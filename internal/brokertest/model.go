@@ -126,6 +126,7 @@ func (m *model) newBatcher(t *rapid.T) {
 func testModel(t *testing.T, nb NewBackend) {
 	be := nb(t)
 	be.Client.AddHook(resend{})
+	be.Client.AddHook(dropReplies{})
 	be.Client.AddHook(gate{})
 	rapid.Check(t, func(rt *rapid.T) {
 		s, cleanup := on(rt, be)
@@ -202,13 +203,26 @@ func (m *model) lostReply(t *rapid.T) context.Context {
 	return m.s.ctx
 }
 
+// lostOrDropped is lostReply for an operation the broker sends again
+// itself: its request may also lose its first reply to the broker (a
+// timeout, dropReplies), which sends it again and answers as once.
+func (m *model) lostOrDropped(t *rapid.T) context.Context {
+	switch rapid.IntRange(0, 2).Draw(t, "lost reply") {
+	case 1:
+		return context.WithValue(m.s.ctx, resendKey{}, true)
+	case 2:
+		return dropping(m.s.ctx, 1)
+	}
+	return m.s.ctx
+}
+
 // lostClaimReply is lostReply for a call that also claims. A re-send is
 // safe within the claim's lease (invariant 9): a call whose reply is lost
 // claims for an hour, since a 10 ms lease may end before the re-send on a
 // slow server (a Cluster in CI), and the guarantee with it.
 func (m *model) lostClaimReply(t *rapid.T, lease *time.Duration) context.Context {
-	ctx := m.lostReply(t)
-	if ctx.Value(resendKey{}) != nil {
+	ctx := m.lostOrDropped(t)
+	if ctx != m.s.ctx {
 		*lease = time.Hour
 	}
 	return ctx
@@ -221,7 +235,7 @@ func (m *model) enqueue(t *rapid.T) {
 	for i := range jobs {
 		jobs[i] = m.drawJob(t, i)
 	}
-	ctx := m.lostReply(t)
+	ctx := m.lostOrDropped(t)
 	var res []broker.Enqueued
 	m.begin(t)
 	if len(jobs) == 1 {
@@ -620,12 +634,21 @@ func (m *model) claim(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	req := broker.NewRequestID()
 	lost := rapid.Bool().Draw(t, "claim reply lost")
-	if lost {
+	dropped := !lost && rapid.Bool().Draw(t, "claim reply lost to the broker")
+	if lost || dropped {
 		lease = time.Hour // the re-send must come within the lease (see lostClaimReply)
 	}
 	m.begin(t)
-	res, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
-	noErr(t, "ClaimRequest", err)
+	var res broker.ClaimResult
+	var err error
+	if dropped {
+		// Claim under a request id of its own, which the broker sends again.
+		res, err = m.s.b.Claim(dropping(m.s.ctx, 1), m.s.q, n, lease)
+		noErr(t, "Claim whose first reply was lost", err)
+	} else {
+		res, err = m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
+		noErr(t, "ClaimRequest", err)
+	}
 	if lost {
 		again, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
 		noErr(t, "ClaimRequest sent again", err)
@@ -643,7 +666,9 @@ func (m *model) claim(t *rapid.T) {
 	}
 	m.end(t)
 	m.took(t, "claim", res, n, lease)
-	m.remember(req, n, lease, res)
+	if !dropped {
+		m.remember(req, n, lease, res)
+	}
 }
 
 // ackClaim acks a claim (or none) and claims in the same call, the way a
@@ -676,7 +701,9 @@ func (m *model) ackClaim(t *rapid.T) {
 	m.remember(spec.RequestID, n, lease, res)
 }
 
-// mrequest is a claim request that took jobs, kept to be sent again.
+// mrequest is a claim request, kept to be sent again: one that took
+// nothing takes nothing when sent again (its original, late, after its
+// re-ask found nothing ready).
 type mrequest struct {
 	id     string
 	n      int
@@ -685,7 +712,7 @@ type mrequest struct {
 }
 
 func (m *model) remember(id string, n int, lease time.Duration, res broker.ClaimResult) {
-	if lease == time.Hour && len(res.Leases) > 0 {
+	if lease == time.Hour && n > 0 {
 		m.requests = append(m.requests, mrequest{id: id, n: n, lease: lease, leases: res.Leases})
 	}
 }
@@ -703,7 +730,7 @@ func (m *model) resendClaim(t *rapid.T) {
 	var res broker.ClaimResult
 	var err error
 	if rapid.Bool().Draw(t, "alone") {
-		res, err = m.s.b.ClaimRequest(m.lostReply(t), r.id, m.s.q, r.n, r.lease)
+		res, err = m.s.b.ClaimRequest(m.lostOrDropped(t), r.id, m.s.q, r.n, r.lease)
 		noErr(t, "ClaimRequest sent again", err)
 	} else {
 		var acks []broker.Ack
@@ -715,7 +742,7 @@ func (m *model) resendClaim(t *rapid.T) {
 			acks = append(acks, broker.Ack{Lease: l})
 		}
 		var os []broker.Outcome
-		os, res, err = m.s.b.AckClaim(m.lostReply(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
+		os, res, err = m.s.b.AckClaim(m.lostOrDropped(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
 		noErr(t, "AckClaim sent again with other acks", err)
 		if len(acks) > 0 {
 			_, resent := again(j, l, "ack")
@@ -1013,7 +1040,7 @@ func (m *model) progress(t *rapid.T) {
 
 func (m *model) ack(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, err := m.s.b.Ack(m.lostReply(t), l, nil)
+	o, err := m.s.b.Ack(m.lostOrDropped(t), l, nil)
 	_, resent := again(j, l, "ack")
 	m.wantOutcome(t, "ack", o, err, valid || resent)
 	if valid {
@@ -1193,7 +1220,7 @@ func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, v
 
 func (m *model) release(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, st, err := m.s.b.Release(m.lostReply(t), l)
+	o, st, err := m.s.b.Release(m.lostOrDropped(t), l)
 	w, resent := again(j, l, "release")
 	m.wantOutcome(t, "release", o, err, valid || resent)
 	switch {
@@ -1293,7 +1320,7 @@ func (m *model) reap(t *rapid.T) {
 
 func (m *model) cancelJob(t *rapid.T) {
 	id, j := m.pickID(t)
-	st, err := m.s.b.Cancel(m.lostReply(t), m.s.q, id)
+	st, err := m.s.b.Cancel(m.lostOrDropped(t), m.s.q, id)
 	if j == nil {
 		wantErr(t, "Cancel of a trimmed job", err, broker.ErrJobNotFound)
 		return
@@ -1310,7 +1337,7 @@ func (m *model) cancelJob(t *rapid.T) {
 
 func (m *model) retry(t *rapid.T) {
 	id, j := m.pickID(t)
-	ctx := m.lostReply(t)
+	ctx := m.lostOrDropped(t)
 	m.begin(t)
 	prev, err := m.s.b.Retry(ctx, m.s.q, id)
 	m.end(t)

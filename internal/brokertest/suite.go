@@ -92,6 +92,9 @@ func Run(t *testing.T, nb NewBackend) {
 		{"UsedRequestIDSettlesItsOwnLease", testUsedRequestIDSettlesItsOwnLease},
 		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
 		{"JobPageReadsWhatAListingShows", testJobPageReadsWhatAListingShows},
+		{"BrokerResendsLostReplies", testBrokerResendsLostReplies},
+		{"ResendGivesUp", testResendGivesUp},
+		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

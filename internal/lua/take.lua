@@ -11,7 +11,10 @@
 -- 10); the job moves from ready to leases (invariant 6).
 -- Safe to re-send (invariant 9): the ids a request took are kept under its
 -- token base for the lease's length, and a request that finds them answers
--- the same leases (those its tokens still hold) and changes nothing.
+-- the same leases (those its tokens still hold) and changes nothing. A
+-- request that took nothing leaves an empty record, so a send of it that
+-- arrives later (the original, after its re-ask found nothing ready)
+-- takes nothing either: no job is claimed under a token nobody learns.
 -- base is the token base, unique per request (token of the i-th claimed
 -- job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
@@ -23,6 +26,7 @@
 --   (id, problem) * ...}
 local function take(lease_ms, n, promote_limit, base, budget)
   local now = now_ms()
+  local asked = n -- before the limits cut it
   local problems = {}
   local out = {now, -1, 0}
   local record = derived('claim', base)
@@ -162,7 +166,7 @@ local function take(lease_ms, n, promote_limit, base, budget)
     end
   end
   out[3] = claimed
-  if claimed > 0 then
+  if asked > 0 then
     redis.call('SET', record, table.concat(ids, '\n'), 'PX', lease_ms)
   end
 
