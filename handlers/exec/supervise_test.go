@@ -159,3 +159,31 @@ printf '%s' "${state:-gone}"`, dir))
 		t.Errorf("the orphan's state while the command ran: %q, want it reaped (gone)", got)
 	}
 }
+
+// A command that exited 0 succeeds even when something outside its tree
+// still holds its standard output once its supervisor has exited (here
+// the test itself, as a process the command handed the pipe to would, or
+// a drain slowed past outputDrain on a loaded machine): the supervisor
+// reported the exit before it exited, and the job must not fail, to be
+// run again, for want of that report.
+func TestExecOutcomeKeptWhenOutputOutlivesSupervisor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	h := mustExec(t, shell(`echo $$ > "$1/pid"
+while [ ! -e "$1/go" ]; do sleep 0.01; done
+printf done`, dir))
+	job := newJob("k", nil)
+	done := runAsync(context.Background(), h, job)
+	pid := waitFile(t, filepath.Join(dir, "pid"), done)
+	held, err := os.OpenFile("/proc/"+pid+"/fd/1", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReturn(t, done, 5*time.Second); err != nil {
+		t.Fatalf("ProcessJob of a command that exited 0: %v", err)
+	}
+}
