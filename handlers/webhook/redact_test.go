@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,41 @@ func TestHTTPJobErrorHistoryHidesURLSecrets(t *testing.T) {
 		t.Errorf("the pool's log does not mention the failure: %s", logs.String())
 	}
 	assertNoSecret(t, "pool log", logs.String())
+}
+
+// A server may repeat only part of the URL: the token alone ("no webhook
+// with token …"), or the path with its slashes escaped as JSON encoders
+// such as PHP's write it. The secret is in the part, not in the whole.
+func TestHTTPErrorsHideURLSecretsRepeatedInPart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body func(r *http.Request) string
+	}{
+		{"the token alone", func(r *http.Request) string {
+			return `{"error":"no webhook with token ` + path.Base(r.URL.Path) + `"}`
+		}},
+		{"the query value alone", func(r *http.Request) string {
+			return `{"error":"token ` + r.URL.Query().Get("token") + ` revoked"}`
+		}},
+		{"the path as JSON with escaped slashes", func(r *http.Request) string {
+			return `{"path":"` + strings.ReplaceAll(r.URL.Path, "/", `\/`) + `"}`
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusNotFound)
+				io.WriteString(w, tt.body(r))
+			}))
+			t.Cleanup(srv.Close)
+			h := mustHTTP(t, webhook.Config{URL: srv.URL + secretRest})
+			err := h.ProcessJob(context.Background(), newJob("k", nil))
+			if err == nil {
+				t.Fatal("ProcessJob = nil, want a failure")
+			}
+			assertNoSecret(t, "error", err.Error())
+		})
+	}
 }
