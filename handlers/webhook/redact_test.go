@@ -3,6 +3,8 @@ package webhook_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/webhook"
 	"github.com/fenceq/fenceq/worker"
 	"github.com/fenceq/fenceq/worker/workertest"
@@ -169,5 +172,23 @@ func TestHTTPErrorsHideURLSecretsRepeatedInPart(t *testing.T) {
 			}
 			assertNoSecret(t, "error", err.Error())
 		})
+	}
+}
+
+// What errors.As finds in the error, and every error its chain holds, hides
+// the secrets as the error itself does: a caller that takes the
+// *handlers.PermanentError out to log it, or an error reporter that shows
+// each wrapped error (as Sentry's does), shows what they say.
+func TestHTTPErrorChainHidesURLSecrets(t *testing.T) {
+	t.Parallel()
+	h := mustHTTP(t, webhook.Config{URL: echoPath(t, http.StatusNotFound).URL + secretRest})
+	err := h.ProcessJob(context.Background(), newJob("k", nil))
+	var perm *handlers.PermanentError
+	if !errors.As(err, &perm) {
+		t.Fatalf("ProcessJob = %v, want a permanent failure", err)
+	}
+	assertNoSecret(t, "the *handlers.PermanentError errors.As finds", perm.Error())
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		assertNoSecret(t, fmt.Sprintf("the %T in the error's chain", e), e.Error())
 	}
 }
