@@ -192,3 +192,22 @@ func TestHTTPErrorChainHidesURLSecrets(t *testing.T) {
 		assertNoSecret(t, fmt.Sprintf("the %T in the error's chain", e), e.Error())
 	}
 }
+
+// New's own errors, about a URL it refuses, do not show its password: they
+// reach workerd's standard error and the logs that keep it.
+func TestHTTPConfigErrorHidesURLPassword(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"ftp://user:PASSWORDSECRET@hooks.example.com/x", // a scheme it does not take
+		"http//user:PASSWORDSECRET@hooks.example.com/x", // a typo
+		"http://user:PASSWORDSECRET@/x",                 // no host
+	} {
+		_, err := webhook.New(webhook.Config{URL: u})
+		if err == nil {
+			t.Fatalf("New(%q) = nil error", u)
+		}
+		if strings.Contains(err.Error(), "PASSWORDSECRET") {
+			t.Errorf("New's error shows the URL's password: %v", err)
+		}
+	}
+}
