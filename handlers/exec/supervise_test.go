@@ -4,6 +4,7 @@ package exec_test
 
 import (
 	"context"
+	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenceq/fenceq/handlers/exec/internal/supervise"
 )
 
 // standinDir, in the environment, makes TestExecWorkerStandin the worker
@@ -185,5 +188,44 @@ printf done`, dir))
 	}
 	if err := waitReturn(t, done, 5*time.Second); err != nil {
 		t.Fatalf("ProcessJob of a command that exited 0: %v", err)
+	}
+}
+
+// A worker killed while its command's supervisor starts up (the program's
+// runtime and init functions, a few milliseconds) is gone before the
+// command is: the supervisor, finding the control pipe already at end of
+// file, must not start the command at all. Started and killed an instant
+// later, it has often done its work already (here, written its file and
+// exited 0) for a job whose lease will expire and run again elsewhere.
+func TestExecNotStartedWhenWorkerGoneFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 20 {
+		control, gone, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone.Close() // the worker's end, closed by its death
+		statusR, statusW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := filepath.Join(dir, strconv.Itoa(i))
+		sup := osexec.Command(os.Args[0])
+		sup.Args = []string{supervise.Arg0, "/bin/sh", "sh", "-c", `echo ran > "$1"`, "sh", ran}
+		sup.Env = append(os.Environ(), supervise.EnvEntry)
+		sup.ExtraFiles = []*os.File{control, statusW}
+		if err := sup.Run(); err != nil {
+			t.Fatalf("the supervisor: %v", err)
+		}
+		control.Close()
+		statusW.Close()
+		b, _ := io.ReadAll(statusR)
+		statusR.Close()
+		status := strings.TrimSpace(string(b))
+		if strings.HasPrefix(status, "exit ") || strings.HasPrefix(status, "signal ") {
+			_, err := os.Stat(ran)
+			t.Fatalf("run %d: the supervisor of a worker already gone started the command (it reported %q; its file written: %v)", i, status, err == nil)
+		}
 	}
 }
