@@ -4,6 +4,7 @@ package exec_test
 
 import (
 	"context"
+	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenceq/fenceq/handlers/exec/internal/supervise"
 )
 
 // standinDir, in the environment, makes TestExecWorkerStandin the worker
@@ -157,5 +160,72 @@ printf '%s' "${state:-gone}"`, dir))
 	}
 	if got := string(job.Result()); got != "gone" {
 		t.Errorf("the orphan's state while the command ran: %q, want it reaped (gone)", got)
+	}
+}
+
+// A command that exited 0 succeeds even when something outside its tree
+// still holds its standard output once its supervisor has exited (here
+// the test itself, as a process the command handed the pipe to would, or
+// a drain slowed past outputDrain on a loaded machine): the supervisor
+// reported the exit before it exited, and the job must not fail, to be
+// run again, for want of that report.
+func TestExecOutcomeKeptWhenOutputOutlivesSupervisor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	h := mustExec(t, shell(`echo $$ > "$1/pid"
+while [ ! -e "$1/go" ]; do sleep 0.01; done
+printf done`, dir))
+	job := newJob("k", nil)
+	done := runAsync(context.Background(), h, job)
+	pid := waitFile(t, filepath.Join(dir, "pid"), done)
+	held, err := os.OpenFile("/proc/"+pid+"/fd/1", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReturn(t, done, 5*time.Second); err != nil {
+		t.Fatalf("ProcessJob of a command that exited 0: %v", err)
+	}
+}
+
+// A worker killed while its command's supervisor starts up (the program's
+// runtime and init functions, a few milliseconds) is gone before the
+// command is: the supervisor, finding the control pipe already at end of
+// file, must not start the command at all. Started and killed an instant
+// later, it has often done its work already (here, written its file and
+// exited 0) for a job whose lease will expire and run again elsewhere.
+func TestExecNotStartedWhenWorkerGoneFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 20 {
+		control, gone, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone.Close() // the worker's end, closed by its death
+		statusR, statusW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := filepath.Join(dir, strconv.Itoa(i))
+		sup := osexec.Command(os.Args[0])
+		sup.Args = []string{supervise.Arg0, "/bin/sh", "sh", "-c", `echo ran > "$1"`, "sh", ran}
+		sup.Env = append(os.Environ(), supervise.EnvEntry)
+		sup.ExtraFiles = []*os.File{control, statusW}
+		if err := sup.Run(); err != nil {
+			t.Fatalf("the supervisor: %v", err)
+		}
+		control.Close()
+		statusW.Close()
+		b, _ := io.ReadAll(statusR)
+		statusR.Close()
+		status := strings.TrimSpace(string(b))
+		if strings.HasPrefix(status, "exit ") || strings.HasPrefix(status, "signal ") {
+			_, err := os.Stat(ran)
+			t.Fatalf("run %d: the supervisor of a worker already gone started the command (it reported %q; its file written: %v)", i, status, err == nil)
+		}
 	}
 }
