@@ -48,6 +48,10 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	defer p.closePipes()
 	p.feed(job.Payload)
 	stopped, waitErr := p.wait(ctx, h.grace)
+	// Read now, while the supervisor's exit has just closed the status
+	// pipe's only write end: finish may close our end, when something
+	// outside the command's tree holds its output past outputDrain.
+	status := p.readStatus()
 	p.finish()
 
 	if stopped != "" {
@@ -55,7 +59,7 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 		// whatever the command made of the signal.
 		return fmt.Errorf("exec %s: %s: %w", h.name(), stopped, context.Cause(ctx))
 	}
-	if err := h.outcome(waitErr, p.readStatus(), p.stderr.tail.String()); err != nil {
+	if err := h.outcome(waitErr, status, p.stderr.tail.String()); err != nil {
 		return err
 	}
 	h.succeed(ctx, job, p)
