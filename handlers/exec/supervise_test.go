@@ -229,3 +229,53 @@ func TestExecNotStartedWhenWorkerGoneFirst(t *testing.T) {
 		}
 	}
 }
+
+// ignoringDir, in the environment, makes TestExecIgnoringWorkerStandin
+// the worker of TestExecKeepsSignalsTheWorkerIgnores.
+const ignoringDir = "FENCEQ_EXEC_TEST_IGNORING"
+
+// TestExecIgnoringWorkerStandin is a worker started with SIGHUP and SIGINT
+// ignored: it runs one job, a command that reports the signals it
+// ignores, and writes the job's result to $dir/sigign.
+func TestExecIgnoringWorkerStandin(t *testing.T) {
+	dir := os.Getenv(ignoringDir)
+	if dir == "" {
+		t.Skip("only run by TestExecKeepsSignalsTheWorkerIgnores")
+	}
+	h := mustExec(t, shell(`grep SigIgn /proc/self/status`))
+	job := newJob("k", nil)
+	if err := h.ProcessJob(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sigign"), job.Result(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker started under nohup (SIGHUP ignored), or in the background of
+// a shell (SIGINT ignored), passes that on to its commands, as any program
+// does: the supervisor between them must not undo it.
+func TestExecKeepsSignalsTheWorkerIgnores(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	worker := osexec.Command("/bin/sh", "-c", `trap "" HUP INT; exec "$0" "$@"`,
+		os.Args[0], "-test.run=^TestExecIgnoringWorkerStandin$", "-test.count=1")
+	worker.Env = append(os.Environ(), ignoringDir+"="+dir)
+	if out, err := worker.CombinedOutput(); err != nil {
+		t.Fatalf("the worker: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sigign"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hex, _ := strings.Cut(strings.TrimSpace(string(b)), ":")
+	mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+	if err != nil {
+		t.Fatalf("the command's SigIgn: %q: %v", b, err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		if mask&(1<<(sig-1)) == 0 {
+			t.Errorf("the command does not ignore %v, which its worker was started ignoring (SigIgn %x)", sig, mask)
+		}
+	}
+}
