@@ -1,0 +1,43 @@
+package supervise
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A leftover the supervisor may not kill (EPERM: one a setuid program
+// started) must not keep it, and the job, waiting for ever: killAll gives
+// up after its limit and says which processes are left, and why.
+func TestKillAllGivesUpOnWhatItMayNotKill(t *testing.T) {
+	child := exec.Command("sleep", "30")
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := child.Process.Pid
+	defer func() {
+		child.Process.Kill()
+		child.Wait()
+	}()
+	kill = func(p int, sig syscall.Signal) error {
+		if p == pid || p == -pid {
+			return syscall.EPERM
+		}
+		return syscall.Kill(p, sig)
+	}
+	defer func() { kill = syscall.Kill }()
+	done := make(chan string, 1)
+	go func() { done <- killAll(pid, 100*time.Millisecond) }()
+	select {
+	case left := <-done:
+		if !strings.Contains(left, strconv.Itoa(pid)+" (operation not permitted)") {
+			t.Errorf("killAll = %q, want it to name %d and EPERM", left, pid)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("killAll did not give up on a process it may not kill")
+	}
+}
