@@ -2,14 +2,39 @@ package supervise
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 )
 
 // Executable is this program, to run again as a command's supervisor:
-// /proc/self/exe still names it when a deploy has replaced the file.
-func Executable() (string, error) { return "/proc/self/exe", nil }
+// /proc/self/exe still names it when a deploy has replaced the file. A
+// program started through the dynamic loader, as in
+// "/lib64/ld-linux-x86-64.so.2 ./workerd", has the loader for
+// /proc/self/exe, which run again would not run this program: Executable
+// refuses it, with an error that says to start the program directly.
+func Executable() (string, error) { return executable() }
+
+var executable = sync.OnceValues(func() (string, error) {
+	target, err := os.Readlink("/proc/self/exe")
+	if err == nil && isLoader(filepath.Base(target)) {
+		return "", errors.New("this program was started through the dynamic loader " + target +
+			", which is what /proc/self/exe would run as the supervisor of each command: start the program directly")
+	}
+	return "/proc/self/exe", nil
+})
+
+// isLoader tells whether name, the file /proc/self/exe links to, is a
+// dynamic loader's: glibc's ld-linux*.so.* and ld64.so.*, musl's
+// ld-musl-*.so.1, ld.so.
+func isLoader(name string) bool {
+	return strings.HasPrefix(name, "ld-linux") || strings.HasPrefix(name, "ld64.so") ||
+		strings.HasPrefix(name, "ld-musl-") || name == "ld.so" || strings.HasPrefix(name, "ld.so.")
+}
 
 // dieWithParent asks Linux to SIGKILL the command if its supervisor dies.
 // (Linux ties the signal to the thread that started the child; the

@@ -41,3 +41,19 @@ func TestKillAllGivesUpOnWhatItMayNotKill(t *testing.T) {
 		t.Fatal("killAll did not give up on a process it may not kill")
 	}
 }
+
+// The dynamic loaders' files are told from a program's.
+func TestIsLoader(t *testing.T) {
+	for name, want := range map[string]bool{
+		"ld-linux-x86-64.so.2": true, "ld-linux-aarch64.so.1": true, "ld-linux.so.2": true, "ld64.so.2": true,
+		"ld-musl-x86_64.so.1": true, "ld.so": true,
+		"workerd": false, "ld": false, "ldconfig": false, "exec.test": false,
+	} {
+		if got := isLoader(name); got != want {
+			t.Errorf("isLoader(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if _, err := Executable(); err != nil {
+		t.Errorf("Executable of a test binary started directly: %v", err)
+	}
+}
