@@ -18,13 +18,37 @@
 // at once. So each command runs under a supervisor, the worker's own
 // program run again: a run of any program that links this package becomes
 // one in an init function, before main, when the handler starts it so.
-// (Packages initialized before that one, a few besides the standard
-// library's, run their init functions in it too: those should do no work.)
-// The supervisor holds the read end of a pipe whose write end only
-// the worker has; the kernel closes it however the worker dies. Then, and
-// whenever the command exits, the supervisor SIGKILLs the command's process
-// group, which holds what the command starts unless that calls setsid or
-// setpgid.
+//
+// What runs in the supervisor, before it takes over, is the Go runtime's
+// start-up and the init functions of every package Go initializes before
+// this package's internal one. Go initializes a program's packages in the
+// order of their import paths, each after those it imports: so the
+// standard library's, a few of this module's (package handlers), and any
+// of the user's program whose import path sorts before
+// "github.com/fenceq/fenceq/handlers/exec/internal/supervise" (example.com/...,
+// "app/...") and that does not import this package. Their output goes
+// nowhere: the supervisor's own standard input, output and error are
+// /dev/null, and the command gets its own on other descriptors, so none of
+// it reaches the command's input, output or the job's result. Their other
+// side effects (a file written, a connection opened, a metric registered)
+// happen once per command. A user program whose init function has side
+// effects should import this package in the package of that init function
+// (a blank import, import _ "github.com/fenceq/fenceq/handlers/exec", is
+// enough): Go then initializes this package first, and the supervisor
+// exits before that init function runs. workerd's own binary has no such
+// init function. This cannot be avoided short of a separate supervisor
+// binary, which this package does not have, so that any program that
+// links it works alone.
+//
+// The supervisor holds the read end of a pipe whose write end only the
+// worker has; the kernel closes it however the worker dies. Should that
+// happen while the supervisor is still starting up, it does not start the
+// command (the job reports "not started"). Otherwise then, and whenever
+// the command exits, the supervisor SIGKILLs the command's process group,
+// which holds what the command starts unless that calls setsid or
+// setpgid. Signals the worker was started ignoring (SIGHUP under nohup,
+// SIGINT in a shell's background) stay ignored for the command; others
+// have their default disposition.
 //
 // On Linux the supervisor is also a subreaper (PR_SET_CHILD_SUBREAPER): what
 // leaves the group is re-parented to it, not to init, as its parents die,
@@ -32,11 +56,18 @@
 // the worker, short of a process that asks another (a service manager,
 // cron, ssh) to run something. Should the supervisor itself be killed with
 // SIGKILL, the command gets SIGKILL too, though what it started does not.
-// Elsewhere, what leaves the group outlives the job.
+// Elsewhere, what leaves the group outlives the job. A leftover the
+// supervisor may not signal (EPERM: a process a setuid program such as
+// sudo started, under another user) cannot be killed: the supervisor
+// gives up on it after 5 seconds, and the handler logs a warning naming
+// the processes left (and adds them to the job's error when it failed).
 //
 // The supervisor is found as /proc/self/exe on Linux (which still names the
 // program a deploy has replaced), os.Executable elsewhere. A plugin or a
 // c-shared build of this package cannot supervise (its executable is
 // another program, run with the supervisor's arguments): do not use it
-// there.
+// there. Nor can a program started through the dynamic loader
+// ("/lib64/ld-linux-x86-64.so.2 ./workerd"), whose /proc/self/exe is the
+// loader: New refuses to build a handler there, saying to start the
+// program directly.
 package exec
