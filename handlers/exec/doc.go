@@ -20,25 +20,30 @@
 // one in an init function, before main, when the handler starts it so.
 //
 // What runs in the supervisor, before it takes over, is the Go runtime's
-// start-up and the init functions of every package Go initializes before
-// this package's internal one. Go initializes a program's packages in the
-// order of their import paths, each after those it imports: so the
-// standard library's, a few of this module's (package handlers), and any
-// of the user's program whose import path sorts before
-// "github.com/fenceq/fenceq/handlers/exec/internal/supervise" (example.com/...,
-// "app/...") and that does not import this package. Their output goes
-// nowhere: the supervisor's own standard input, output and error are
-// /dev/null, and the command gets its own on other descriptors, so none of
-// it reaches the command's input, output or the job's result. Their other
-// side effects (a file written, a connection opened, a metric registered)
+// start-up and the init functions of the packages Go initializes before
+// this package's internal one. Go initializes packages one at a time,
+// each once those it imports are, taking the first ready one in the order
+// of import paths; the internal package imports only what package os
+// needs (and strconv), so it is ready early, and what comes first is most
+// of the standard library's and any other package that is ready as early
+// and whose import path sorts before
+// "github.com/fenceq/fenceq/handlers/exec/internal/supervise": in practice
+// one that imports little beyond os and syscall (not fmt, strings or
+// reflect) and does not import this package, under a path such as
+// example.com/... or a module of github.com/a.... In workerd those are a
+// few that set up tables in memory; workerd's own binary has no init
+// function with effects outside the process. What such an init function
+// writes to its standard output or error goes nowhere: the supervisor's
+// own are /dev/null, and the command gets its standard input, output and
+// error on other descriptors, so nothing reaches the command or the job's
+// result. Its other side effects (a file written, a connection opened)
 // happen once per command. A user program whose init function has side
 // effects should import this package in the package of that init function
 // (a blank import, import _ "github.com/fenceq/fenceq/handlers/exec", is
 // enough): Go then initializes this package first, and the supervisor
-// exits before that init function runs. workerd's own binary has no such
-// init function. This cannot be avoided short of a separate supervisor
-// binary, which this package does not have, so that any program that
-// links it works alone.
+// exits before that init function runs. Nothing short of a separate
+// supervisor binary avoids this, and this package has none, so that any
+// program that links it works alone.
 //
 // The supervisor holds the read end of a pipe whose write end only the
 // worker has; the kernel closes it however the worker dies. Should that

@@ -27,9 +27,14 @@
 //   - the command's standard input, output and error, fds 5, 6 and 7,
 //     which become its fds 0, 1 and 2.
 //
-// It is a package of its own, importing only the standard library, so that
-// its init function runs among the first of a program's: a supervisor
-// exits there, before the rest of the program has initialized.
+// It is a package of its own, importing only packages that package os
+// needs anyway (and strconv), so that its init function runs among the
+// first of a program's: a supervisor exits there, before the rest of the
+// program has initialized. Go initializes packages one at a time, each
+// once those it imports are, taking the first ready one in the order of
+// import paths; what is ready before this package and sorts before it
+// still initializes first (package handlers/exec's doc says what that
+// means for a user's program).
 package supervise
 
 import (
@@ -37,7 +42,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,7 +110,7 @@ func supervise(path string, argv []string) int {
 	// init, so that it can be found and killed.
 	becomeSubreaper()
 
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envName+"=") })
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return hasPrefix(kv, envName+"=") })
 	attr := &syscall.ProcAttr{
 		Env:   env,
 		Files: []uintptr{stdinFD, stdinFD + 1, stdinFD + 2},
@@ -245,11 +249,48 @@ func killAll(pgid int, limit time.Duration) string {
 			if len(left) == 0 {
 				return "a child not listed in /proc"
 			}
-			return strings.Join(left, ", ")
+			joined := left[0]
+			for _, l := range left[1:] {
+				joined += ", " + l
+			}
+			return joined
 		}
 		// A child killed an instant ago is not yet a zombie; look again
 		// soon, and less often the longer it takes.
 		time.Sleep(pause)
 		pause = min(2*pause, 50*time.Millisecond)
 	}
+}
+
+// hasPrefix, lastIndex and fields are those of packages strings and
+// bytes, which this package does not import: they import package unicode,
+// whose tables Go initializes late in a program's start-up, and every
+// package that is ready before them and sorts before them would then
+// initialize, in each supervisor, before its init function could run.
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+
+func lastIndex(s, sep string) int {
+	for i := len(s) - len(sep); i >= 0; i-- {
+		if s[i:i+len(sep)] == sep {
+			return i
+		}
+	}
+	return -1
+}
+
+// fields splits s around runs of ASCII spaces, tabs and newlines.
+func fields(s string) []string {
+	var f []string
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ' ' || s[i] == '\t' || s[i] == '\n' {
+			if start >= 0 {
+				f = append(f, s[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	return f
 }

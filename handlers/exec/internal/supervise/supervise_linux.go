@@ -1,12 +1,9 @@
 package supervise
 
 import (
-	"bytes"
 	"errors"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 )
@@ -21,7 +18,7 @@ func Executable() (string, error) { return executable() }
 
 var executable = sync.OnceValues(func() (string, error) {
 	target, err := os.Readlink("/proc/self/exe")
-	if err == nil && isLoader(filepath.Base(target)) {
+	if err == nil && isLoader(target[lastIndex(target, "/")+1:]) {
 		return "", errors.New("this program was started through the dynamic loader " + target +
 			", which is what /proc/self/exe would run as the supervisor of each command: start the program directly")
 	}
@@ -32,8 +29,8 @@ var executable = sync.OnceValues(func() (string, error) {
 // dynamic loader's: glibc's ld-linux*.so.* and ld64.so.*, musl's
 // ld-musl-*.so.1, ld.so.
 func isLoader(name string) bool {
-	return strings.HasPrefix(name, "ld-linux") || strings.HasPrefix(name, "ld64.so") ||
-		strings.HasPrefix(name, "ld-musl-") || name == "ld.so" || strings.HasPrefix(name, "ld.so.")
+	return hasPrefix(name, "ld-linux") || hasPrefix(name, "ld64.so") ||
+		hasPrefix(name, "ld-musl-") || name == "ld.so" || hasPrefix(name, "ld.so.")
 }
 
 // dieWithParent asks Linux to SIGKILL the command if its supervisor dies.
@@ -62,8 +59,8 @@ func children() []int {
 			continue
 		}
 		found = true
-		for _, field := range bytes.Fields(b) {
-			if pid, err := strconv.Atoi(string(field)); err == nil {
+		for _, field := range fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil {
 				pids = append(pids, pid)
 			}
 		}
@@ -83,12 +80,12 @@ func children() []int {
 			continue
 		}
 		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndex(b, []byte(") "))
+		i := lastIndex(string(b), ") ")
 		if i < 0 {
 			continue
 		}
-		if fields := bytes.Fields(b[i+2:]); len(fields) >= 2 {
-			if ppid, err := strconv.Atoi(string(fields[1])); err == nil && ppid == self {
+		if f := fields(string(b[i+2:])); len(f) >= 2 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil && ppid == self {
 				pids = append(pids, pid)
 			}
 		}

@@ -57,3 +57,20 @@ func TestIsLoader(t *testing.T) {
 		t.Errorf("Executable of a test binary started directly: %v", err)
 	}
 }
+
+// The package imports nothing that needs package unicode (strings, bytes,
+// path/filepath, fmt): its init function would wait for unicode's, and
+// every package ready before that and sorting before it (gRPC's,
+// protobuf's, OpenTelemetry's registrations, in workerd) would run in each
+// supervisor first.
+func TestImportsNothingInitializedLate(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "unicode" {
+			t.Errorf("package supervise depends on unicode:\n%s", out)
+		}
+	}
+}
