@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/handlers/exec/internal/supervise"
 )
 
 // KillGraceDefault is how long a command has between SIGTERM and SIGKILL
@@ -96,6 +97,11 @@ func New(cfg Config) (handlers.Handler, error) {
 	grace := cfg.KillGrace
 	if grace == 0 {
 		grace = KillGraceDefault
+	}
+	// A program that cannot run itself again as the supervisor says so
+	// now, not at each job.
+	if _, err := supervise.Executable(); err != nil {
+		return nil, fmt.Errorf("exec %s: this program cannot supervise its commands: %w", name, err)
 	}
 	// Copies, so a caller changing its config later does not change jobs
 	// that are running.

@@ -48,6 +48,10 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 	defer p.closePipes()
 	p.feed(job.Payload)
 	stopped, waitErr := p.wait(ctx, h.grace)
+	// Read now, while the supervisor's exit has just closed the status
+	// pipe's only write end: finish may close our end, when something
+	// outside the command's tree holds its output past outputDrain.
+	status := p.readStatus()
 	p.finish()
 
 	if stopped != "" {
@@ -55,7 +59,15 @@ func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
 		// whatever the command made of the signal.
 		return fmt.Errorf("exec %s: %s: %w", h.name(), stopped, context.Cause(ctx))
 	}
-	if err := h.outcome(waitErr, p.readStatus(), p.stderr.tail.String()); err != nil {
+	status, left, _ := strings.Cut(status, "\n")
+	if left != "" {
+		h.log.LogAttrs(ctx, slog.LevelWarn, "exec command left processes its supervisor could not kill",
+			jobAttrs(job), slog.String("command", h.name()), slog.String("left", strings.TrimPrefix(left, "left ")))
+	}
+	if err := h.outcome(waitErr, status, p.stderr.tail.String()); err != nil {
+		if left != "" {
+			return fmt.Errorf("%w (and it %s)", err, left)
+		}
 		return err
 	}
 	h.succeed(ctx, job, p)
@@ -107,10 +119,12 @@ func (h *handler) start(ctx context.Context, job *handlers.Job) (*process, error
 		}
 		pipes[i] = [2]*os.File{r, w}
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = pipes[0][0], pipes[1][1], pipes[2][1]
-	// fds 3 and 4 of the supervisor; the write end of control is ours
-	// alone (close-on-exec), so the kernel closes it when we die.
-	cmd.ExtraFiles = []*os.File{pipes[3][0], pipes[4][1]}
+	// fds 3 to 7 of the supervisor (see package supervise); its own 0, 1
+	// and 2 are /dev/null, so that nothing it writes there, the init
+	// function of a user's package, say, reaches the job's result. The
+	// write end of control is ours alone (close-on-exec), so the kernel
+	// closes it when we die.
+	cmd.ExtraFiles = []*os.File{pipes[3][0], pipes[4][1], pipes[0][0], pipes[1][1], pipes[2][1]}
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("exec %s: start its supervisor: %w", h.name(), err)
@@ -249,10 +263,14 @@ func (h *handler) succeed(ctx context.Context, job *handlers.Job, p *process) {
 		return
 	}
 	h.log.LogAttrs(ctx, slog.LevelInfo, "exec command succeeded and wrote to standard error",
-		slog.Group("job", slog.String("queue", job.Queue), slog.String("id", job.ID), slog.String("kind", job.Kind),
-			slog.Int("attempt", job.Attempt), slog.Int64("generation", job.Generation)),
-		slog.String("command", h.name()), slog.String("stderr", p.stderr.text()),
+		jobAttrs(job), slog.String("command", h.name()), slog.String("stderr", p.stderr.text()),
 		slog.Int64("stderr_bytes", p.stderr.total))
+}
+
+// jobAttrs names job in a log record.
+func jobAttrs(job *handlers.Job) slog.Attr {
+	return slog.Group("job", slog.String("queue", job.Queue), slog.String("id", job.ID), slog.String("kind", job.Kind),
+		slog.Int("attempt", job.Attempt), slog.Int64("generation", job.Generation))
 }
 
 // outcome is nil for a command that exited 0, else its error, ending with

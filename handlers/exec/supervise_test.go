@@ -4,6 +4,7 @@ package exec_test
 
 import (
 	"context"
+	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenceq/fenceq/handlers/exec/internal/supervise"
 )
 
 // standinDir, in the environment, makes TestExecWorkerStandin the worker
@@ -157,5 +160,122 @@ printf '%s' "${state:-gone}"`, dir))
 	}
 	if got := string(job.Result()); got != "gone" {
 		t.Errorf("the orphan's state while the command ran: %q, want it reaped (gone)", got)
+	}
+}
+
+// A command that exited 0 succeeds even when something outside its tree
+// still holds its standard output once its supervisor has exited (here
+// the test itself, as a process the command handed the pipe to would, or
+// a drain slowed past outputDrain on a loaded machine): the supervisor
+// reported the exit before it exited, and the job must not fail, to be
+// run again, for want of that report.
+func TestExecOutcomeKeptWhenOutputOutlivesSupervisor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	h := mustExec(t, shell(`echo $$ > "$1/pid"
+while [ ! -e "$1/go" ]; do sleep 0.01; done
+printf done`, dir))
+	job := newJob("k", nil)
+	done := runAsync(context.Background(), h, job)
+	pid := waitFile(t, filepath.Join(dir, "pid"), done)
+	held, err := os.OpenFile("/proc/"+pid+"/fd/1", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReturn(t, done, 5*time.Second); err != nil {
+		t.Fatalf("ProcessJob of a command that exited 0: %v", err)
+	}
+}
+
+// A worker killed while its command's supervisor starts up (the program's
+// runtime and init functions, a few milliseconds) is gone before the
+// command is: the supervisor, finding the control pipe already at end of
+// file, must not start the command at all. Started and killed an instant
+// later, it has often done its work already (here, written its file and
+// exited 0) for a job whose lease will expire and run again elsewhere.
+func TestExecNotStartedWhenWorkerGoneFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 20 {
+		control, gone, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone.Close() // the worker's end, closed by its death
+		statusR, statusW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := filepath.Join(dir, strconv.Itoa(i))
+		sup := osexec.Command(os.Args[0])
+		sup.Args = []string{supervise.Arg0, "/bin/sh", "sh", "-c", `echo ran > "$1"`, "sh", ran}
+		sup.Env = append(os.Environ(), supervise.EnvEntry)
+		sup.ExtraFiles = []*os.File{control, statusW}
+		if err := sup.Run(); err != nil {
+			t.Fatalf("the supervisor: %v", err)
+		}
+		control.Close()
+		statusW.Close()
+		b, _ := io.ReadAll(statusR)
+		statusR.Close()
+		status := strings.TrimSpace(string(b))
+		if strings.HasPrefix(status, "exit ") || strings.HasPrefix(status, "signal ") {
+			_, err := os.Stat(ran)
+			t.Fatalf("run %d: the supervisor of a worker already gone started the command (it reported %q; its file written: %v)", i, status, err == nil)
+		}
+	}
+}
+
+// ignoringDir, in the environment, makes TestExecIgnoringWorkerStandin
+// the worker of TestExecKeepsSignalsTheWorkerIgnores.
+const ignoringDir = "FENCEQ_EXEC_TEST_IGNORING"
+
+// TestExecIgnoringWorkerStandin is a worker started with SIGHUP and SIGINT
+// ignored: it runs one job, a command that reports the signals it
+// ignores, and writes the job's result to $dir/sigign.
+func TestExecIgnoringWorkerStandin(t *testing.T) {
+	dir := os.Getenv(ignoringDir)
+	if dir == "" {
+		t.Skip("only run by TestExecKeepsSignalsTheWorkerIgnores")
+	}
+	h := mustExec(t, shell(`grep SigIgn /proc/self/status`))
+	job := newJob("k", nil)
+	if err := h.ProcessJob(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sigign"), job.Result(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker started under nohup (SIGHUP ignored), or in the background of
+// a shell (SIGINT ignored), passes that on to its commands, as any program
+// does: the supervisor between them must not undo it.
+func TestExecKeepsSignalsTheWorkerIgnores(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	worker := osexec.Command("/bin/sh", "-c", `trap "" HUP INT; exec "$0" "$@"`,
+		os.Args[0], "-test.run=^TestExecIgnoringWorkerStandin$", "-test.count=1")
+	worker.Env = append(os.Environ(), ignoringDir+"="+dir)
+	if out, err := worker.CombinedOutput(); err != nil {
+		t.Fatalf("the worker: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "sigign"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hex, _ := strings.Cut(strings.TrimSpace(string(b)), ":")
+	mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+	if err != nil {
+		t.Fatalf("the command's SigIgn: %q: %v", b, err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		if mask&(1<<(sig-1)) == 0 {
+			t.Errorf("the command does not ignore %v, which its worker was started ignoring (SigIgn %x)", sig, mask)
+		}
 	}
 }

@@ -3,15 +3,19 @@ package webhook_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/webhook"
 	"github.com/fenceq/fenceq/worker"
 	"github.com/fenceq/fenceq/worker/workertest"
@@ -132,4 +136,78 @@ func TestHTTPJobErrorHistoryHidesURLSecrets(t *testing.T) {
 		t.Errorf("the pool's log does not mention the failure: %s", logs.String())
 	}
 	assertNoSecret(t, "pool log", logs.String())
+}
+
+// A server may repeat only part of the URL: the token alone ("no webhook
+// with token …"), or the path with its slashes escaped as JSON encoders
+// such as PHP's write it. The secret is in the part, not in the whole.
+func TestHTTPErrorsHideURLSecretsRepeatedInPart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body func(r *http.Request) string
+	}{
+		{"the token alone", func(r *http.Request) string {
+			return `{"error":"no webhook with token ` + path.Base(r.URL.Path) + `"}`
+		}},
+		{"the query value alone", func(r *http.Request) string {
+			return `{"error":"token ` + r.URL.Query().Get("token") + ` revoked"}`
+		}},
+		{"the path as JSON with escaped slashes", func(r *http.Request) string {
+			return `{"path":"` + strings.ReplaceAll(r.URL.Path, "/", `\/`) + `"}`
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusNotFound)
+				io.WriteString(w, tt.body(r))
+			}))
+			t.Cleanup(srv.Close)
+			h := mustHTTP(t, webhook.Config{URL: srv.URL + secretRest})
+			err := h.ProcessJob(context.Background(), newJob("k", nil))
+			if err == nil {
+				t.Fatal("ProcessJob = nil, want a failure")
+			}
+			assertNoSecret(t, "error", err.Error())
+		})
+	}
+}
+
+// What errors.As finds in the error, and every error its chain holds, hides
+// the secrets as the error itself does: a caller that takes the
+// *handlers.PermanentError out to log it, or an error reporter that shows
+// each wrapped error (as Sentry's does), shows what they say.
+func TestHTTPErrorChainHidesURLSecrets(t *testing.T) {
+	t.Parallel()
+	h := mustHTTP(t, webhook.Config{URL: echoPath(t, http.StatusNotFound).URL + secretRest})
+	err := h.ProcessJob(context.Background(), newJob("k", nil))
+	var perm *handlers.PermanentError
+	if !errors.As(err, &perm) {
+		t.Fatalf("ProcessJob = %v, want a permanent failure", err)
+	}
+	assertNoSecret(t, "the *handlers.PermanentError errors.As finds", perm.Error())
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		assertNoSecret(t, fmt.Sprintf("the %T in the error's chain", e), e.Error())
+	}
+}
+
+// New's own errors, about a URL it refuses, do not show its password: they
+// reach workerd's standard error and the logs that keep it.
+func TestHTTPConfigErrorHidesURLPassword(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"ftp://user:PASSWORDSECRET@hooks.example.com/x", // a scheme it does not take
+		"http//user:PASSWORDSECRET@hooks.example.com/x", // a typo
+		"http://user:PASSWORDSECRET@/x",                 // no host
+	} {
+		_, err := webhook.New(webhook.Config{URL: u})
+		if err == nil {
+			t.Fatalf("New(%q) = nil error", u)
+		}
+		if strings.Contains(err.Error(), "PASSWORDSECRET") {
+			t.Errorf("New's error shows the URL's password: %v", err)
+		}
+	}
 }

@@ -2,7 +2,9 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,13 +78,16 @@ func New(cfg Config) (handlers.Handler, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q does not parse", cfg.URL), err)
+		shown := hideUserinfo(cfg.URL)
+		return nil, invalid("URL", shown, fmt.Sprintf("URL %q does not parse", shown), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q: scheme must be http or https, as in https://host/path", cfg.URL), nil)
+		shown := hideUserinfo(cfg.URL)
+		return nil, invalid("URL", shown, fmt.Sprintf("URL %q: scheme must be http or https, as in https://host/path", shown), nil)
 	}
 	if u.Host == "" {
-		return nil, invalid("URL", cfg.URL, fmt.Sprintf("URL %q has no host", cfg.URL), nil)
+		shown := hideUserinfo(cfg.URL)
+		return nil, invalid("URL", shown, fmt.Sprintf("URL %q has no host", shown), nil)
 	}
 	if cfg.Timeout < 0 {
 		return nil, invalid("Timeout", cfg.Timeout.String(),
@@ -101,6 +106,29 @@ func New(cfg Config) (handlers.Handler, error) {
 		timeout: cfg.Timeout,
 		client:  client,
 	}, nil
+}
+
+// hideUserinfo is raw, a URL New refuses, with its userinfo (the
+// "user:password@" before the host) replaced by "[redacted]@", for New's
+// errors: they reach workerd's standard error and the logs that keep it.
+// It goes by the text, as a URL New refuses may not parse, or parse with
+// its userinfo in the path ("http//user:password@host"): the userinfo is
+// what comes before the last "@" ahead of the first "/", "?" or "#" after
+// the "//".
+func hideUserinfo(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "//"); i >= 0 {
+		start = i + 2
+	}
+	rest := raw[start:]
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:start] + "[redacted]" + raw[start+at:]
 }
 
 // invalid is the *handlers.ValidationError of a Config that New refuses.
@@ -125,17 +153,24 @@ func endpoint(u *url.URL) string {
 }
 
 // urlSecrets are the parts of u that endpoint leaves out, as they may
-// appear in a message: escaped and not, whole and each query value. A
-// server's error page that repeats the request ("Cannot POST /services/…")
-// must not show them either.
+// appear in a message: the whole path and query, each path segment and
+// query value alone, and the password, each raw, decoded, %XX-escaped
+// (with hex digits in either case) and as a JSON string writes it. A
+// server's error page that repeats the request ("Cannot POST /services/…",
+// "no webhook with token …") must not show them either.
 func urlSecrets(u *url.URL) []string {
 	var s []string
 	name := endpoint(u)
 	add := func(v string) {
 		// A part too short to be a secret would only blot out ordinary
 		// words of the message, and the endpoint's name is shown anyway.
-		if len(v) >= 4 && !strings.Contains(name, v) {
-			s = append(s, v)
+		if len(v) < 4 || strings.Contains(name, v) {
+			return
+		}
+		for _, e := range []string{v, url.PathEscape(v), url.QueryEscape(v)} {
+			for _, c := range []string{e, lowerHex(e)} {
+				s = append(s, c, strings.ReplaceAll(c, "/", `\/`), jsonString(c))
+			}
 		}
 	}
 	add(u.String())
@@ -144,11 +179,16 @@ func urlSecrets(u *url.URL) []string {
 		add(u.EscapedPath())
 		add(u.Path)
 	}
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		add(seg)
+		if v, err := url.PathUnescape(seg); err == nil {
+			add(v)
+		}
+	}
 	add(u.RawQuery)
 	for _, vs := range u.Query() {
 		for _, v := range vs {
 			add(v)
-			add(url.QueryEscape(v))
 		}
 	}
 	if p, ok := u.User.Password(); ok {
@@ -156,50 +196,76 @@ func urlSecrets(u *url.URL) []string {
 	}
 	add(u.Fragment)
 	// Longest first, so a whole URL is replaced before its parts.
-	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
+	slices.SortFunc(s, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
 	return slices.Compact(s)
 }
 
-// redacted is an error whose message has the URL's secrets blotted out;
-// errors.Is and errors.As still see what it wraps.
-type redacted struct {
+// lowerHex is s with the hex digits of its %XX escapes in lower case.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1] = lower(b[i+1])
+			b[i+2] = lower(b[i+2])
+		}
+	}
+	return string(b)
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// jsonString is s as encoding/json writes it inside a string's quotes.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+// scrub is s with every part of the URL that endpoint leaves out replaced
+// by "[redacted]".
+func (h *handler) scrub(s string) string {
+	for _, secret := range h.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	return s
+}
+
+// hide is err as an error to wrap in one of ours: err itself when its
+// message shows nothing of the URL that endpoint leaves out, else an
+// error whose message is scrubbed and whose chain does not hold err (a
+// caller that unwraps it, or logs every error of the chain, must not find
+// the secret there), but that errors.Is still matches against err's chain:
+// context.DeadlineExceeded, say.
+func (h *handler) hide(err error) error {
+	msg := err.Error()
+	if scrubbed := h.scrub(msg); scrubbed != msg {
+		return &hiddenError{msg: scrubbed, err: err}
+	}
+	return err
+}
+
+// hiddenError is what hide makes of an error that shows the URL's
+// secrets. It has no Unwrap, on purpose.
+type hiddenError struct {
 	msg string
 	err error
 }
 
-func (e *redacted) Error() string { return e.msg }
-func (e *redacted) Unwrap() error { return e.err }
-
-// redact answers err with every part of the URL that endpoint leaves out
-// replaced by "[redacted]": whatever a transport error or a response body
-// repeats of the request.
-func (h *handler) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	changed := false
-	for _, s := range h.secrets {
-		if strings.Contains(msg, s) {
-			msg = strings.ReplaceAll(msg, s, "[redacted]")
-			changed = true
-		}
-	}
-	if !changed {
-		return err
-	}
-	return &redacted{msg: msg, err: err}
+func (e *hiddenError) Error() string        { return e.msg }
+func (e *hiddenError) Is(target error) bool { return errors.Is(e.err, target) }
+func (e *hiddenError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.err, &t) && t.Timeout()
 }
 
 // ProcessJob POSTs the job's payload and turns the response into the
-// job's outcome. No error it answers shows the URL's path, query or
-// password.
+// job's outcome. No error it answers, nor any error in its chain, shows
+// the URL's path, query or password: each is made without them.
 func (h *handler) ProcessJob(ctx context.Context, job *handlers.Job) error {
-	return h.redact(h.post(ctx, job))
-}
-
-// post is ProcessJob before its error is redacted.
-func (h *handler) post(ctx context.Context, job *handlers.Job) error {
 	reqCtx := ctx
 	if h.timeout > 0 {
 		var cancel context.CancelFunc
@@ -226,7 +292,7 @@ func (h *handler) post(ctx context.Context, job *handlers.Job) error {
 func (h *handler) request(ctx context.Context, job *handlers.Job) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(job.Payload))
 	if err != nil {
-		return nil, fmt.Errorf("post %s: build request: %w", h.name, err)
+		return nil, fmt.Errorf("post %s: build request: %w", h.name, h.hide(err))
 	}
 	for k, vs := range h.header {
 		for _, v := range vs {
@@ -264,7 +330,7 @@ func (h *handler) succeed(ctx context.Context, job *handlers.Job, resp *http.Res
 		if ctx.Err() != nil {
 			return fmt.Errorf("post %s: %s, aborted reading the body: %w", h.name, statusLine(resp), context.Cause(ctx))
 		}
-		return fmt.Errorf("post %s: %s, but reading the body failed: %w", h.name, statusLine(resp), err)
+		return fmt.Errorf("post %s: %s, but reading the body failed: %w", h.name, statusLine(resp), h.hide(err))
 	}
 	job.SetResult(body.Bytes())
 	return nil
@@ -282,7 +348,7 @@ func (h *handler) failure(resp *http.Response) error {
 	// The snippet is for the message only; a failure to read it changes
 	// nothing, the status has decided.
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyQuote+1))
-	err := fmt.Errorf("post %s: %s%s", h.name, statusLine(resp), bodyDetail(snippet))
+	err := fmt.Errorf("post %s: %s%s", h.name, statusLine(resp), h.bodyDetail(snippet))
 	switch {
 	case resp.StatusCode == http.StatusRequestTimeout,
 		resp.StatusCode == http.StatusTooManyRequests,
@@ -306,9 +372,9 @@ func (h *handler) transportError(ctx, reqCtx context.Context, err error) error {
 		err = ue.Err
 	}
 	if reqCtx.Err() != nil {
-		return fmt.Errorf("post %s: no response within %v: %w", h.name, h.timeout, err)
+		return fmt.Errorf("post %s: no response within %v: %w", h.name, h.timeout, h.hide(err))
 	}
-	return fmt.Errorf("post %s: %w", h.name, err)
+	return fmt.Errorf("post %s: %w", h.name, h.hide(err))
 }
 
 // statusLine is "status 404 Not Found".
@@ -319,14 +385,30 @@ func statusLine(resp *http.Response) string {
 	return fmt.Sprintf("status %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 }
 
-// bodyDetail formats the start of a response body for an error message:
-// ": " and the text, "..." when it goes on, or "" for an empty body.
-func bodyDetail(b []byte) string {
+// bodyDetail formats the start of a response body for an error message,
+// scrubbed: ": " and the text, "..." when it goes on, or "" for an empty
+// body. Of a body that goes on, what could be the start of a secret cut
+// off at the end of b is dropped too.
+func (h *handler) bodyDetail(b []byte) string {
 	cut := len(b) > errorBodyQuote
 	if cut {
 		b = b[:errorBodyQuote]
 	}
-	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	s := h.scrub(string(b))
+	if cut {
+		for _, secret := range h.secrets {
+			for n := len(secret) - 1; n > 0; n-- {
+				if strings.HasSuffix(s, secret[:n]) {
+					s = s[:len(s)-n]
+					break
+				}
+			}
+		}
+	}
+	if len(s) > errorBodyQuote { // "[redacted]" is longer than some secrets
+		s, cut = s[:errorBodyQuote], true
+	}
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
 	if s == "" {
 		return ""
 	}

@@ -1,15 +1,37 @@
 package supervise
 
 import (
-	"bytes"
+	"errors"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
 // Executable is this program, to run again as a command's supervisor:
-// /proc/self/exe still names it when a deploy has replaced the file.
-func Executable() (string, error) { return "/proc/self/exe", nil }
+// /proc/self/exe still names it when a deploy has replaced the file. A
+// program started through the dynamic loader, as in
+// "/lib64/ld-linux-x86-64.so.2 ./workerd", has the loader for
+// /proc/self/exe, which run again would not run this program: Executable
+// refuses it, with an error that says to start the program directly.
+func Executable() (string, error) { return executable() }
+
+var executable = sync.OnceValues(func() (string, error) {
+	target, err := os.Readlink("/proc/self/exe")
+	if err == nil && isLoader(target[lastIndex(target, "/")+1:]) {
+		return "", errors.New("this program was started through the dynamic loader " + target +
+			", which is what /proc/self/exe would run as the supervisor of each command: start the program directly")
+	}
+	return "/proc/self/exe", nil
+})
+
+// isLoader tells whether name, the file /proc/self/exe links to, is a
+// dynamic loader's: glibc's ld-linux*.so.* and ld64.so.*, musl's
+// ld-musl-*.so.1, ld.so.
+func isLoader(name string) bool {
+	return hasPrefix(name, "ld-linux") || hasPrefix(name, "ld64.so") ||
+		hasPrefix(name, "ld-musl-") || name == "ld.so" || hasPrefix(name, "ld.so.")
+}
 
 // dieWithParent asks Linux to SIGKILL the command if its supervisor dies.
 // (Linux ties the signal to the thread that started the child; the
@@ -37,8 +59,8 @@ func children() []int {
 			continue
 		}
 		found = true
-		for _, field := range bytes.Fields(b) {
-			if pid, err := strconv.Atoi(string(field)); err == nil {
+		for _, field := range fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil {
 				pids = append(pids, pid)
 			}
 		}
@@ -58,12 +80,12 @@ func children() []int {
 			continue
 		}
 		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndex(b, []byte(") "))
+		i := lastIndex(string(b), ") ")
 		if i < 0 {
 			continue
 		}
-		if fields := bytes.Fields(b[i+2:]); len(fields) >= 2 {
-			if ppid, err := strconv.Atoi(string(fields[1])); err == nil && ppid == self {
+		if f := fields(string(b[i+2:])); len(f) >= 2 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil && ppid == self {
 				pids = append(pids, pid)
 			}
 		}
