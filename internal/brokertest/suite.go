@@ -80,6 +80,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterReclaim", testResendAfterReclaim},
 		{"WaitWakeupLostToCancelledCaller", testWaitWakeupLostToCancelledCaller},
 		{"LimitsLostUpdate", testLimitsLostUpdate},
+		{"ChangeLimitsKeepsWhatItDoesNotName", testChangeLimitsKeepsWhatItDoesNotName},
 		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
 		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
 		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
