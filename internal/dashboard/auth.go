@@ -139,9 +139,20 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in", Flash: "That is not the admin token. Nothing was changed.", Data: localPath(r.PostFormValue("next"))})
 		return
 	}
-	id, cookie := s.auth.newSession(time.Now())
+	// A browser signing in again gets a new session in place of its old
+	// one, which nobody then holds legitimately: it ends here, so that no
+	// copy of its cookie outlives the new session's sign-out.
+	old, signedIn, err := s.signedIn(r)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
+	if err == nil && signedIn {
+		err = s.b.EndSession(ctx, old)
+	}
+	if err != nil {
+		s.failErr(w, r, "sign in (end the earlier session, kept in Redis)", err)
+		return
+	}
+	id, cookie := s.auth.newSession(time.Now())
 	if err := s.b.StartSession(ctx, id, sessionLife); err != nil {
 		s.failErr(w, r, "sign in (the session is kept in Redis)", err)
 		return
