@@ -82,7 +82,7 @@ func (s *Server) retryDead(_ http.ResponseWriter, r *http.Request) (string, stri
 	queue := r.PostForm.Get("queue")
 	n, err := strconv.Atoi(cmp.Or(r.PostForm.Get("limit"), "1000"))
 	if err != nil || n < 1 {
-		return queue, "", fmt.Sprintf("Nothing retried: %q is not a number of jobs (give a whole number, at least 1).", r.PostForm.Get("limit"))
+		return queue, "", fmt.Sprintf("Nothing retried: %q is not a number of jobs (give a whole number, at least 1).", cut(r.PostForm.Get("limit"), echoMax))
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
@@ -159,19 +159,19 @@ func parseLimits(f url.Values) (broker.LimitsChange, error) {
 	if v, ok := entered("max_running"); ok {
 		ch.MaxRunning = true
 		if ch.To.MaxRunning, err = strconv.Atoi(v); err != nil || ch.To.MaxRunning < 0 {
-			return ch, fmt.Errorf("max running %q is not a whole number (0 removes the limit; leave it empty to keep it)", v)
+			return ch, fmt.Errorf("max running %q is not a whole number (0 removes the limit; leave it empty to keep it)", cut(v, echoMax))
 		}
 	}
 	if v, ok := entered("rate"); ok {
 		ch.Rate = true
 		if ch.To.Rate, err = strconv.Atoi(v); err != nil || ch.To.Rate < 0 {
-			return ch, fmt.Errorf("rate %q is not a whole number (0 removes the limit; leave it empty to keep it)", v)
+			return ch, fmt.Errorf("rate %q is not a whole number (0 removes the limit; leave it empty to keep it)", cut(v, echoMax))
 		}
 	}
 	if v, ok := entered("per"); ok {
 		ch.Per = true
 		if ch.To.Per, err = time.ParseDuration(v); err != nil || ch.To.Per < time.Millisecond {
-			return ch, fmt.Errorf("period %q is not a duration of at least 1ms; write it with a unit, like 1s or 1m", v)
+			return ch, fmt.Errorf("period %q is not a duration of at least 1ms; write it with a unit, like 1s or 1m", cut(v, echoMax))
 		}
 	}
 	return ch, nil

@@ -261,13 +261,18 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, name, queue, id,
 	s.fail(w, r, http.StatusForbidden, "Action refused", why+" Nothing was changed.")
 }
 
+// flashMax bounds a message the flash cookie carries: base64 and the
+// signature make a cookie of about 2.8 KB, under the 4096 bytes a browser
+// keeps at most (and a proxy's header limit).
+const flashMax = 2000
+
 // setFlash leaves a message for the next page, signed so that no one else
-// can put words there.
+// can put words there, cut to flashMax bytes.
 func (s *Server) setFlash(w http.ResponseWriter, msg string) {
 	if s.auth == nil || msg == "" {
 		return
 	}
-	v := base64.RawURLEncoding.EncodeToString([]byte(msg))
+	v := base64.RawURLEncoding.EncodeToString([]byte(cut(msg, flashMax)))
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: v + "." + s.auth.sign("flash", v), Path: Mount, MaxAge: 60,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode})
 }

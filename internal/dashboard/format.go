@@ -105,6 +105,26 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// echoMax bounds the bytes of a value a user sent that a message or a log
+// line repeats, so that neither grows with what was sent.
+const echoMax = 100
+
+// cut shortens s to at most n bytes (and a "…"), cutting no character in
+// two: for values sent in, whose length only the sender bounds.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
 // shown is a payload, result or progress as a page shows it: JSON indented,
 // anything else as text, invalid UTF-8 replaced, and at most shownMax
 // bytes.
