@@ -190,7 +190,7 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, er
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	r.log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()))
+	r.log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()), slog.String("dashboard", dashboardURL(ln.Addr())))
 	return srv, nil
 }
 

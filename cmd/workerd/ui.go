@@ -66,8 +66,16 @@ func uiOnly(dash http.Handler) http.Handler {
 	return mux
 }
 
-// dashboardURL is the address a person opens.
-func dashboardURL(a net.Addr) string { return "http://" + a.String() + dashboard.Mount }
+// dashboardURL is the address a person opens. A listener on every address
+// (0.0.0.0, [::]) prints its loopback one: a browser sends the host it
+// opened, and the dashboard's Host check answers the loopback names but
+// not a wildcard, which is no host at all.
+func dashboardURL(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && (t.IP == nil || t.IP.IsUnspecified()) {
+		a = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: t.Port}
+	}
+	return "http://" + a.String() + dashboard.Mount
+}
 
 func uiMode(token string, e *env) string {
 	if cmp.Or(token, e.getenv("FENCEQ_UI_TOKEN")) == "" {
