@@ -93,6 +93,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"UsedRequestIDSettlesItsOwnLease", testUsedRequestIDSettlesItsOwnLease},
 		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
 		{"JobPageReadsWhatAListingShows", testJobPageReadsWhatAListingShows},
+		{"JobListedReadsNoPayload", testJobListedReadsNoPayload},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
