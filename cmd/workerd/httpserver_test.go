@@ -45,3 +45,21 @@ func TestHTTPServersRefuseHugeHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestNewHTTPServerBounds: the one server every workerd listener is built
+// from bounds how long a connection may take to send its request, to read
+// its answer and to idle, and how big its headers may be.
+func TestNewHTTPServerBounds(t *testing.T) {
+	s := newHTTPServer(http.NotFoundHandler())
+	for name, d := range map[string]time.Duration{"ReadHeaderTimeout": s.ReadHeaderTimeout, "ReadTimeout": s.ReadTimeout, "WriteTimeout": s.WriteTimeout, "IdleTimeout": s.IdleTimeout} {
+		if d <= 0 || d > 2*time.Minute {
+			t.Errorf("%s is %v: want a bound, at most 2m", name, d)
+		}
+	}
+	if s.WriteTimeout < 10*time.Second {
+		t.Errorf("WriteTimeout %v cuts off a page whose Redis work may take the dashboard's 5 s", s.WriteTimeout)
+	}
+	if s.MaxHeaderBytes <= 0 || s.MaxHeaderBytes > 64<<10 {
+		t.Errorf("MaxHeaderBytes is %d: want at most 64 KiB", s.MaxHeaderBytes)
+	}
+}

@@ -188,7 +188,7 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, er
 		ln.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(h)
 	go func() { _ = srv.Serve(ln) }()
 	r.log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()), slog.String("dashboard", dashboardURL(ln.Addr())))
 	return srv, nil

@@ -48,7 +48,7 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &configError{fmt.Errorf("listen on %s for the dashboard: %w; pick another address with --addr", *addr, err)}
 	}
-	srv := &http.Server{Handler: uiOnly(dash), ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(uiOnly(dash))
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(e.stdout, "workerd ui: dashboard at %s (%s)\n", dashboardURL(ln.Addr()), uiMode(*token, e))
 	log.Info("workerd ui serving the dashboard", slog.String("addr", ln.Addr().String()), slog.String("prefix", b.Prefix()))
@@ -123,7 +123,7 @@ func devDashboard(e *env, b *broker.Broker, log *slog.Logger) (string, func(), e
 		_ = ln.Close()
 		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
-	srv := &http.Server{Handler: uiOnly(dash), ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(uiOnly(dash))
 	go func() { _ = srv.Serve(ln) }()
 	line := fmt.Sprintf("  dashboard:              %s  (admin token for its actions: %s)", dashboardURL(ln.Addr()), token)
 	return line, func() { _ = srv.Close() }, nil
