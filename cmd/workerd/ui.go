@@ -93,14 +93,15 @@ func hostList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints.
-func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, log *slog.Logger) error {
+// mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints,
+// and answers it: its Host check guards /metrics too.
+func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, log *slog.Logger) (*dashboard.Server, error) {
 	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, AllowedHosts: hosts, Logger: log})
 	if err != nil {
-		return &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
+		return nil, &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
 	mux.Handle(dashboard.Mount, dash)
-	return nil
+	return dash, nil
 }
 
 // devDashboard serves the dashboard for workerd dev on 127.0.0.1:8080, or

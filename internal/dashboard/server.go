@@ -128,12 +128,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
-	if !s.hosts.allows(r) {
-		s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), slog.String("host", r.Host))
-		misdirected(w, r)
+	if !s.hostAllowed(w, r) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// CheckHost serves next only to requests whose Host the dashboard answers
+// (Config.AllowedHosts and its defaults), and answers the others 421: for
+// what is served beside the dashboard and tells as much (workerd run's
+// /metrics names the queues and counts their jobs).
+func (s *Server) CheckHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.hostAllowed(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// hostAllowed answers whether r's Host is allowed; when it is not, it has
+// logged the request and answered it.
+func (s *Server) hostAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if s.hosts.allows(r) {
+		return true
+	}
+	s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), slog.String("host", r.Host), slog.String("path", r.URL.Path))
+	misdirected(w, r)
+	return false
 }
 
 func cacheFor(d time.Duration, next http.Handler) http.Handler {
