@@ -150,7 +150,7 @@ func TestWorkerdUIUnknownQueue404(t *testing.T) {
 // signed out on one, replayed on the other they are refused.
 func TestWorkerdUISignOutRevokes(t *testing.T) {
 	t.Parallel()
-	env := []string{"FENCEQ_UI_TOKEN=the-admin-token"}
+	env := []string{"FENCEQ_UI_TOKEN=the-admin-token-of-this-test"}
 	one := startUI(t, "", env)
 	two := startUI(t, one.prefix, env)
 	ctx := context.Background()
@@ -158,7 +158,7 @@ func TestWorkerdUISignOutRevokes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := noRedirects()
-	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(one.url, "/ui/")+"/ui/login", strings.NewReader(url.Values{"token": {"the-admin-token"}}.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(one.url, "/ui/")+"/ui/login", strings.NewReader(url.Values{"token": {"the-admin-token-of-this-test"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := c.Do(req)
 	if err != nil {

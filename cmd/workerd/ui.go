@@ -39,7 +39,11 @@ func runUI(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN")), Logger: log,
+	tok := cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN"))
+	if err := dashboard.CheckToken(tok); err != nil {
+		return &configError{fmt.Errorf("%w (from --ui-token or FENCEQ_UI_TOKEN)", err)}
+	}
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: tok, Logger: log,
 		AllowedHosts: hostList(cmp.Or(*hosts, e.getenv("FENCEQ_UI_ALLOWED_HOSTS")))})
 	if err != nil {
 		return &configError{fmt.Errorf("%w (from --ui-allowed-hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
@@ -96,6 +100,9 @@ func hostList(s string) []string {
 // mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints,
 // and answers it: its Host check guards /metrics too.
 func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, log *slog.Logger) (*dashboard.Server, error) {
+	if err := dashboard.CheckToken(token); err != nil {
+		return nil, &configError{fmt.Errorf("%w (from ui_token or FENCEQ_UI_TOKEN)", err)}
+	}
 	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, AllowedHosts: hosts, Logger: log})
 	if err != nil {
 		return nil, &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
@@ -117,7 +124,11 @@ func devDashboard(e *env, b *broker.Broker, log *slog.Logger) (string, func(), e
 	}
 	token := e.getenv("FENCEQ_UI_TOKEN")
 	if token == "" {
-		token = broker.NewRequestID()[:16]
+		token = broker.NewRequestID() // 32 hex digits, 128 random bits
+	}
+	if err := dashboard.CheckToken(token); err != nil {
+		_ = ln.Close()
+		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_TOKEN)", err)}
 	}
 	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log, AllowedHosts: hostList(e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))})
 	if err != nil {

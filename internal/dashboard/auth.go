@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -135,7 +136,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if !s.auth.tokenOK(r.PostFormValue("token")) {
-		s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr))
+		if n, ok := s.wrongTokens.add(s.now()); ok {
+			// At most a line a second: count is the wrong sign-ins since the
+			// last line, this one (whose remote it names) included.
+			s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr), slog.Int("count", n))
+		}
 		s.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in", Flash: "That is not the admin token. Nothing was changed.", Data: localPath(r.PostFormValue("next"))})
 		return
 	}
@@ -180,6 +185,29 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) (string, string,
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Mount, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	return "", "", "Signed out."
+}
+
+// everySecond counts events that are logged at most once a second, so
+// that a flood of them (wrong sign-ins, thousands a second) writes one
+// line a second with their count, not a line each.
+type everySecond struct {
+	mu   sync.Mutex
+	last time.Time // when a line was last logged
+	n    int       // events since
+}
+
+// add counts one event at now, and answers whether to log a line now and
+// the count it reports: the events since the last line, this one included.
+func (e *everySecond) add(now time.Time) (int, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if !e.last.IsZero() && now.Sub(e.last) < time.Second {
+		return 0, false
+	}
+	n := e.n
+	e.n, e.last = 0, now
+	return n, true
 }
 
 // sameOrigin rejects a POST that a browser says came from another origin.
