@@ -269,14 +269,14 @@ func (s *Server) act(do action) http.HandlerFunc {
 				return
 			case !ok:
 				s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-					slog.String("queue", queue), slog.String("id", id), slog.String("reason", "unknown queue"))
+					logged("queue", queue), logged("id", id), slog.String("reason", "unknown queue"))
 				s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue)+" Nothing was changed.")
 				return
 			}
 		}
 		queue, id, outcome := do(w, r)
 		s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-			slog.String("queue", queue), slog.String("id", id), slog.String("outcome", outcome))
+			logged("queue", queue), logged("id", id), slog.String("outcome", cut(outcome, flashMax)))
 		s.setFlash(w, outcome)
 		http.Redirect(w, r, localPath(r.PostForm.Get("next")), http.StatusSeeOther)
 	}
@@ -285,7 +285,7 @@ func (s *Server) act(do action) http.HandlerFunc {
 // refuse answers 403 to an action, logs it, and changes nothing.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, name, queue, id, why string) {
 	s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-		slog.String("queue", queue), slog.String("id", id), slog.String("reason", why))
+		logged("queue", queue), logged("id", id), slog.String("reason", why))
 	s.fail(w, r, http.StatusForbidden, "Action refused", why+" Nothing was changed.")
 }
 

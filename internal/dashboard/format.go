@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +125,14 @@ func cut(s string, n int) string {
 	}
 	return s + "…"
 }
+
+// logMax bounds the bytes of one value a log line carries.
+const logMax = 200
+
+// logged is a log attribute of a value a request sent (or a message that
+// repeats one), cut to logMax bytes: a client that sends 64 KB values
+// writes short lines.
+func logged(key, v string) slog.Attr { return slog.String(key, cut(v, logMax)) }
 
 // shown is a payload, result or progress as a page shows it: JSON indented,
 // anything else as text, invalid UTF-8 replaced, and at most shownMax

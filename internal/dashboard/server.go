@@ -172,7 +172,7 @@ func (s *Server) hostAllowed(w http.ResponseWriter, r *http.Request) bool {
 	if s.hosts.allows(r) {
 		return true
 	}
-	s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), slog.String("host", r.Host), slog.String("path", r.URL.Path))
+	s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), logged("host", r.Host), logged("path", r.URL.Path))
 	misdirected(w, r)
 	return false
 }
