@@ -126,8 +126,9 @@ func (l Limits) String() string {
 }
 
 // SetLimits sets queue's limits: each zero field removes its limit, so the
-// zero Limits removes them all. To change one limit and keep the others,
-// read them with Limits first. The queue's other settings (its events)
+// zero Limits removes them all. To change some limits and keep the others,
+// use ChangeLimits (not Limits, then SetLimits: a change made in between
+// would be lost). The queue's other settings (its events)
 // are left alone. The limits hold from the next claim on, for every pool.
 func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
 	return b.setLimits(ctx, queue, l, true, true)
