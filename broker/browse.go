@@ -211,7 +211,7 @@ func (b *Broker) indexRange(ctx context.Context, index string, newest bool, star
 
 // listedFields are the fields browse.lua answers, in its order.
 var listedFields = []string{"kind", "state", "attempt", "max_attempts", "gen", "priority", "run_at", "lease_until",
-	"created_at", "claimed_at", "finished_at", "cancel", "last_error"}
+	"created_at", "claimed_at", "finished_at", "cancel", "renewals", "last_error"}
 
 // readJobs reads what a listing shows of the jobs (browse.lua) in one
 // script call, leaving out those gone meanwhile or unreadable (Check
@@ -220,6 +220,38 @@ func (b *Broker) readJobs(ctx context.Context, k *queueKeys, queue string, ids [
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	v, err := b.browse(ctx, k, queue, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JobInfo, 0, len(ids))
+	for i, id := range ids {
+		if j, err := listedJob(queue, id, v[i]); err == nil {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// JobListed reads what a listing shows of one job (Page.Jobs): its
+// state, attempts, generation, times, lease deadline, renewals, whether a
+// cancel was requested and the first ListedErrorBytes of its last error,
+// but not its payload, result, progress, error history, metadata or
+// claim, which Job reads. It is for what polls a job often, to show its
+// figures: a job with a 1 MiB payload costs a few hundred bytes a read.
+func (b *Broker) JobListed(ctx context.Context, queue, id string) (JobInfo, error) {
+	if err := validID(queue, id); err != nil {
+		return JobInfo{}, err
+	}
+	v, err := b.browse(ctx, b.queueKeys(queue), queue, []string{id})
+	if err != nil {
+		return JobInfo{}, err
+	}
+	return listedJob(queue, id, v[0])
+}
+
+// browse runs browse.lua on ids, answering one reply per id.
+func (b *Broker) browse(ctx context.Context, k *queueKeys, queue string, ids []string) ([]any, error) {
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, ListedErrorBytes)
 	for _, id := range ids {
@@ -232,24 +264,27 @@ func (b *Broker) readJobs(ctx context.Context, k *queueKeys, queue string, ids [
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: read jobs of queue %q: %w", queue, err)
 	}
-	out := make([]JobInfo, 0, len(ids))
-	for i, id := range ids {
-		vals, _ := v[i].([]any)
-		if len(vals) != len(listedFields) {
-			continue
-		}
-		h := make(map[string]string, len(vals))
-		for f, x := range vals {
-			if s, ok := x.(string); ok {
-				h[listedFields[f]] = s
-			}
-		}
-		h["last_error"] = validPrefix(h["last_error"])
-		if j, err := parseJob(queue, id, h); err == nil {
-			out = append(out, j)
+	return v, nil
+}
+
+// listedJob is the job of one browse.lua reply.
+func listedJob(queue, id string, reply any) (JobInfo, error) {
+	vals, _ := reply.([]any)
+	switch len(vals) {
+	case 0:
+		return JobInfo{}, notFound(queue, id)
+	case len(listedFields):
+	default:
+		return JobInfo{}, &CorruptJobError{Queue: queue, ID: id, Reason: "job key is not a hash"}
+	}
+	h := make(map[string]string, len(vals))
+	for f, x := range vals {
+		if s, ok := x.(string); ok {
+			h[listedFields[f]] = s
 		}
 	}
-	return out, nil
+	h["last_error"] = validPrefix(h["last_error"])
+	return parseJob(queue, id, h)
 }
 
 // validPrefix drops a character that a byte count cut in two at the end

@@ -126,8 +126,9 @@ func (l Limits) String() string {
 }
 
 // SetLimits sets queue's limits: each zero field removes its limit, so the
-// zero Limits removes them all. To change one limit and keep the others,
-// read them with Limits first. The queue's other settings (its events)
+// zero Limits removes them all. To change some limits and keep the others,
+// use ChangeLimits (not Limits, then SetLimits: a change made in between
+// would be lost). The queue's other settings (its events)
 // are left alone. The limits hold from the next claim on, for every pool.
 func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
 	return b.setLimits(ctx, queue, l, true, true)
@@ -144,6 +145,53 @@ func (b *Broker) SetMaxRunning(ctx context.Context, queue string, n int) error {
 // window of per (rate 0 removes it), and keeps the others.
 func (b *Broker) SetRate(ctx context.Context, queue string, rate int, per time.Duration) error {
 	return b.setLimits(ctx, queue, Limits{Rate: rate, Per: per}, false, true)
+}
+
+// LimitsChange names the limits ChangeLimits changes, and their new
+// values; the limits it does not name are kept.
+type LimitsChange struct {
+	To                    Limits // the new values of the limits named; 0 removes one
+	MaxRunning, Rate, Per bool   // which limits change: To.MaxRunning, To.Rate, To.Per
+}
+
+// ChangeLimits changes the limits c names and keeps the others, in one
+// step inside Redis, and answers the queue's limits after it. A rate and
+// its period are a pair: a new period alone keeps the queue's rate, a new
+// rate alone its period, as they are at that moment, so a rate another
+// operator sets while this call is on its way is kept, not overwritten by
+// one read earlier. A rate of 0 removes the rate limit. A period when the
+// queue has no rate, or a rate when it has no period, is a
+// ValidationError, and then nothing changes.
+func (b *Broker) ChangeLimits(ctx context.Context, queue string, c LimitsChange) (Limits, error) {
+	if err := validName("queue", queue); err != nil {
+		return Limits{}, err
+	}
+	l := c.To
+	if c.MaxRunning && l.MaxRunning < 0 || c.Rate && l.Rate < 0 || c.Per && l.Per < time.Millisecond {
+		return Limits{}, &ValidationError{Field: "limits", Value: fmt.Sprintf("%+v", l), Reason: "counts must not be negative, and a period is at least 1ms"}
+	}
+	arg := func(given bool, v int64) string {
+		if !given {
+			return ""
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	k := b.queueKeys(queue)
+	v, err := b.run(ctx, b.scripts.limits, k, arg(c.MaxRunning, int64(l.MaxRunning)), arg(c.Rate, int64(l.Rate)), arg(c.Per, l.Per.Milliseconds())).Slice()
+	if err != nil {
+		return Limits{}, fmt.Errorf("fenceq: change limits of queue %q: %w", queue, err)
+	}
+	status, _ := v[0].(string)
+	switch {
+	case status == "no_rate":
+		return Limits{}, &ValidationError{Field: "period", Value: l.Per.String(), Reason: "a period needs a rate, and the queue has none: give both, like a rate of 100 per 1m"}
+	case status == "no_period":
+		return Limits{}, &ValidationError{Field: "rate", Value: strconv.Itoa(l.Rate), Reason: "a rate needs its period, and the queue has none: give both, like a rate of 100 per 1m"}
+	case status != "ok" || len(v) != 4:
+		return Limits{}, fmt.Errorf("fenceq: change limits of queue %q: unexpected reply %v", queue, v)
+	}
+	n := func(x any) int64 { i, _ := x.(int64); return i }
+	return Limits{MaxRunning: int(n(v[1])), Rate: int(n(v[2])), Per: time.Duration(n(v[3])) * time.Millisecond}, nil
 }
 
 // setLimits writes the running limit, the rate limit or both, field by

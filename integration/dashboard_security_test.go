@@ -150,7 +150,7 @@ func TestWorkerdUIUnknownQueue404(t *testing.T) {
 // signed out on one, replayed on the other they are refused.
 func TestWorkerdUISignOutRevokes(t *testing.T) {
 	t.Parallel()
-	env := []string{"FENCEQ_UI_TOKEN=the-admin-token"}
+	env := []string{"FENCEQ_UI_TOKEN=the-admin-token-of-this-test"}
 	one := startUI(t, "", env)
 	two := startUI(t, one.prefix, env)
 	ctx := context.Background()
@@ -158,7 +158,7 @@ func TestWorkerdUISignOutRevokes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := noRedirects()
-	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(one.url, "/ui/")+"/ui/login", strings.NewReader(url.Values{"token": {"the-admin-token"}}.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(one.url, "/ui/")+"/ui/login", strings.NewReader(url.Values{"token": {"the-admin-token-of-this-test"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := c.Do(req)
 	if err != nil {
@@ -255,5 +255,72 @@ func TestWorkerdUIHostChecked(t *testing.T) {
 	code, _, stderr := workerd(t, "", "ui", "--redis", "redis://"+redisAddr, "--prefix", u.prefix, "--addr", "127.0.0.1:0", "--ui-allowed-hosts", "https://dash.example.com")
 	if code != 2 || !strings.Contains(stderr, `"https://dash.example.com"`) {
 		t.Errorf("a URL as an allowed host: exit %d, want 2 naming it:\n%s", code, stderr)
+	}
+}
+
+// TestWorkerdHTTPMetricsHostChecked: workerd run's /metrics names the
+// queues and counts their jobs, so it answers the Host names the dashboard
+// answers (its address, localhost on its port, ui_allowed_hosts) and no
+// other: a page on another site that rebinds its own name to this address
+// reads nothing. /healthz and /readyz, which tell nothing, answer any
+// Host.
+func TestWorkerdHTTPMetricsHostChecked(t *testing.T) {
+	t.Parallel()
+	client(t) // skips (or fails under CI) without Redis
+	prefix := fmt.Sprintf("fqmet-%d", time.Now().UnixNano())
+	t.Cleanup(func() { deletePrefixKeys(t, prefix) })
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := minimalConfig(t, "metq", "http: "+addr+"\nui_allowed_hosts: [scrape.example]\n")
+	cmd := exec.Command(workerdBin(t), "run", "--config", cfg, "--redis", "redis://"+redisAddr, "--prefix", prefix, "--log-format", "json")
+	cmd.Env = append(os.Environ(), "REDIS_URL=", "FENCEQ_UI_TOKEN=", "FENCEQ_UI_ALLOWED_HOSTS=")
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	get := func(host, path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		req.Host = host
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := get(addr, "/healthz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workerd run did not serve /healthz on %s within 15s:\n%s", addr, logs.String())
+		}
+	}
+	_, port, _ := strings.Cut(addr, ":")
+	for _, tc := range []struct {
+		host, path string
+		want       int
+	}{
+		{addr, "/metrics", http.StatusOK},
+		{"localhost:" + port, "/metrics", http.StatusOK},
+		{"scrape.example", "/metrics", http.StatusOK},
+		{"rebound.example:" + port, "/metrics", http.StatusMisdirectedRequest},
+		{"rebound.example:" + port, "/healthz", http.StatusOK},
+		{"rebound.example:" + port, "/readyz", http.StatusOK},
+	} {
+		code, body := get(tc.host, tc.path)
+		if code != tc.want {
+			t.Errorf("GET %s with Host %s: %d, want %d:\n%.500s", tc.path, tc.host, code, tc.want, body)
+		}
+		if tc.path == "/metrics" && code == http.StatusOK && !strings.Contains(body, `queue="metq"`) {
+			t.Errorf("GET /metrics with Host %s does not show the queue metq:\n%.2000s", tc.host, body)
+		}
+		if code == http.StatusMisdirectedRequest && strings.Contains(body, "metq") {
+			t.Errorf("GET %s with Host %s was refused but names the queue:\n%s", tc.path, tc.host, body)
+		}
 	}
 }

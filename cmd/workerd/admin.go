@@ -268,17 +268,14 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 	if err := requireQueueToSet(ctx, b, q, o.clear || o.change(), o.create); err != nil {
 		return err
 	}
+	if o.clear || o.change() {
+		if err := o.apply(ctx, e, b); err != nil {
+			return err
+		}
+	}
 	l, err := b.Limits(ctx, q)
 	if err != nil {
 		return notFoundIsFailure(e, err)
-	}
-	if o.clear || o.change() {
-		if err := o.apply(ctx, e, b, l); err != nil {
-			return err
-		}
-		if l, err = b.Limits(ctx, q); err != nil {
-			return err
-		}
 	}
 	fmt.Fprintf(e.stdout, "%s: %s\n", q, l)
 	return nil
@@ -332,36 +329,23 @@ func (o *limitFlags) change() bool {
 	return o.given["max-running"] || o.given["rate"] || o.given["per"]
 }
 
-// apply clears the limits, or changes those given, l being the queue's
-// limits now. Only what was given changes, each limit on its own in Redis,
-// so --rate alone keeps --max-running, even one set at the same time.
-func (o *limitFlags) apply(ctx context.Context, e *env, b *broker.Broker, l broker.Limits) error {
+// apply clears the limits, or changes those given and keeps the others,
+// in one step inside Redis (broker.ChangeLimits): --rate alone keeps
+// --max-running and the period, even ones set at the same time.
+func (o *limitFlags) apply(ctx context.Context, e *env, b *broker.Broker) error {
 	q := o.queue
 	var err error
-	switch {
-	case o.clear:
+	if o.clear {
 		err = b.SetLimits(ctx, q, broker.Limits{})
-	case o.given["max-running"] && !o.given["rate"] && !o.given["per"]:
-		err = b.SetMaxRunning(ctx, q, o.maxRunning)
-	default:
-		r, p := l.Rate, l.Per
-		if o.given["rate"] {
-			r = o.rate
-		}
-		if o.given["per"] {
-			p = o.per
-		}
-		// Checked before anything is written: a refused command changes
-		// nothing.
-		if r == 0 || p == 0 {
-			return usagef("--rate and --per go together, and the queue has no rate yet: give both, e.g. --rate 100 --per 1m")
-		}
-		if o.given["max-running"] {
-			err = b.SetMaxRunning(ctx, q, o.maxRunning)
-		}
-		if err == nil {
-			err = b.SetRate(ctx, q, r, p)
-		}
+	} else {
+		_, err = b.ChangeLimits(ctx, q, broker.LimitsChange{
+			To:         broker.Limits{MaxRunning: o.maxRunning, Rate: o.rate, Per: o.per},
+			MaxRunning: o.given["max-running"], Rate: o.given["rate"], Per: o.given["per"],
+		})
+	}
+	var ve *broker.ValidationError
+	if errors.As(err, &ve) && (ve.Field == "rate" || ve.Field == "period") {
+		return usagef("--rate and --per go together, and the queue has no rate yet: give both, e.g. --rate 100 --per 1m")
 	}
 	if err != nil {
 		return notFoundIsFailure(e, err)

@@ -179,18 +179,20 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, er
 	if err != nil {
 		return nil, &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
 	}
-	h := endpoints(rdb, r.b, r.m)
+	h := http.NewServeMux()
 	hosts := r.cfg.UIAllowedHosts
 	if len(hosts) == 0 {
 		hosts = hostList(r.e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))
 	}
-	if err := mountDashboard(h, r.b, cmp.Or(r.cfg.UIToken, r.e.getenv("FENCEQ_UI_TOKEN")), hosts, r.log); err != nil {
+	dash, err := mountDashboard(h, r.b, cmp.Or(r.cfg.UIToken, r.e.getenv("FENCEQ_UI_TOKEN")), hosts, r.log)
+	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	endpoints(h, rdb, r.b, r.m, dash.CheckHost)
+	srv := newHTTPServer(h)
 	go func() { _ = srv.Serve(ln) }()
-	r.log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()))
+	r.log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()), slog.String("dashboard", dashboardURL(ln.Addr())))
 	return srv, nil
 }
 
@@ -290,9 +292,11 @@ func interrupts(parent context.Context, sigs <-chan os.Signal, done func()) (ctx
 	return ctx, h
 }
 
-// endpoints serves liveness, readiness and metrics. None changes state.
-func endpoints(rdb redis.UniversalClient, b *broker.Broker, m *metrics) *http.ServeMux {
-	mux := http.NewServeMux()
+// endpoints adds liveness, readiness and metrics to mux. None changes
+// state. Metrics name the queues and count their jobs, so they answer only
+// the Host names checkHost allows (the dashboard's: DNS rebinding);
+// liveness and readiness tell nothing and answer any Host.
+func endpoints(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker, m *metrics, checkHost func(http.Handler) http.Handler) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -313,6 +317,5 @@ func endpoints(rdb redis.UniversalClient, b *broker.Broker, m *metrics) *http.Se
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	return mux
+	mux.Handle("GET /metrics", checkHost(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
 }

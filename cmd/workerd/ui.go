@@ -39,7 +39,11 @@ func runUI(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN")), Logger: log,
+	tok := cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN"))
+	if err := dashboard.CheckToken(tok); err != nil {
+		return &configError{fmt.Errorf("%w (from --ui-token or FENCEQ_UI_TOKEN)", err)}
+	}
+	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: tok, Logger: log,
 		AllowedHosts: hostList(cmp.Or(*hosts, e.getenv("FENCEQ_UI_ALLOWED_HOSTS")))})
 	if err != nil {
 		return &configError{fmt.Errorf("%w (from --ui-allowed-hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
@@ -48,7 +52,7 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &configError{fmt.Errorf("listen on %s for the dashboard: %w; pick another address with --addr", *addr, err)}
 	}
-	srv := &http.Server{Handler: uiOnly(dash), ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(uiOnly(dash))
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(e.stdout, "workerd ui: dashboard at %s (%s)\n", dashboardURL(ln.Addr()), uiMode(*token, e))
 	log.Info("workerd ui serving the dashboard", slog.String("addr", ln.Addr().String()), slog.String("prefix", b.Prefix()))
@@ -66,8 +70,16 @@ func uiOnly(dash http.Handler) http.Handler {
 	return mux
 }
 
-// dashboardURL is the address a person opens.
-func dashboardURL(a net.Addr) string { return "http://" + a.String() + dashboard.Mount }
+// dashboardURL is the address a person opens. A listener on every address
+// (0.0.0.0, [::]) prints its loopback one: a browser sends the host it
+// opened, and the dashboard's Host check answers the loopback names but
+// not a wildcard, which is no host at all.
+func dashboardURL(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && (t.IP == nil || t.IP.IsUnspecified()) {
+		a = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: t.Port}
+	}
+	return "http://" + a.String() + dashboard.Mount
+}
 
 func uiMode(token string, e *env) string {
 	if cmp.Or(token, e.getenv("FENCEQ_UI_TOKEN")) == "" {
@@ -85,14 +97,18 @@ func hostList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints.
-func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, log *slog.Logger) error {
+// mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints,
+// and answers it: its Host check guards /metrics too.
+func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, log *slog.Logger) (*dashboard.Server, error) {
+	if err := dashboard.CheckToken(token); err != nil {
+		return nil, &configError{fmt.Errorf("%w (from ui_token or FENCEQ_UI_TOKEN)", err)}
+	}
 	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, AllowedHosts: hosts, Logger: log})
 	if err != nil {
-		return &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
+		return nil, &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
 	mux.Handle(dashboard.Mount, dash)
-	return nil
+	return dash, nil
 }
 
 // devDashboard serves the dashboard for workerd dev on 127.0.0.1:8080, or
@@ -108,14 +124,18 @@ func devDashboard(e *env, b *broker.Broker, log *slog.Logger) (string, func(), e
 	}
 	token := e.getenv("FENCEQ_UI_TOKEN")
 	if token == "" {
-		token = broker.NewRequestID()[:16]
+		token = broker.NewRequestID() // 32 hex digits, 128 random bits
+	}
+	if err := dashboard.CheckToken(token); err != nil {
+		_ = ln.Close()
+		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_TOKEN)", err)}
 	}
 	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log, AllowedHosts: hostList(e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))})
 	if err != nil {
 		_ = ln.Close()
 		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
-	srv := &http.Server{Handler: uiOnly(dash), ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(uiOnly(dash))
 	go func() { _ = srv.Serve(ln) }()
 	line := fmt.Sprintf("  dashboard:              %s  (admin token for its actions: %s)", dashboardURL(ln.Addr()), token)
 	return line, func() { _ = srv.Close() }, nil

@@ -112,7 +112,7 @@ func TestRunServesDashboard(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "workerd.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
 http: %s
-ui_token: from-the-config
+ui_token: from-the-config-file
 pools:
   - queues: [q]
 handlers:
@@ -126,7 +126,7 @@ handlers:
 	if code != 200 || !strings.Contains(body, `name="token"`) {
 		t.Fatalf("with ui_token, /ui/login: %d\n%s", code, body)
 	}
-	resp, err := http.PostForm("http://"+addr+"/ui/login", map[string][]string{"token": {"from-the-config"}})
+	resp, err := http.PostForm("http://"+addr+"/ui/login", map[string][]string{"token": {"from-the-config-file"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -41,4 +42,29 @@ func testJobPageReadsWhatAListingShows(t *testing.T, nb NewBackend) {
 	if !bytes.Equal(whole.Payload, payload) || whole.LastError != msg {
 		t.Error("Job does not read the whole job")
 	}
+}
+
+// testJobListedReadsNoPayload: JobListed reads one job's figures as a
+// listing shows them (a job page's poll), with its lease and renewals, and
+// not its payload; a job that is gone is ErrJobNotFound, a key that is no
+// job hash ErrCorruptJob, as Job answers.
+func testJobListedReadsNoPayload(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{Kind: "resize", Payload: bytes.Repeat([]byte("p"), 64<<10)})
+	l := s.claimOne(t, long)
+	if _, err := s.b.Renew(s.ctx, []broker.Lease{l}, long); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.b.JobListed(s.ctx, s.q, id)
+	noErr(t, "JobListed", err)
+	whole := s.job(t, id)
+	if j.State != broker.StateRunning || j.Generation != whole.Generation || !j.LeaseUntil.Equal(whole.LeaseUntil) || j.Renewals != whole.Renewals || j.Renewals == 0 || j.Attempt != 1 {
+		t.Errorf("JobListed answered %+v; Job reads state %s, generation %d, lease until %v, %d renewals", j, whole.State, whole.Generation, whole.LeaseUntil, whole.Renewals)
+	}
+	want(t, "payload bytes JobListed read", len(j.Payload), 0)
+	_, err = s.b.JobListed(s.ctx, s.q, "nope")
+	want(t, "JobListed of a job that is gone is ErrJobNotFound", errors.Is(err, broker.ErrJobNotFound), true)
+	noErr(t, "SET a job key", s.Client.Set(s.ctx, s.jobKey("str"), "x", 0).Err())
+	_, err = s.b.JobListed(s.ctx, s.q, "str")
+	want(t, "JobListed of a key that is not a hash is ErrCorruptJob", errors.Is(err, broker.ErrCorruptJob), true)
 }

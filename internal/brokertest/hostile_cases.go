@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -245,6 +246,42 @@ func testLimitsLostUpdate(t *testing.T, nb NewBackend) {
 	if w := (broker.Limits{MaxRunning: 5, Rate: 10, Per: time.Second}); got != w {
 		t.Fatalf("two operators changed one limit each; the queue has %+v, want %+v", got, w)
 	}
+}
+
+// Two operators at once, one changing the rate and the other only the
+// period (a limits form, workerd limit --per): ChangeLimits changes what it
+// names inside Redis and keeps the rest as it finds it there, so neither
+// change is lost whichever lands first; a change it refuses writes nothing.
+func testChangeLimitsKeepsWhatItDoesNotName(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 5, Rate: 100, Per: time.Second}))
+	noErr(t, "SetRate by B", s.b.SetRate(s.ctx, s.q, 200, time.Second)) // lands while A's form is on its way
+	got, err := s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Per: time.Minute}, Per: true})
+	noErr(t, "ChangeLimits of the period by A", err)
+	want(t, "limits after A changed the period only", got, broker.Limits{MaxRunning: 5, Rate: 200, Per: time.Minute})
+	got, err = s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Rate: 7}, Rate: true})
+	noErr(t, "ChangeLimits of the rate", err)
+	want(t, "limits after the rate alone changed", got, broker.Limits{MaxRunning: 5, Rate: 7, Per: time.Minute})
+	got, err = s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Per: time.Hour}, Rate: true, Per: true})
+	noErr(t, "ChangeLimits removing the rate", err)
+	want(t, "limits after the rate was removed", got, broker.Limits{MaxRunning: 5})
+	for _, c := range []broker.LimitsChange{
+		{To: broker.Limits{MaxRunning: 9, Per: time.Second}, MaxRunning: true, Per: true}, // a period, and no rate
+		{To: broker.Limits{MaxRunning: 9, Rate: 3}, MaxRunning: true, Rate: true},         // a rate, and no period
+		{To: broker.Limits{Per: time.Microsecond}, Per: true},
+	} {
+		_, err := s.b.ChangeLimits(s.ctx, s.q, c)
+		want(t, fmt.Sprintf("ChangeLimits(%+v) is refused", c), errors.Is(err, broker.ErrInvalid), true)
+	}
+	l, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "Limits", err)
+	want(t, "limits after refused changes", l, broker.Limits{MaxRunning: 5})
+	got, err = s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{MaxRunning: 0}, MaxRunning: true})
+	noErr(t, "ChangeLimits removing max running", err)
+	want(t, "limits after max running was removed", got, broker.Limits{})
+	n, err := s.Client.Exists(s.ctx, s.queueKey("limits")).Result()
+	noErr(t, "EXISTS limits", err)
+	want(t, "limits hash left once every limit is removed", n, int64(0))
 }
 
 // Invariant 7 rests on Lease.LocalDeadline: "the local time before which

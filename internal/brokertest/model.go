@@ -1610,24 +1610,55 @@ func (m *model) wait(t *rapid.T) {
 
 // setLimits sets the running limit, the rate limit (a period in the range
 // an advance moves the clock) or both: SetLimits both, SetMaxRunning and
-// SetRate one, keeping the other.
+// SetRate one, keeping the other, ChangeLimits those it names.
 func (m *model) setLimits(t *rapid.T) {
 	l := broker.Limits{MaxRunning: rapid.IntRange(0, 2).Draw(t, "max running")}
 	if rapid.Bool().Draw(t, "rate limit") {
 		l.Rate = rapid.IntRange(1, 3).Draw(t, "rate")
 		l.Per = rapid.SampledFrom([]time.Duration{15, 20, 30, 45}).Draw(t, "per ms") * time.Millisecond
 	}
-	switch rapid.IntRange(0, 2).Draw(t, "limits set") {
+	switch rapid.IntRange(0, 3).Draw(t, "limits set") {
 	case 0:
 		noErr(t, "SetLimits", m.s.b.SetLimits(m.s.ctx, m.s.q, l))
 		m.maxRunning, m.rate, m.per = l.MaxRunning, l.Rate, l.Per.Milliseconds()
 	case 1:
 		noErr(t, "SetMaxRunning", m.s.b.SetMaxRunning(m.s.ctx, m.s.q, l.MaxRunning))
 		m.maxRunning = l.MaxRunning
-	default:
+	case 2:
 		noErr(t, "SetRate", m.s.b.SetRate(m.s.ctx, m.s.q, l.Rate, l.Per))
 		m.rate, m.per = l.Rate, l.Per.Milliseconds()
+	default:
+		m.changeLimits(t, l)
 	}
+}
+
+// changeLimits changes some of the limits with ChangeLimits, which keeps
+// the others and refuses a period or rate left without its pair.
+func (m *model) changeLimits(t *rapid.T, l broker.Limits) {
+	c := broker.LimitsChange{To: l, MaxRunning: rapid.Bool().Draw(t, "change max running"),
+		Rate: rapid.Bool().Draw(t, "change rate"), Per: l.Per > 0 && rapid.Bool().Draw(t, "change per")}
+	maxRunning, rate, per := m.maxRunning, m.rate, m.per
+	if c.MaxRunning {
+		maxRunning = l.MaxRunning
+	}
+	if c.Rate {
+		rate = l.Rate
+	}
+	if c.Per {
+		per = l.Per.Milliseconds()
+	}
+	refused := (c.Rate || c.Per) && (rate == 0 && !c.Rate || rate > 0 && per == 0)
+	if rate == 0 {
+		per = 0
+	}
+	got, err := m.s.b.ChangeLimits(m.s.ctx, m.s.q, c)
+	if refused {
+		want(t, fmt.Sprintf("ChangeLimits(%+v) with the limits %d, %d per %dms refused", c, m.maxRunning, m.rate, m.per), errors.Is(err, broker.ErrInvalid), true)
+		return
+	}
+	noErr(t, "ChangeLimits", err)
+	m.maxRunning, m.rate, m.per = maxRunning, rate, per
+	want(t, "limits ChangeLimits answers", got, broker.Limits{MaxRunning: maxRunning, Rate: rate, Per: time.Duration(per) * time.Millisecond})
 }
 
 func (m *model) setEvents(t *rapid.T) {

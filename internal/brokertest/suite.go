@@ -80,6 +80,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterReclaim", testResendAfterReclaim},
 		{"WaitWakeupLostToCancelledCaller", testWaitWakeupLostToCancelledCaller},
 		{"LimitsLostUpdate", testLimitsLostUpdate},
+		{"ChangeLimitsKeepsWhatItDoesNotName", testChangeLimitsKeepsWhatItDoesNotName},
 		{"ResentClaimOverstatesLocalDeadline", testResentClaimOverstatesLocalDeadline},
 		{"ResendAfterUnsettledReclaim", testResendAfterUnsettledReclaim},
 		{"ResendAfterOperatorRetry", testResendAfterOperatorRetry},
@@ -95,6 +96,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"BrokerResendsLostReplies", testBrokerResendsLostReplies},
 		{"ResendGivesUp", testResendGivesUp},
 		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
+		{"JobListedReadsNoPayload", testJobListedReadsNoPayload},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

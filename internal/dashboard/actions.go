@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -81,7 +82,7 @@ func (s *Server) retryDead(_ http.ResponseWriter, r *http.Request) (string, stri
 	queue := r.PostForm.Get("queue")
 	n, err := strconv.Atoi(cmp.Or(r.PostForm.Get("limit"), "1000"))
 	if err != nil || n < 1 {
-		return queue, "", fmt.Sprintf("Nothing retried: %q is not a number of jobs (give a whole number, at least 1).", r.PostForm.Get("limit"))
+		return queue, "", fmt.Sprintf("Nothing retried: %q is not a number of jobs (give a whole number, at least 1).", cut(r.PostForm.Get("limit"), echoMax))
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
@@ -115,85 +116,62 @@ func (s *Server) resume(_ http.ResponseWriter, r *http.Request) (string, string,
 // setLimits changes the limits whose fields the user changed and keeps the
 // others, as `workerd limit` does: a field counts as entered when it is not
 // empty and differs from the value the form showed (its shown_ twin). 0
-// removes a limit. Everything is checked before anything is written.
+// removes a limit. The change is one step inside Redis
+// (broker.ChangeLimits): a limit another operator changes meanwhile is
+// kept unless this form changed it too, and a refused change writes
+// nothing. The message says what they were before and are now.
 func (s *Server) setLimits(_ http.ResponseWriter, r *http.Request) (string, string, string) {
 	queue := r.PostForm.Get("queue")
 	ch, err := parseLimits(r.PostForm)
 	if err != nil {
 		return queue, "", "Limits unchanged: " + err.Error()
 	}
-	if !ch.maxRunning && !ch.rate && !ch.per {
+	if !ch.MaxRunning && !ch.Rate && !ch.Per {
 		return queue, "", "Limits of " + queue + " unchanged: no field was changed (an empty field keeps its limit; 0 removes one)."
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	l := ch.l
-	if ch.rate || ch.per {
-		cur, err := s.b.Limits(ctx, queue)
-		if err != nil {
-			return queue, "", "Limits unchanged: " + err.Error()
-		}
-		if !ch.rate {
-			l.Rate = cur.Rate
-		}
-		if !ch.per {
-			l.Per = cur.Per
-		}
-		switch {
-		case l.Rate == 0 && !ch.rate:
-			return queue, "", "Limits unchanged: a period needs a rate, and the queue has none: enter both, like 100 per 1m."
-		case l.Rate == 0:
-			l.Per = 0 // removes the rate
-		case l.Per == 0:
-			return queue, "", "Limits unchanged: a rate needs its period, like 1s or 1m."
-		}
-	}
-	if ch.maxRunning {
-		err = s.b.SetMaxRunning(ctx, queue, l.MaxRunning)
-	}
-	if err == nil && (ch.rate || ch.per) {
-		err = s.b.SetRate(ctx, queue, l.Rate, l.Per)
-	}
+	were, err := s.b.Limits(ctx, queue) // only to say what they were
 	if err != nil {
-		return queue, "", "Limits not (all) set: " + err.Error()
+		return queue, "", "Limits unchanged: " + err.Error()
 	}
-	now, err := s.b.Limits(ctx, queue)
-	if err != nil {
-		return queue, "", "Limits of " + queue + " set; reading them back failed: " + err.Error()
+	now, err := s.b.ChangeLimits(ctx, queue, ch)
+	var ve *broker.ValidationError
+	switch {
+	case errors.As(err, &ve) && ve.Field == "period":
+		return queue, "", "Limits unchanged: a period needs a rate, and the queue has none: enter both, like 100 per 1m."
+	case errors.As(err, &ve) && ve.Field == "rate":
+		return queue, "", "Limits unchanged: a rate needs its period, like 1s or 1m."
+	case err != nil:
+		return queue, "", "Limits unchanged: " + err.Error()
 	}
-	return queue, "", "Limits of " + queue + " set: " + now.String() + "."
+	return queue, "", "Limits of " + queue + " set: " + now.String() + " (were: " + were.String() + ")."
 }
 
-// limitsForm is what a limits form asks for: which fields were entered,
-// and their values.
-type limitsForm struct {
-	maxRunning, rate, per bool
-	l                     broker.Limits
-}
-
-func parseLimits(f url.Values) (limitsForm, error) {
-	var ch limitsForm
+// parseLimits reads which limits a limits form changes, and to what.
+func parseLimits(f url.Values) (broker.LimitsChange, error) {
+	var ch broker.LimitsChange
 	entered := func(name string) (string, bool) {
 		v := strings.TrimSpace(f.Get(name))
 		return v, v != "" && v != strings.TrimSpace(f.Get("shown_"+name))
 	}
 	var err error
 	if v, ok := entered("max_running"); ok {
-		ch.maxRunning = true
-		if ch.l.MaxRunning, err = strconv.Atoi(v); err != nil || ch.l.MaxRunning < 0 {
-			return ch, fmt.Errorf("max running %q is not a whole number (0 removes the limit; leave it empty to keep it)", v)
+		ch.MaxRunning = true
+		if ch.To.MaxRunning, err = strconv.Atoi(v); err != nil || ch.To.MaxRunning < 0 {
+			return ch, fmt.Errorf("max running %q is not a whole number (0 removes the limit; leave it empty to keep it)", cut(v, echoMax))
 		}
 	}
 	if v, ok := entered("rate"); ok {
-		ch.rate = true
-		if ch.l.Rate, err = strconv.Atoi(v); err != nil || ch.l.Rate < 0 {
-			return ch, fmt.Errorf("rate %q is not a whole number (0 removes the limit; leave it empty to keep it)", v)
+		ch.Rate = true
+		if ch.To.Rate, err = strconv.Atoi(v); err != nil || ch.To.Rate < 0 {
+			return ch, fmt.Errorf("rate %q is not a whole number (0 removes the limit; leave it empty to keep it)", cut(v, echoMax))
 		}
 	}
 	if v, ok := entered("per"); ok {
-		ch.per = true
-		if ch.l.Per, err = time.ParseDuration(v); err != nil || ch.l.Per < time.Millisecond {
-			return ch, fmt.Errorf("period %q is not a duration of at least 1ms; write it with a unit, like 1s or 1m", v)
+		ch.Per = true
+		if ch.To.Per, err = time.ParseDuration(v); err != nil || ch.To.Per < time.Millisecond {
+			return ch, fmt.Errorf("period %q is not a duration of at least 1ms; write it with a unit, like 1s or 1m", cut(v, echoMax))
 		}
 	}
 	return ch, nil

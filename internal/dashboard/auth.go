@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -135,13 +136,28 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if !s.auth.tokenOK(r.PostFormValue("token")) {
-		s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr))
+		if n, ok := s.wrongTokens.add(s.now()); ok {
+			// At most a line a second: count is the wrong sign-ins since the
+			// last line, this one (whose remote it names) included.
+			s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr), slog.Int("count", n))
+		}
 		s.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in", Flash: "That is not the admin token. Nothing was changed.", Data: localPath(r.PostFormValue("next"))})
 		return
 	}
-	id, cookie := s.auth.newSession(time.Now())
+	// A browser signing in again gets a new session in place of its old
+	// one, which nobody then holds legitimately: it ends here, so that no
+	// copy of its cookie outlives the new session's sign-out.
+	old, signedIn, err := s.signedIn(r)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
+	if err == nil && signedIn {
+		err = s.b.EndSession(ctx, old)
+	}
+	if err != nil {
+		s.failErr(w, r, "sign in (end the earlier session, kept in Redis)", err)
+		return
+	}
+	id, cookie := s.auth.newSession(time.Now())
 	if err := s.b.StartSession(ctx, id, sessionLife); err != nil {
 		s.failErr(w, r, "sign in (the session is kept in Redis)", err)
 		return
@@ -169,6 +185,29 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) (string, string,
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Mount, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	return "", "", "Signed out."
+}
+
+// everySecond counts events that are logged at most once a second, so
+// that a flood of them (wrong sign-ins, thousands a second) writes one
+// line a second with their count, not a line each.
+type everySecond struct {
+	mu   sync.Mutex
+	last time.Time // when a line was last logged
+	n    int       // events since
+}
+
+// add counts one event at now, and answers whether to log a line now and
+// the count it reports: the events since the last line, this one included.
+func (e *everySecond) add(now time.Time) (int, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if !e.last.IsZero() && now.Sub(e.last) < time.Second {
+		return 0, false
+	}
+	n := e.n
+	e.n, e.last = 0, now
+	return n, true
 }
 
 // sameOrigin rejects a POST that a browser says came from another origin.
@@ -230,14 +269,14 @@ func (s *Server) act(do action) http.HandlerFunc {
 				return
 			case !ok:
 				s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-					slog.String("queue", queue), slog.String("id", id), slog.String("reason", "unknown queue"))
+					logged("queue", queue), logged("id", id), slog.String("reason", "unknown queue"))
 				s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue)+" Nothing was changed.")
 				return
 			}
 		}
 		queue, id, outcome := do(w, r)
 		s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-			slog.String("queue", queue), slog.String("id", id), slog.String("outcome", outcome))
+			logged("queue", queue), logged("id", id), slog.String("outcome", cut(outcome, flashMax)))
 		s.setFlash(w, outcome)
 		http.Redirect(w, r, localPath(r.PostForm.Get("next")), http.StatusSeeOther)
 	}
@@ -246,17 +285,22 @@ func (s *Server) act(do action) http.HandlerFunc {
 // refuse answers 403 to an action, logs it, and changes nothing.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, name, queue, id, why string) {
 	s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-		slog.String("queue", queue), slog.String("id", id), slog.String("reason", why))
+		logged("queue", queue), logged("id", id), slog.String("reason", why))
 	s.fail(w, r, http.StatusForbidden, "Action refused", why+" Nothing was changed.")
 }
 
+// flashMax bounds a message the flash cookie carries: base64 and the
+// signature make a cookie of about 2.8 KB, under the 4096 bytes a browser
+// keeps at most (and a proxy's header limit).
+const flashMax = 2000
+
 // setFlash leaves a message for the next page, signed so that no one else
-// can put words there.
+// can put words there, cut to flashMax bytes.
 func (s *Server) setFlash(w http.ResponseWriter, msg string) {
 	if s.auth == nil || msg == "" {
 		return
 	}
-	v := base64.RawURLEncoding.EncodeToString([]byte(msg))
+	v := base64.RawURLEncoding.EncodeToString([]byte(cut(msg, flashMax)))
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: v + "." + s.auth.sign("flash", v), Path: Mount, MaxAge: 60,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode})
 }

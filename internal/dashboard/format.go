@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,34 @@ func clip(s string, n int) string {
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
 }
+
+// echoMax bounds the bytes of a value a user sent that a message or a log
+// line repeats, so that neither grows with what was sent.
+const echoMax = 100
+
+// cut shortens s to at most n bytes (and a "…"), cutting no character in
+// two: for values sent in, whose length only the sender bounds.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// logMax bounds the bytes of one value a log line carries.
+const logMax = 200
+
+// logged is a log attribute of a value a request sent (or a message that
+// repeats one), cut to logMax bytes: a client that sends 64 KB values
+// writes short lines.
+func logged(key, v string) slog.Attr { return slog.String(key, cut(v, logMax)) }
 
 // shown is a payload, result or progress as a page shows it: JSON indented,
 // anything else as text, invalid UTF-8 replaced, and at most shownMax

@@ -95,7 +95,7 @@ func misdirected(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusMisdirectedRequest)
-	fmt.Fprintf(w, "fenceq dashboard: refused the Host %q. The dashboard answers only to the address it listens on and to localhost on that port, "+
+	fmt.Fprintf(w, "fenceq dashboard: refused the Host %q. The dashboard (and workerd run's /metrics) answers only to the address it listens on and to localhost on that port, "+
 		"so that no other site's page can read it through a name pointed at this address (DNS rebinding). "+
 		"If you reach it by this name (a proxy, a DNS name, a forwarded port), allow it: start workerd with --ui-allowed-hosts NAME[,NAME...] "+
 		"(or FENCEQ_UI_ALLOWED_HOSTS; ui_allowed_hosts in workerd run's config). Nothing was read or changed.\n", host)

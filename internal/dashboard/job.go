@@ -51,7 +51,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	queue, id, jv, ok := s.requestedJob(ctx, w, r)
+	queue, id, jv, ok := s.requestedJob(ctx, w, r, true)
 	if !ok {
 		return
 	}
@@ -85,9 +85,16 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "job", page{Title: "Job " + id, Queue: queue, Live: liveURL(queue, id), Data: jv})
 }
 
-// readJob reads a job and, while it runs, its lease on the Redis clock.
-func (s *Server) readJob(ctx context.Context, queue, id string) (jobView, error) {
-	j, err := s.b.Job(ctx, queue, id)
+// readJob reads a job and, while it runs, its lease on the Redis clock:
+// the whole job, or (whole false) what a listing shows of it
+// (broker.JobListed), without its payload, result, progress or error
+// history, for a page or a poll that shows none of them.
+func (s *Server) readJob(ctx context.Context, queue, id string, whole bool) (jobView, error) {
+	read := s.b.JobListed
+	if whole {
+		read = s.b.Job
+	}
+	j, err := read(ctx, queue, id)
 	if err != nil {
 		return jobView{}, err
 	}
@@ -127,7 +134,7 @@ type releaseView struct {
 func (s *Server) confirmRelease(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	queue, id, jv, ok := s.requestedJob(ctx, w, r)
+	queue, id, jv, ok := s.requestedJob(ctx, w, r, false) // its state and lease only
 	if !ok {
 		return
 	}
@@ -135,14 +142,15 @@ func (s *Server) confirmRelease(w http.ResponseWriter, r *http.Request) {
 		Data: releaseView{Job: jv, Here: releaseURL(queue, id), Back: jobURL(queue, id), Queue: queue}})
 }
 
-// requestedJob reads the job a request names, in a queue that exists. When
-// it cannot, it has answered the request, and ok is false.
-func (s *Server) requestedJob(ctx context.Context, w http.ResponseWriter, r *http.Request) (queue, id string, jv jobView, ok bool) {
+// requestedJob reads the job a request names, in a queue that exists, whole
+// or not (readJob). When it cannot, it has answered the request, and ok is
+// false.
+func (s *Server) requestedJob(ctx context.Context, w http.ResponseWriter, r *http.Request, whole bool) (queue, id string, jv jobView, ok bool) {
 	queue, id = queueParam(r), idParam(r)
 	if !s.knownQueue(ctx, w, r, queue) {
 		return queue, id, jv, false
 	}
-	jv, err := s.readJob(ctx, queue, id)
+	jv, err := s.readJob(ctx, queue, id, whole)
 	if err != nil {
 		s.failErr(w, r, "read job "+id, err)
 		return queue, id, jv, false

@@ -40,7 +40,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case id != "":
-		jv, err := s.readJob(ctx, queue, id)
+		jv, err := s.readJob(ctx, queue, id, false) // no payload: the poll shows none
 		var ve *broker.ValidationError
 		switch {
 		case errors.As(err, &ve):

@@ -33,8 +33,8 @@ var staticFS embed.FS
 type Config struct {
 	// Broker is how the dashboard reads and acts on Redis. Required.
 	Broker *broker.Broker
-	// Token is the admin token that signs a user in to act. Empty: the
-	// dashboard is read-only for everyone.
+	// Token is the admin token that signs a user in to act, at least
+	// TokenMinBytes long. Empty: the dashboard is read-only for everyone.
 	Token string
 	// Logger receives one line per action taken or refused. Default
 	// slog.Default().
@@ -55,14 +55,34 @@ type Server struct {
 	hosts hosts
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+
+	wrongTokens everySecond      // wrong sign-ins, logged at most once a second
+	now         func() time.Time // time.Now; a test's clock
 }
 
-// New builds the dashboard.
+// TokenMinBytes is the shortest admin token the dashboard accepts: a
+// token anyone could guess in a few tries would sign them in.
+const TokenMinBytes = 16
+
+// CheckToken refuses an admin token shorter than TokenMinBytes, saying how
+// to make one (it never repeats the token). Empty is no token: read-only.
+func CheckToken(token string) error {
+	if token != "" && len(token) < TokenMinBytes {
+		return fmt.Errorf("dashboard: the admin token is %d bytes, too short to keep a guesser out: give one of at least %d bytes, made at random, e.g. the output of `openssl rand -hex 16`", len(token), TokenMinBytes)
+	}
+	return nil
+}
+
+// New builds the dashboard. A token shorter than TokenMinBytes is an
+// error (CheckToken).
 func New(cfg Config) (*Server, error) {
 	if cfg.Broker == nil {
 		return nil, errors.New("dashboard: Config.Broker is required")
 	}
-	s := &Server{b: cfg.Broker, log: cfg.Logger}
+	if err := CheckToken(cfg.Token); err != nil {
+		return nil, err
+	}
+	s := &Server{b: cfg.Broker, log: cfg.Logger, now: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -128,12 +148,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
-	if !s.hosts.allows(r) {
-		s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), slog.String("host", r.Host))
-		misdirected(w, r)
+	if !s.hostAllowed(w, r) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// CheckHost serves next only to requests whose Host the dashboard answers
+// (Config.AllowedHosts and its defaults), and answers the others 421: for
+// what is served beside the dashboard and tells as much (workerd run's
+// /metrics names the queues and counts their jobs).
+func (s *Server) CheckHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.hostAllowed(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// hostAllowed answers whether r's Host is allowed; when it is not, it has
+// logged the request and answered it.
+func (s *Server) hostAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if s.hosts.allows(r) {
+		return true
+	}
+	s.log.Warn("dashboard: request refused: Host not allowed", slog.String("remote", r.RemoteAddr), logged("host", r.Host), logged("path", r.URL.Path))
+	misdirected(w, r)
+	return false
 }
 
 func cacheFor(d time.Duration, next http.Handler) http.Handler {
