@@ -21,6 +21,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ReleaseUnownedBumpsGenerationInAnyState", testReleaseUnowned},
 		{"FailRetryDeadSnooze", testFail},
 		{"GiveBack", testGiveBack},
+		{"GiveBackRetryStartsAFreshWait", testGiveBackRetryStartsAFreshWait},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"Pause", testPause},
