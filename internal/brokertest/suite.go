@@ -22,6 +22,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"FailRetryDeadSnooze", testFail},
 		{"GiveBack", testGiveBack},
 		{"GiveBackRetryStartsAFreshWait", testGiveBackRetryStartsAFreshWait},
+		{"GiveBackFreesItsStart", testGiveBackFreesItsStart},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"Pause", testPause},
