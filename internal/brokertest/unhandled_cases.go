@@ -34,7 +34,8 @@ func wantWait(t *testing.T, what string, j broker.JobInfo, at span, lo, hi time.
 // GiveBack: a job whose kind the worker has no handler for waits,
 // uncharged, as long as it has waited so far, within bounds, until its
 // wait passes For; a re-send answers the same; any other settlement in
-// between, and an operator's retry of the dead job, start the wait again.
+// between (a reaped or force-released claim too), and an operator's retry
+// of the dead job, start the wait again.
 func testGiveBack(t *testing.T, nb NewBackend) {
 	u := broker.Unhandled{Error: `no pool registered kind "k"`, Delay: 40 * time.Millisecond,
 		MaxDelay: 200 * time.Millisecond, For: time.Second}
@@ -93,6 +94,32 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		wantWait(t, "a fresh wait", j, at, u.Delay, u.Delay)
 		s.consistent(t)
 	})
+	// A claim that ended with no settlement, reaped or taken away by an
+	// operator, was most likely a pool that has the kind running the job
+	// (a pool without it gives back at once): the wait starts again, so
+	// an old pool's give-back after it does not make the job dead near
+	// For although a pool has the kind.
+	for _, end := range []string{"Reap", "ReleaseUnowned"} {
+		t.Run(end+"RestartsTheWait", func(t *testing.T) {
+			s := setup(t, nb)
+			id := s.enqueue(t, broker.Job{MaxAttempts: 3})
+			s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+			s.Advance(u.MaxDelay)
+			s.claimOne(t, short)
+			if end == "Reap" {
+				s.Advance(past)
+				s.reap(t, 10)
+			} else {
+				_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+				noErr(t, "ReleaseUnowned", err)
+			}
+			want(t, "state after the claim ended", s.job(t, id).State, broker.StatePending)
+			s.Advance(u.For)
+			j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+			wantWait(t, "a fresh wait", j, at, u.Delay, u.Delay)
+			s.consistent(t)
+		})
+	}
 	t.Run("WaitsForEver", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{})
