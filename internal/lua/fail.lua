@@ -17,8 +17,10 @@
 -- An unhandled job's wait began at the first of an unbroken run of
 -- unhandled give-backs (the claim before this one ended in one, as its
 -- record in PREV_SETTLED says), kept in its field unhandled_since; any
--- other settlement in between starts it again. Only this mode reads or
--- writes that field.
+-- other end of a claim in between starts it again: another settlement
+-- (its record comes first), a reap or force release (requeue deletes the
+-- field), and an operator's retry (retry.lua deletes it). Only this mode
+-- writes the field.
 -- It may take the caller's next jobs in the same call (take.lua), after the
 -- settlement, so a pool whose handler failed runs the next job for one
 -- round trip.
