@@ -1120,7 +1120,7 @@ func (m *model) snooze(t *rapid.T) {
 }
 
 // giveBack gives a claim back as a pool without a handler for its kind
-// does: scheduled uncharged, or dead once the job has waited For since the
+// does, and takes back its start under a rate limit: scheduled uncharged, or dead once the job has waited For since the
 // first of an unbroken run of give-backs (the claim before this one's
 // record says it was one, and no reap, force release or retry came
 // between).
@@ -1133,6 +1133,9 @@ func (m *model) giveBack(t *rapid.T) {
 	o, st, err := m.s.b.GiveBack(ctx, l, u)
 	m.end(t)
 	var w broker.State
+	if valid {
+		delete(m.starts, l.ClaimID()) // its start no longer counts
+	}
 	if valid && j.cancel {
 		w = broker.StateCancelled
 	} else if valid {

@@ -58,6 +58,11 @@ local function settle()
   end
   local now = now_ms()
   redis.call('ZREM', K.leases, id)
+  if mode == 'unhandled' then
+    -- The claim ran nothing: its start does not count against the
+    -- queue's rate limit (take.lua keeps starts by token, unique to it).
+    redis.call('ZREM', K.starts, ARGV[4])
+  end
   local state
   if f[5] == '1' then
     state = 'cancelled'
