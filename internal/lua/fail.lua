@@ -4,9 +4,10 @@
 -- attempts are spent; 'dead' makes it dead now (a permanent error); 'snooze'
 -- reschedules it at now+backoff without charging the attempt; 'unhandled'
 -- gives back a job whose kind the pool has no handler for: like a snooze,
--- after a wait as long as the job has waited so far (so the waits double),
--- between backoff and ARGV[13] ms, or dead once it has waited ARGV[14] ms
--- (-1: never). A job whose cancel was requested becomes cancelled whatever
+-- after a wait three times as long as the job has waited so far (so the
+-- time it has waited quadruples with each give-back: a backlog of them
+-- reaches the longest wait in few claims), between backoff and ARGV[13]
+-- ms, or dead once it has waited ARGV[14] ms (-1: never). A job whose cancel was requested becomes cancelled whatever
 -- the mode.
 -- A re-send whose first reply was lost answers the state that first call
 -- left and writes nothing (invariant 9).
@@ -33,7 +34,8 @@
 --        third, nested value when n > 0
 -- unhandled_wait is how long the job of key has waited for a handler,
 -- starting the wait now unless the claim before this one was given back
--- unhandled too.
+-- unhandled too. A Redis clock set back before the wait began counts no
+-- wait (0), never a negative one, until it passes that time again.
 local function unhandled_wait(key, now)
   local f = redis.call('HMGET', key, PREV_SETTLED[1], 'unhandled_since')
   local since = tonumber(f[2])
@@ -41,7 +43,7 @@ local function unhandled_wait(key, now)
     since = now
     redis.call('HSET', key, 'unhandled_since', int(now))
   end
-  return now - since
+  return math.max(0, now - since)
 end
 
 local function settle()
@@ -73,7 +75,7 @@ local function settle()
     if limit >= 0 and waited >= limit then
       state = 'dead'
     end
-    backoff = math.min(math.max(waited, backoff), tonumber(ARGV[13]))
+    backoff = math.min(math.max(3 * waited, backoff), tonumber(ARGV[13]))
   end
   local failed = mode == 'retry' or mode == 'dead' or (mode == 'unhandled' and state == 'dead')
   if failed then
