@@ -7,8 +7,9 @@
 -- after a wait three times as long as the job has waited so far (so the
 -- time it has waited quadruples with each give-back: a backlog of them
 -- reaches the longest wait in few claims), between backoff and ARGV[13]
--- ms, or dead once it has waited ARGV[14] ms (-1: never). A job whose cancel was requested becomes cancelled whatever
--- the mode.
+-- ms, or dead once it has waited ARGV[14] ms (-1: never); its claim's
+-- start no longer counts against the rate limit. A job whose cancel was
+-- requested becomes cancelled whatever the mode.
 -- A re-send whose first reply was lost answers the state that first call
 -- left and writes nothing (invariant 9).
 -- A failure (retry or dead, and an unhandled give-back that ends dead) is
