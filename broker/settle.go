@@ -227,8 +227,9 @@ type Unhandled struct {
 	// dead; it should name the kind and say what to do.
 	Error string
 	// Delay is the shortest wait, at least 1ms, and MaxDelay the longest:
-	// each give-back waits as long as the job has waited so far, between
-	// the two, so that its waits double.
+	// each give-back waits three times as long as the job has waited so
+	// far, between the two, so that the time it has waited quadruples:
+	// Delay, 3×, 12×, 48× Delay, … up to MaxDelay.
 	Delay, MaxDelay time.Duration
 	// For is how long a job may wait for a handler: the first give-back
 	// after that makes it dead (with 0, the first give-back does).
@@ -239,8 +240,11 @@ type Unhandled struct {
 // GiveBack gives back a running job whose kind the worker has no handler
 // for, to wait for one that has, without charging the attempt. Its wait
 // starts with the first of an unbroken run of such give-backs, whichever
-// workers sent them; each waits as long as the job has waited so far,
-// between u.Delay and u.MaxDelay. The give-back after u.For makes the job
+// workers sent them (another settlement, a reap, a force release or an
+// operator's retry between two give-backs starts a new one); each waits
+// three times as long as the job has waited so far, between u.Delay and
+// u.MaxDelay. Its claim's start no longer counts against the queue's rate
+// limit (Broker.SetLimits): the job did not run. The give-back after u.For makes the job
 // dead with u.Error, a failed attempt. It answers the job's new state
 // (scheduled, dead, or cancelled when its cancellation was requested), or
 // Stale when the claim is no longer valid; a re-send after a lost reply

@@ -95,11 +95,25 @@ func Snooze(d time.Duration) error { return &SnoozeError{Delay: max(d, 0)} }
 
 // UnknownKindError says that no handler is registered for a job's kind. A
 // worker pool gives the job back to wait for a pool that has the kind
-// (worker.Config.UnknownKind) when Kind is the job's kind; a handler that
-// routes further by a kind of its own and returns one for another kind
-// fails the job like any error.
+// (worker.Config.UnknownKind) when [NoHandler] says so: Kind is the job's
+// kind and no Mux passed the job to a handler. A handler that returns one
+// for another kind (it routes further by a kind of its own), or that a Mux
+// ran, fails the job like any error.
 type UnknownKindError struct {
 	Kind string // the job's kind
+}
+
+// NoHandler reports whether err, what a handler returned for job, says
+// that no handler is there for the job: err is or wraps an
+// *UnknownKindError naming job.Kind, and no [Mux] passed job to a handler
+// registered for its kind. Such a job a worker pool gives back to wait for
+// a pool that has the kind, uncharged. A router of one's own that returns
+// an UnknownKindError without a Mux is believed; a handler a Mux ran is
+// not, whatever a Mux nested in it returns, since its work may be done
+// (a middleware that passes a copy of the Job on hides the Mux's mark).
+func NoHandler(job *Job, err error) bool {
+	var unknown *UnknownKindError
+	return errors.As(err, &unknown) && unknown.Kind == job.Kind && !job.dispatched
 }
 
 func (e *UnknownKindError) Error() string {

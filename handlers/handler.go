@@ -30,7 +30,10 @@ func (f HandlerFunc) ProcessJob(ctx context.Context, job *Job) error { return f(
 // an unregistered kind it returns an *UnknownKindError, which a worker pool
 // does not count as a failure: it gives the job back, uncharged, to wait
 // for a pool that has the kind (worker.Config.UnknownKind), so the old
-// pools of a rolling deploy leave the new kinds' jobs alone. It is safe for
+// pools of a rolling deploy leave the new kinds' jobs alone. Only while no
+// handler ran: once a Mux passed the job to a registered handler, an
+// UnknownKindError that handler returns (a Mux nested in it lacks the
+// kind) fails the job like any error (see [NoHandler]). It is safe for
 // concurrent use; registering while a pool runs is allowed.
 type Mux struct {
 	mu    sync.RWMutex
@@ -74,7 +77,9 @@ func (m *Mux) Kinds() []string {
 	return slices.Sorted(maps.Keys(m.kinds))
 }
 
-// ProcessJob runs the handler of job.Kind.
+// ProcessJob runs the handler of job.Kind, and marks job as dispatched to
+// it: from then on an UnknownKindError for the job, from a Mux nested in
+// that handler, is the handler's failure (see [NoHandler]).
 func (m *Mux) ProcessJob(ctx context.Context, job *Job) error {
 	m.mu.RLock()
 	h := m.kinds[job.Kind]
@@ -82,6 +87,7 @@ func (m *Mux) ProcessJob(ctx context.Context, job *Job) error {
 	if h == nil {
 		return Permanent(&UnknownKindError{Kind: job.Kind})
 	}
+	job.dispatched = true
 	return h.ProcessJob(ctx, job)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,6 +94,42 @@ func TestMuxPassesHandlerErrorAndArguments(t *testing.T) {
 	})
 	if err := m.ProcessJob(ctx, job); err != sentinel {
 		t.Fatalf("ProcessJob = %v, want the handler's error %v unchanged", err, sentinel)
+	}
+}
+
+// NoHandler: a give-back only for the job's own kind and only while no
+// Mux ran a handler for it; a router of one's own is believed.
+func TestNoHandler(t *testing.T) {
+	t.Parallel()
+	unknown := func(kind string) error { return handlers.Permanent(&handlers.UnknownKindError{Kind: kind}) }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"the job's kind", unknown("email"), true},
+		{"wrapped", fmt.Errorf("route: %w", unknown("email")), true},
+		{"another kind", unknown("sub"), false},
+		{"another error", errors.New("boom"), false},
+		{"nil", nil, false},
+	} {
+		if got := handlers.NoHandler(newJob("email", nil), tc.err); got != tc.want {
+			t.Errorf("%s: NoHandler = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// A Mux without the kind: no handler ran.
+	j := newJob("email", nil)
+	if err := handlers.NewMux().ProcessJob(t.Context(), j); !handlers.NoHandler(j, err) {
+		t.Errorf("NoHandler of an empty Mux's error %v = false, want true", err)
+	}
+	// A Mux that ran the job's handler, whose nested Mux lacks the kind:
+	// the handler failed.
+	inner, outer := handlers.NewMux(), handlers.NewMux()
+	outer.HandleFunc("email", inner.ProcessJob)
+	j = newJob("email", nil)
+	if err := outer.ProcessJob(t.Context(), j); err == nil || handlers.NoHandler(j, err) {
+		t.Errorf("NoHandler of a nested Mux's error %v = true, want false", err)
 	}
 }
 

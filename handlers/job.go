@@ -25,6 +25,9 @@ type Job struct {
 
 	progress func(ctx context.Context, data []byte) error
 	result   []byte
+	// dispatched: a Mux passed the job to the handler registered for its
+	// kind, so a handler ran and NoHandler is false.
+	dispatched bool
 }
 
 // JobSpec describes the Job that NewJob builds: what the worker read from

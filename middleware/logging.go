@@ -43,8 +43,7 @@ func Logging(logger *slog.Logger) Middleware {
 				logger.LogAttrs(ctx, slog.LevelInfo, "job snoozed", append(attrs, slog.Duration("delay", snooze.Delay))...)
 				return err
 			}
-			var unknown *handlers.UnknownKindError
-			if errors.As(err, &unknown) && unknown.Kind == job.Kind {
+			if handlers.NoHandler(job, err) {
 				// The pool gives it back to wait, and warns once per kind.
 				logger.LogAttrs(ctx, slog.LevelDebug, "job has no handler for its kind", attrs...)
 				return err

@@ -344,6 +344,23 @@ func TestLogging(t *testing.T) {
 	}
 }
 
+// A handler that a Mux ran failed when a Mux nested in it lacks the job's
+// kind: Logging warns, since the pool fails the job rather than give it
+// back.
+func TestLoggingUnknownKindInsideAHandler(t *testing.T) {
+	t.Parallel()
+	var c logCapture
+	inner, outer := handlers.NewMux(), handlers.NewMux()
+	outer.HandleFunc("email", inner.ProcessJob)
+	h := middleware.Logging(c.logger(slog.LevelDebug))(outer)
+	if err := h.ProcessJob(t.Context(), testJob("email")); !errors.Is(err, handlers.ErrUnknownKind) {
+		t.Fatalf("ProcessJob = %v, want the nested Mux's UnknownKindError", err)
+	}
+	if end := only(t, c.records(t), "job failed"); end[slog.LevelKey] != "WARN" {
+		t.Errorf("job failed level = %v, want WARN", end[slog.LevelKey])
+	}
+}
+
 func TestLoggingCause(t *testing.T) {
 	t.Parallel()
 	// When the worker cancels a handler, the log should say why.

@@ -53,8 +53,8 @@ const (
 	MinLeaseDuration = 30 * time.Millisecond
 
 	// Defaults of Config.UnknownKind: a job of a kind the pool has no
-	// handler for waits 5s, then as long as it has waited so far (10s,
-	// 20s, ...) up to 5 minutes, and is dead after a day of it.
+	// handler for waits 5s, then three times as long as it has waited so
+	// far (15s, 1m, 4m) up to 5 minutes, and is dead after a day of it.
 	UnknownKindDelayDefault    = 5 * time.Second
 	UnknownKindMaxDelayDefault = 5 * time.Minute
 	UnknownKindForDefault      = 24 * time.Hour
@@ -70,9 +70,12 @@ const (
 // rolling deploy, a pool of the old version claims the new kinds' jobs.
 // It gives such a job back, uncharged, to wait for a pool that has the
 // kind (broker.GiveBack). The wait is the job's, whichever pools gave it
-// back: it starts with the first give-back, and each give-back waits as
-// long as the job has waited so far, so a pool whose queue holds only
-// such jobs claims each of them a few times an hour, not in a loop.
+// back: it starts with the first give-back, and each give-back waits
+// three times as long as the job has waited so far, so a pool whose queue
+// holds only such jobs claims each of them four times in its first five
+// minutes, then once per MaxDelay, not in a loop. Only a job that no
+// handler ran is given back (handlers.NoHandler): an UnknownKindError
+// from a handler a Mux ran fails the job like any error.
 type UnknownKindPolicy struct {
 	// Delay is the wait after the first give-back. Default 5s
 	// (UnknownKindDelayDefault); 0 means the default; at least 1ms.
@@ -150,7 +153,8 @@ type Config struct {
 	Outbox Relayer
 	// UnknownKind is how the pool gives back a job of a kind its handler
 	// has no handler for, instead of failing it. Its zero value is the
-	// defaults: waits from 5s doubling to 5m, dead after 24h.
+	// defaults: waits from 5s, each three times the wait so far, to 5m,
+	// dead after 24h.
 	UnknownKind UnknownKindPolicy
 	// Middleware wraps every handler, the first outermost. The pool always
 	// adds middleware.Recover outside them all.

@@ -41,9 +41,10 @@
 //     (Config.UnknownKind): it is given back without charging an attempt
 //     (broker.GiveBack), to wait for a pool that has the kind — in a
 //     rolling deploy, the old pools leave the new kinds alone. Its wait is
-//     the job's, whichever pools gave it back: 5s, then as long as it has
-//     waited so far up to 5m, so a pool with only such jobs claims each a
-//     few times an hour, not in a loop. After 24h of waiting it is dead,
+//     the job's, whichever pools gave it back: 5s, then three times as
+//     long as it has waited so far (15s, 1m, 4m) up to 5m, so a pool with
+//     only such jobs claims each a few times an hour, not in a loop. Only
+//     a job no handler ran is given back (handlers.NoHandler). After 24h of waiting it is dead,
 //     with an error that names the kind. The pool warns once a minute per
 //     kind, and counts give-backs as Stats.GivenBack, not as failures.
 //   - Dependents of finished jobs are settled by claims and by the

@@ -41,7 +41,8 @@ const (
 	// (released, uncharged).
 	outcomeNotRun
 	// outcomeUnhandled: the handler has no handler for the job's kind
-	// (handlers.UnknownKindError naming it). Given back uncharged to wait
+	// (handlers.NoHandler: an UnknownKindError naming it, and no Mux ran a
+	// handler for it). Given back uncharged to wait
 	// for a pool that has the kind (broker.GiveBack), or dead once it has
 	// waited Config.UnknownKind.For.
 	outcomeUnhandled
@@ -66,16 +67,16 @@ func (o outcome) String() string {
 	return "unknown"
 }
 
-// outcomeOf is what a handler's run came to: herr is what it returned,
-// cause why its context was cancelled (nil while it was not), kind the
-// job's. A lost lease overrides everything; a handler the pool interrupted
-// that returned anyway with success is acked. An UnknownKindError for
-// another kind than the job's (a handler's own routing) is an error like
-// any other.
-func outcomeOf(herr, cause error, kind string) outcome {
+// outcomeOf is what a handler's run came to: herr is what it returned for
+// job, cause why its context was cancelled (nil while it was not). A lost
+// lease overrides everything; a handler the pool interrupted that returned
+// anyway with success is acked. An UnknownKindError is a give-back only
+// when handlers.NoHandler says no handler was there for the job: one for
+// another kind (a handler's own routing), or from a handler a Mux ran, is
+// an error like any other.
+func outcomeOf(herr, cause error, job *handlers.Job) outcome {
 	var snooze *handlers.SnoozeError
 	var permanent *handlers.PermanentError
-	var unknown *handlers.UnknownKindError
 	switch {
 	case errors.Is(cause, handlers.ErrLeaseLost):
 		return outcomeLeaseLost
@@ -83,7 +84,7 @@ func outcomeOf(herr, cause error, kind string) outcome {
 		return outcomeInterrupted
 	case herr == nil:
 		return outcomeDone
-	case errors.As(herr, &unknown) && unknown.Kind == kind:
+	case handlers.NoHandler(job, herr):
 		return outcomeUnhandled
 	case errors.As(herr, &snooze):
 		return outcomeSnooze
@@ -101,7 +102,7 @@ func (p *Pool) settle(a *active, herr error) {
 	// gone leaves the handler's context alone, and the settlement reports
 	// for itself whether it was stale.
 	a.settling.Store(true)
-	p.settleAs(a, outcomeOf(herr, context.Cause(a.ctx), a.lease.Kind), herr)
+	p.settleAs(a, outcomeOf(herr, context.Cause(a.ctx), a.job), herr)
 }
 
 // settleAs sends the broker call that settles a's job with outcome o,

@@ -37,11 +37,25 @@ func TestOutcomeOf(t *testing.T) {
 		{"a cancelled job may still succeed", nil, handlers.ErrJobCancelled, outcomeDone, "ack"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := outcomeOf(tc.herr, tc.cause, "k")
+			got := outcomeOf(tc.herr, tc.cause, handlers.NewJob(handlers.JobSpec{Kind: "k"}))
 			if got != tc.want || got.String() != tc.op {
 				t.Fatalf("outcomeOf(%v, %v) = %v (%d), want %s (%d)", tc.herr, tc.cause, got, got, tc.op, tc.want)
 			}
 		})
+	}
+	// A handler that a Mux ran, returning a nested Mux's UnknownKindError
+	// for the job's own kind, failed: its work may be done.
+	inner, outer := handlers.NewMux(), handlers.NewMux()
+	var got outcome
+	outer.HandleFunc("k", func(ctx context.Context, j *handlers.Job) error {
+		got = outcomeOf(inner.ProcessJob(ctx, j), nil, j)
+		return nil
+	})
+	if err := outer.ProcessJob(t.Context(), handlers.NewJob(handlers.JobSpec{Kind: "k"})); err != nil {
+		t.Fatalf("ProcessJob = %v", err)
+	}
+	if got != outcomeDead {
+		t.Fatalf("outcomeOf a nested Mux's unknown kind inside a handler = %v, want fail (dead)", got)
 	}
 	if d := snoozeDelay(fmt.Errorf("later: %w", handlers.Snooze(time.Minute))); d != time.Minute {
 		t.Fatalf("snoozeDelay = %v, want 1m", d)

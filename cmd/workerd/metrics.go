@@ -56,8 +56,7 @@ func (m *metrics) middleware() middleware.Middleware {
 		return handlers.HandlerFunc(func(ctx context.Context, job *handlers.Job) error {
 			start := time.Now()
 			err := next.ProcessJob(ctx, job)
-			var unknown *handlers.UnknownKindError
-			if errors.As(err, &unknown) && unknown.Kind == job.Kind {
+			if handlers.NoHandler(job, err) {
 				// Not a run: the pool gives the job back (fenceq_jobs_given_back_total),
 				// and a kind nobody handles must not add label values.
 				return err

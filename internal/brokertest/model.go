@@ -1147,9 +1147,10 @@ func (m *model) snooze(t *rapid.T) {
 }
 
 // giveBack gives a claim back as a pool without a handler for its kind
-// does: scheduled uncharged, or dead once the job has waited For since the
+// does, and takes back its start under a rate limit: scheduled uncharged, or dead once the job has waited For since the
 // first of an unbroken run of give-backs (the claim before this one's
-// record says it was one).
+// record says it was one, and no reap, force release or retry came
+// between).
 func (m *model) giveBack(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
 	u := broker.Unhandled{Error: "no handler", Delay: time.Hour, MaxDelay: time.Hour,
@@ -1159,6 +1160,9 @@ func (m *model) giveBack(t *rapid.T) {
 	o, st, err := m.s.b.GiveBack(ctx, l, u)
 	m.end(t)
 	var w broker.State
+	if valid {
+		delete(m.starts, l.ClaimID()) // its start no longer counts
+	}
 	if valid && j.cancel {
 		w = broker.StateCancelled
 	} else if valid {
@@ -1245,6 +1249,7 @@ func (m *model) takeBack(t *rapid.T, op, id string) broker.State {
 	} else {
 		j.state, j.deadline = broker.StatePending, 0
 		j.attempt--
+		j.unhandledSince = span{} // requeue: a wait for a handler starts again
 	}
 	return j.state
 }
@@ -1310,6 +1315,7 @@ func (m *model) reap(t *rapid.T) {
 			m.finish(rp.ID, broker.StateDead)
 		default:
 			j.state, j.deadline = broker.StatePending, 0
+			j.unhandledSince = span{} // requeue: a wait for a handler starts again
 		}
 		j.wantState(t, "reap", rp.State)
 	}
@@ -1440,6 +1446,7 @@ func (m *model) retried(t *rapid.T, id string, open map[string]bool) {
 	m.readGen(t, "retry", id)
 	j.keepSettled()
 	j.attempt, j.cancel, j.token, j.settled = 0, false, "", ""
+	j.unhandledSince = span{} // a new wait for a handler
 	if j.unique != "" && !j.uniqueTTL {
 		m.uniq[j.unique] = holder{id: id}
 	}

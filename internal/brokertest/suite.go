@@ -21,6 +21,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ReleaseUnownedBumpsGenerationInAnyState", testReleaseUnowned},
 		{"FailRetryDeadSnooze", testFail},
 		{"GiveBack", testGiveBack},
+		{"GiveBackRetryStartsAFreshWait", testGiveBackRetryStartsAFreshWait},
+		{"GiveBackFreesItsStart", testGiveBackFreesItsStart},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"Pause", testPause},

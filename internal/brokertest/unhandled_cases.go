@@ -32,13 +32,14 @@ func wantWait(t *testing.T, what string, j broker.JobInfo, at span, lo, hi time.
 }
 
 // GiveBack: a job whose kind the worker has no handler for waits,
-// uncharged, as long as it has waited so far, within bounds, until its
+// uncharged, three times as long as it has waited so far, within bounds, until its
 // wait passes For; a re-send answers the same; any other settlement in
-// between, and an operator's retry of the dead job, start the wait again.
+// between (a reaped or force-released claim too), and an operator's retry
+// of the dead job, start the wait again.
 func testGiveBack(t *testing.T, nb NewBackend) {
 	u := broker.Unhandled{Error: `no pool registered kind "k"`, Delay: 40 * time.Millisecond,
 		MaxDelay: 200 * time.Millisecond, For: time.Second}
-	t.Run("WaitsDoubleThenDead", func(t *testing.T) {
+	t.Run("WaitsGrowThenDead", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{MaxAttempts: 1})
 		l := s.claimOne(t, long)
@@ -93,6 +94,64 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		wantWait(t, "a fresh wait", j, at, u.Delay, u.Delay)
 		s.consistent(t)
 	})
+	// Each wait is three times what the job has waited so far, so the
+	// time it has waited quadruples with every give-back: a backlog of
+	// such jobs costs a few claims each before their waits reach MaxDelay.
+	t.Run("WaitsThreeTimesTheWaitSoFar", func(t *testing.T) {
+		s := setup(t, nb)
+		slow := u
+		slow.MaxDelay, slow.For = time.Hour, -1
+		s.enqueue(t, broker.Job{})
+		_, first := s.giveBack(t, s.claimOne(t, long), slow, broker.StateScheduled)
+		s.Advance(100 * time.Millisecond)
+		j, at := s.giveBack(t, s.claimOne(t, long), slow, broker.StateScheduled)
+		ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+		wantWait(t, "second give-back", j, at, 3*ms(at.lo-first.hi), 3*ms(at.hi-first.lo))
+		s.consistent(t)
+	})
+	// A Redis clock set back after the wait began (unhandled_since is
+	// ahead of it) counts no wait, never a negative one: the job waits
+	// Delay, and under For 0 it is dead, as at any give-back.
+	t.Run("ClockSetBack", func(t *testing.T) {
+		s := setup(t, nb)
+		id := s.enqueue(t, broker.Job{MaxAttempts: 3})
+		_, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+		noErr(t, "HSET unhandled_since", s.Client.HSet(s.ctx, s.jobKey(id), "unhandled_since", at.hi+time.Hour.Milliseconds()).Err())
+		s.Advance(u.Delay + 10*time.Millisecond)
+		j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+		wantWait(t, "a give-back before the clock caught up", j, at, u.Delay, u.Delay)
+		s.Advance(u.Delay + 10*time.Millisecond)
+		atOnce := u
+		atOnce.For = 0
+		s.giveBack(t, s.claimOne(t, long), atOnce, broker.StateDead)
+		s.consistent(t)
+	})
+	// A claim that ended with no settlement, reaped or taken away by an
+	// operator, was most likely a pool that has the kind running the job
+	// (a pool without it gives back at once): the wait starts again, so
+	// an old pool's give-back after it does not make the job dead near
+	// For although a pool has the kind.
+	for _, end := range []string{"Reap", "ReleaseUnowned"} {
+		t.Run(end+"RestartsTheWait", func(t *testing.T) {
+			s := setup(t, nb)
+			id := s.enqueue(t, broker.Job{MaxAttempts: 3})
+			s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+			s.Advance(u.MaxDelay)
+			s.claimOne(t, short)
+			if end == "Reap" {
+				s.Advance(past)
+				s.reap(t, 10)
+			} else {
+				_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+				noErr(t, "ReleaseUnowned", err)
+			}
+			want(t, "state after the claim ended", s.job(t, id).State, broker.StatePending)
+			s.Advance(u.For)
+			j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
+			wantWait(t, "a fresh wait", j, at, u.Delay, u.Delay)
+			s.consistent(t)
+		})
+	}
 	t.Run("WaitsForEver", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{})

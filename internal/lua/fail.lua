@@ -4,10 +4,12 @@
 -- attempts are spent; 'dead' makes it dead now (a permanent error); 'snooze'
 -- reschedules it at now+backoff without charging the attempt; 'unhandled'
 -- gives back a job whose kind the pool has no handler for: like a snooze,
--- after a wait as long as the job has waited so far (so the waits double),
--- between backoff and ARGV[13] ms, or dead once it has waited ARGV[14] ms
--- (-1: never). A job whose cancel was requested becomes cancelled whatever
--- the mode.
+-- after a wait three times as long as the job has waited so far (so the
+-- time it has waited quadruples with each give-back: a backlog of them
+-- reaches the longest wait in few claims), between backoff and ARGV[13]
+-- ms, or dead once it has waited ARGV[14] ms (-1: never); its claim's
+-- start no longer counts against the rate limit. A job whose cancel was
+-- requested becomes cancelled whatever the mode.
 -- A re-send whose first reply was lost answers the state that first call
 -- left and writes nothing (invariant 9).
 -- A failure (retry or dead, and an unhandled give-back that ends dead) is
@@ -17,8 +19,10 @@
 -- An unhandled job's wait began at the first of an unbroken run of
 -- unhandled give-backs (the claim before this one ended in one, as its
 -- record in PREV_SETTLED says), kept in its field unhandled_since; any
--- other settlement in between starts it again. Only this mode reads or
--- writes that field.
+-- other end of a claim in between starts it again: another settlement
+-- (its record comes first), a reap or force release (requeue deletes the
+-- field), and an operator's retry (retry.lua deletes it). Only this mode
+-- writes the field.
 -- It may take the caller's next jobs in the same call (take.lua), after the
 -- settlement, so a pool whose handler failed runs the next job for one
 -- round trip.
@@ -31,7 +35,8 @@
 --        third, nested value when n > 0
 -- unhandled_wait is how long the job of key has waited for a handler,
 -- starting the wait now unless the claim before this one was given back
--- unhandled too.
+-- unhandled too. A Redis clock set back before the wait began counts no
+-- wait (0), never a negative one, until it passes that time again.
 local function unhandled_wait(key, now)
   local f = redis.call('HMGET', key, PREV_SETTLED[1], 'unhandled_since')
   local since = tonumber(f[2])
@@ -39,7 +44,7 @@ local function unhandled_wait(key, now)
     since = now
     redis.call('HSET', key, 'unhandled_since', int(now))
   end
-  return now - since
+  return math.max(0, now - since)
 end
 
 local function settle()
@@ -56,6 +61,11 @@ local function settle()
   end
   local now = now_ms()
   redis.call('ZREM', K.leases, id)
+  if mode == 'unhandled' then
+    -- The claim ran nothing: its start does not count against the
+    -- queue's rate limit (take.lua keeps starts by token, unique to it).
+    redis.call('ZREM', K.starts, ARGV[4])
+  end
   local state
   if f[5] == '1' then
     state = 'cancelled'
@@ -66,7 +76,7 @@ local function settle()
     if limit >= 0 and waited >= limit then
       state = 'dead'
     end
-    backoff = math.min(math.max(waited, backoff), tonumber(ARGV[13]))
+    backoff = math.min(math.max(3 * waited, backoff), tonumber(ARGV[13]))
   end
   local failed = mode == 'retry' or mode == 'dead' or (mode == 'unhandled' and state == 'dead')
   if failed then

@@ -142,12 +142,14 @@ end
 
 -- requeue files a job whose lease has ended as pending again. refund gives
 -- its attempt back: the worker did not fail (it released the job, or an
--- operator did).
+-- operator did). A wait for a handler (fail.lua's unhandled_since) starts
+-- again: the claim ended other than by a give-back, most likely in a pool
+-- that has the kind.
 local function requeue(id, key, priority, refund)
   if refund then
     redis.call('HINCRBY', key, 'attempt', -1)
   end
-  redis.call('HDEL', key, 'lease_until')
+  redis.call('HDEL', key, 'lease_until', 'unhandled_since')
   to_ready(id, key, priority)
 end
 

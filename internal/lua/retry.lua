@@ -1,5 +1,6 @@
 -- retry: an operator sends dead or cancelled jobs back to run again, with a
--- fresh attempt budget. last_error is kept as a record.
+-- fresh attempt budget and, if a pool gives it back for want of a handler,
+-- a fresh wait for one (fail.lua). last_error is kept as a record.
 -- Guard: the job is dead or cancelled; any other state is left alone. A job
 -- goes back only as enqueue would let it in: a job that never left blocked
 -- waits again for its dependencies (refused when one is missing, or ended
@@ -73,7 +74,7 @@ for i = 3, #ARGV do
         set_aside(fields, f[9] .. ' ' .. f[10], f[11], f[12])
       end
       redis.call('HSET', key, unpack(fields))
-      redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until')
+      redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until', 'unhandled_since') -- a new wait for a handler
       if f[8] then
         redis.call('SET', f[8], id)
       end

@@ -17,6 +17,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"HandlerResults", testResults},
 		{"UnknownKindWaitsForItsPool", testUnknownKindWaitsForItsPool},
 		{"UnknownKindBound", testUnknownKindBound},
+		{"UnknownKindInsideAHandler", testUnknownKindInsideAHandler},
 		{"CancelRunningJob", testCancelRunning},
 		{"ProgressIsFenced", testProgress},
 		{"HandlerReadsMetadata", testMetadata},

@@ -95,8 +95,8 @@ func testUnknownKindBound(t *testing.T, nc NewClient) {
 	st := p.Stats()
 	want(t, "dead", st.Dead, int64(jobs))
 	want(t, "retried", st.Retried, int64(0))
-	// Each job waited 100ms, then as long as it had waited (≥ 100ms,
-	// ≥ 200ms, capped at 200ms) until 700ms had passed: about five
+	// Each job waited 100ms, then three times as long as it had waited
+	// (≥ 300ms, capped at 200ms) until 700ms had passed: about four
 	// give-backs each, whatever the machine's speed. A pool that took it
 	// back at once would claim it hundreds of times.
 	t.Logf("%d jobs given back %d times in all, claimed %d times", jobs, st.GivenBack, st.Claimed)
