@@ -91,6 +91,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"UsedRequestIDSettlesItsOwnLease", testUsedRequestIDSettlesItsOwnLease},
 		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
 		{"JobPageReadsWhatAListingShows", testJobPageReadsWhatAListingShows},
+		{"LeasesListEveryLeaseHeldThroughout", testLeasesListEveryLeaseHeldThroughout},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,121 @@
+package brokertest
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// afterFirst is a go-redis hook that runs fn once, right after the first
+// command named name that succeeded: a seam between the first and the
+// second step of an operation that steps itself (Leases, Jobs), where
+// other clients go on working. A NOSCRIPT answer (go-redis falls back to
+// EVAL) is not a success.
+type afterFirst struct {
+	names []string
+	once  sync.Once
+	fn    func()
+	ran   bool
+}
+
+func (h *afterFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *afterFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *afterFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && slices.Contains(h.names, strings.ToLower(cmd.Name())) {
+			h.once.Do(func() { h.fn(); h.ran = true })
+		}
+		return err
+	}
+}
+
+// Leases lists every lease that was held for the whole listing, however
+// many ended or moved while it read. It reads in steps of 100 by rank, so
+// each lease that ended ahead of the next step's rank shifts the rest
+// down past it: 100 leases acked between the first and the second step
+// hide the other 100, held throughout. ExpiredLeases misses the same way
+// when a reaper takes the oldest expired ones between its steps.
+func testLeasesListEveryLeaseHeldThroughout(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 200 {
+		s.enqueue(t, broker.Job{})
+	}
+	soon := s.claim(t, 100, time.Minute)
+	later := s.claim(t, 100, long)
+	want(t, "leases taken", len(soon)+len(later), 200)
+
+	hook := &afterFirst{names: []string{"evalsha", "eval"}, fn: func() {
+		acks := make([]broker.Ack, len(soon))
+		for i, l := range soon {
+			acks[i] = broker.Ack{Lease: l}
+		}
+		_, err := s.b.AckMany(s.ctx, acks)
+		noErr(t, "AckMany of the 100 soonest leases", err)
+	}}
+	lb := s.hookedBroker(t, hook)
+	ls, err := lb.Leases(s.ctx, s.q, 1000)
+	noErr(t, "Leases", err)
+	if !hook.ran {
+		t.Fatal("Leases sent no script: the test's seam missed it")
+	}
+	listed := map[string]bool{}
+	for _, l := range ls {
+		listed[l.ID] = true
+	}
+	var missed []string
+	for _, l := range later {
+		if !listed[l.ID] {
+			missed = append(missed, l.ID)
+		}
+	}
+	if len(missed) > 0 {
+		t.Errorf("Leases(1000) listed %d leases and missed %d of the 100 held throughout the listing (e.g. %s)",
+			len(ls), len(missed), missed[0])
+	}
+
+	// ExpiredLeases, while a reaper takes the oldest expired leases.
+	s2 := setup(t, nb)
+	for range 200 {
+		s2.enqueue(t, broker.Job{MaxAttempts: 5})
+	}
+	first := s2.claim(t, 100, short)
+	s2.Advance(2 * time.Millisecond)
+	second := s2.claim(t, 100, short)
+	want(t, "leases taken", len(first)+len(second), 200)
+	s2.Advance(past)
+	hook2 := &afterFirst{names: []string{"evalsha", "eval"}, fn: func() {
+		r, err := s2.b.Reap(s2.ctx, s2.q, 100)
+		noErr(t, "Reap of the 100 oldest expired leases", err)
+		want(t, "leases reaped between the steps", len(r.Reaped), 100)
+	}}
+	lb2 := s2.hookedBroker(t, hook2)
+	expired, err := lb2.ExpiredLeases(s2.ctx, s2.q, 1000)
+	noErr(t, "ExpiredLeases", err)
+	if !hook2.ran {
+		t.Fatal("ExpiredLeases sent no script: the test's seam missed it")
+	}
+	listed = map[string]bool{}
+	for _, l := range expired {
+		listed[l.ID] = true
+	}
+	missed = missed[:0]
+	for _, l := range second {
+		if !listed[l.ID] {
+			missed = append(missed, l.ID)
+		}
+	}
+	if len(missed) > 0 {
+		t.Errorf("ExpiredLeases(1000) listed %d leases and missed %d of the 100 that stayed expired and unreaped throughout (e.g. %s)",
+			len(expired), len(missed), missed[0])
+	}
+}
