@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -117,5 +118,48 @@ func testLeasesListEveryLeaseHeldThroughout(t *testing.T, nb NewBackend) {
 	if len(missed) > 0 {
 		t.Errorf("ExpiredLeases(1000) listed %d leases and missed %d of the 100 that stayed expired and unreaped throughout (e.g. %s)",
 			len(expired), len(missed), missed[0])
+	}
+}
+
+// Jobs lists every job that stayed in the state's index while it read. It
+// reads in chunks of 1000 by rank, so 500 pending jobs claimed from the
+// head between its first and second chunk shift the next 500 down past
+// the second chunk's start: they are never listed, though pending
+// throughout.
+func testJobsListsEveryJobThatStayed(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	var ids []string
+	for c := range 3 {
+		jobs := make([]broker.Job, 500)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("j%04d", c*500+i)}
+		}
+		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+			noErr(t, "EnqueueMany", e.Err)
+			ids = append(ids, e.ID)
+		}
+	}
+	hook := &afterFirst{names: []string{"zrange"}, fn: func() {
+		want(t, "jobs claimed between the chunks", len(s.claim(t, 500, long)), 500)
+	}}
+	lb := s.hookedBroker(t, hook)
+	js, err := lb.Jobs(s.ctx, s.q, broker.StatePending, 2000)
+	noErr(t, "Jobs", err)
+	if !hook.ran {
+		t.Fatal("Jobs sent no ZRANGE: the test's seam missed it")
+	}
+	listed := map[string]bool{}
+	for _, j := range js {
+		listed[j.ID] = true
+	}
+	var missed []string
+	for _, id := range ids[1000:] { // pending from before the call to after it
+		if !listed[id] {
+			missed = append(missed, id)
+		}
+	}
+	if len(missed) > 0 {
+		t.Errorf("Jobs(pending, 2000) listed %d jobs and missed %d of the 500 pending throughout (e.g. %s)",
+			len(js), len(missed), missed[0])
 	}
 }

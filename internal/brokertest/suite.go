@@ -92,6 +92,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
 		{"JobPageReadsWhatAListingShows", testJobPageReadsWhatAListingShows},
 		{"LeasesListEveryLeaseHeldThroughout", testLeasesListEveryLeaseHeldThroughout},
+		{"JobsListsEveryJobThatStayed", testJobsListsEveryJobThatStayed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
