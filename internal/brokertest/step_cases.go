@@ -163,3 +163,40 @@ func testJobsListsEveryJobThatStayed(t *testing.T, nb NewBackend) {
 			len(js), len(missed), missed[0])
 	}
 }
+
+// RetryDead ends, whatever the dead index holds. A key that is not a job
+// hash is listed in dead "for an operator" by the script that meets it
+// (misfiled in lib.lua); retry.lua answers it corrupt with no previous
+// state, which RetryDead counts neither as sent nor as passed over. Once
+// the step it is in asks for exactly as many jobs as it finds, RetryDead
+// reads the same entry again, forever: here RetryDead(10) sends 9 and then
+// spins until its context ends.
+func testRetryDeadEndsPastCorruptEntry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	wrong := s.enqueue(t, broker.Job{ID: "wrong-type"})
+	for range 20 {
+		s.enqueue(t, broker.Job{MaxAttempts: 1})
+	}
+	noErr(t, "corrupt", s.Client.Del(s.ctx, s.jobKey(wrong)).Err())
+	noErr(t, "corrupt", s.Client.Set(s.ctx, s.jobKey(wrong), "not a hash", 0).Err())
+	res, err := s.b.Claim(s.ctx, s.q, 100, long)
+	noErr(t, "Claim", err)
+	want(t, "jobs claimed", len(res.Leases), 20)
+	s.Advance(2 * time.Millisecond) // the sound jobs die after wrong-type was listed dead
+	for _, l := range res.Leases {
+		_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		noErr(t, "Fail", err)
+	}
+	dead, err := s.Client.ZRange(s.ctx, s.b.Prefix()+":{"+s.q+"}:dead", 0, 0).Result()
+	noErr(t, "read dead", err)
+	if len(dead) != 1 || dead[0] != wrong {
+		t.Fatalf("head of dead is %v; want the non-hash key %s, which Claim listed there", dead, wrong)
+	}
+
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	defer cancel()
+	n, err := s.b.RetryDead(ctx, s.q, 10)
+	if err != nil || n != 10 {
+		t.Fatalf("RetryDead(10) behind a non-hash entry: sent %d, error %v; want 10 sent and no error", n, err)
+	}
+}

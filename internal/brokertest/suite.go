@@ -93,6 +93,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"JobPageReadsWhatAListingShows", testJobPageReadsWhatAListingShows},
 		{"LeasesListEveryLeaseHeldThroughout", testLeasesListEveryLeaseHeldThroughout},
 		{"JobsListsEveryJobThatStayed", testJobsListsEveryJobThatStayed},
+		{"RetryDeadEndsPastCorruptEntry", testRetryDeadEndsPastCorruptEntry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
