@@ -200,3 +200,42 @@ func testRetryDeadEndsPastCorruptEntry(t *testing.T, nb NewBackend) {
 		t.Fatalf("RetryDead(10) behind a non-hash entry: sent %d, error %v; want 10 sent and no error", n, err)
 	}
 }
+
+// Trim goes on in steps while there is work left. It stops after a step
+// that deleted fewer than it looked at, and an index entry whose job hash
+// is gone (dropped from the index, not deleted) is such a step: one ghost
+// at the head of done makes Trim(1000) delete 99 of 150 expired jobs.
+func testTrimGoesOnPastAGhost(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 150 {
+		s.enqueue(t, broker.Job{})
+	}
+	ls := s.claim(t, 150, long)
+	acks := make([]broker.Ack, len(ls))
+	for i, l := range ls {
+		acks[i] = broker.Ack{Lease: l}
+	}
+	_, err := s.b.AckMany(s.ctx, acks)
+	noErr(t, "AckMany", err)
+	noErr(t, "ghost", s.Client.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:done", redisZ(0, "ghost")).Err())
+	s.Advance(past)
+	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 1000)
+	noErr(t, "Trim", err)
+	want(t, "jobs Trim(1000) deleted behind one ghost entry", n, 150)
+}
+
+// Reap goes on in steps while there is work left, as Trim does; a leases
+// entry whose job hash is gone costs a step's budget without a reap, so
+// Reap(1000) reaps 99 of 150 expired leases behind one.
+func testReapGoesOnPastAGhost(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 150 {
+		s.enqueue(t, broker.Job{MaxAttempts: 5})
+	}
+	want(t, "leases taken", len(s.claim(t, 150, short)), 150)
+	noErr(t, "ghost", s.Client.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:leases", redisZ(0, "ghost")).Err())
+	s.Advance(past)
+	r, err := s.b.Reap(s.ctx, s.q, 1000)
+	noErr(t, "Reap", err)
+	want(t, "leases Reap(1000) reaped behind one ghost entry", len(r.Reaped), 150)
+}

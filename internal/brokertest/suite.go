@@ -94,6 +94,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"LeasesListEveryLeaseHeldThroughout", testLeasesListEveryLeaseHeldThroughout},
 		{"JobsListsEveryJobThatStayed", testJobsListsEveryJobThatStayed},
 		{"RetryDeadEndsPastCorruptEntry", testRetryDeadEndsPastCorruptEntry},
+		{"TrimGoesOnPastAGhost", testTrimGoesOnPastAGhost},
+		{"ReapGoesOnPastAGhost", testReapGoesOnPastAGhost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
