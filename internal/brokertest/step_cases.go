@@ -239,3 +239,37 @@ func testReapGoesOnPastAGhost(t *testing.T, nb NewBackend) {
 	noErr(t, "Reap", err)
 	want(t, "leases Reap(1000) reaped behind one ghost entry", len(r.Reaped), 150)
 }
+
+// RetryDead sends each dead job back once per call, as it did in one
+// script: a job that dies again while the call goes on is not sent back a
+// second time. In steps of 100, each step reads the head of dead again,
+// where a pool re-kills the jobs the steps before sent: 150 dead jobs, the
+// first 100 killed again after the first step, come back 250 times from
+// RetryDead(1000). With poison jobs and a fast pool each call retries them
+// until limit is spent, and 'workerd retry --dead', which calls again
+// while a call sends a full 1000, never ends.
+func testRetryDeadSendsEachJobOnce(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 150 {
+		s.enqueue(t, broker.Job{MaxAttempts: 1})
+	}
+	kill := func(n int) {
+		t.Helper()
+		ls := s.claim(t, 1000, long)
+		want(t, "jobs claimed to kill", len(ls), n)
+		for _, l := range ls {
+			_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "poison", Dead: true})
+			noErr(t, "Fail", err)
+		}
+	}
+	kill(150)
+	s.Advance(2 * time.Millisecond)
+	hook := &afterFirst{names: []string{"evalsha", "eval"}, fn: func() { kill(100) }}
+	lb := s.hookedBroker(t, hook)
+	n, err := lb.RetryDead(s.ctx, s.q, 1000)
+	noErr(t, "RetryDead", err)
+	if !hook.ran {
+		t.Fatal("RetryDead sent no script: the test's seam missed it")
+	}
+	want(t, "jobs RetryDead(1000) sent back, of 150 dead when it was called", n, 150)
+}

@@ -96,6 +96,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RetryDeadEndsPastCorruptEntry", testRetryDeadEndsPastCorruptEntry},
 		{"TrimGoesOnPastAGhost", testTrimGoesOnPastAGhost},
 		{"ReapGoesOnPastAGhost", testReapGoesOnPastAGhost},
+		{"RetryDeadSendsEachJobOnce", testRetryDeadSendsEachJobOnce},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
