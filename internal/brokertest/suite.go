@@ -92,6 +92,12 @@ func Run(t *testing.T, nb NewBackend) {
 		{"UsedRequestIDSettlesItsOwnLease", testUsedRequestIDSettlesItsOwnLease},
 		{"ResendAfterThreeLaterClaims", testResendAfterThreeLaterClaims},
 		{"JobPageReadsWhatAListingShows", testJobPageReadsWhatAListingShows},
+		{"LeasesListEveryLeaseHeldThroughout", testLeasesListEveryLeaseHeldThroughout},
+		{"JobsListsEveryJobThatStayed", testJobsListsEveryJobThatStayed},
+		{"RetryDeadEndsPastCorruptEntry", testRetryDeadEndsPastCorruptEntry},
+		{"TrimGoesOnPastAGhost", testTrimGoesOnPastAGhost},
+		{"ReapGoesOnPastAGhost", testReapGoesOnPastAGhost},
+		{"RetryDeadSendsEachJobOnce", testRetryDeadSendsEachJobOnce},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
