@@ -232,7 +232,9 @@ func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]
 // first. It reads in steps of at most scriptStep (100) leases, one script
 // call each, so a long listing never blocks Redis; it is then not one
 // snapshot: a lease renewed meanwhile is listed once, where it was first
-// seen, and one that ended meanwhile may still be listed.
+// seen, and one that ended meanwhile may still be listed. Each step goes on
+// just after the lease the one before read last, so every lease held
+// throughout the listing is listed (up to limit).
 func (b *Broker) Leases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
 	return b.leases(ctx, queue, "all", limit)
 }
@@ -246,13 +248,13 @@ func (b *Broker) leases(ctx context.Context, queue, which string, limit int) ([]
 	}
 	var out []LeaseInfo
 	seen := map[string]bool{}
-	for rank := 0; len(out) < limit; {
+	var lastID, lastUntil string // the last lease read; a step goes on just after it
+	for len(out) < limit {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		n := min(limit-len(out), scriptStep)
-		v, err := b.run(ctx, b.scripts.leases, b.queueKeys(queue), which, rank, n).Result()
-		rank += n
+		v, err := b.run(ctx, b.scripts.leases, b.queueKeys(queue), which, lastUntil, lastID, n).Result()
 		r := newReply("leases "+queue, v, err)
 		now := r.int()
 		got := 0
@@ -262,6 +264,7 @@ func (b *Broker) leases(ctx context.Context, queue, which string, limit int) ([]
 			l.Kind, l.Attempt, l.Generation = r.str(), int(r.int()), r.int()
 			l.Deadline, l.Left = msTime(until), time.Duration(until-now)*time.Millisecond
 			got++
+			lastID, lastUntil = l.ID, strconv.FormatInt(until, 10)
 			if !seen[l.ID] {
 				seen[l.ID] = true
 				out = append(out, l)

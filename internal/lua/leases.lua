@@ -3,13 +3,18 @@
 -- checks after a deploy) or +inf (all of them). Read-only; it runs as a
 -- script only to read the clock of the server that holds the queue.
 -- Bounded by n (invariant 8): Broker.Leases reads a long listing in steps,
--- each from the rank the one before stopped at (a rank is found in
--- O(log N), where an offset into a score range would walk it).
--- ARGV[2] 'expired' or 'all'  [3] first rank  [4] n
+-- each just after the lease the one before read last (lib.lua's
+-- rank_after: a rank is found in O(log N), where an offset into a score
+-- range would walk it), so leases that ended meanwhile hide none that stayed.
+-- ARGV[2] 'expired' or 'all'  [3] the last lease read: its lease_until, ''
+--     from the head  [4] its id  [5] n
 -- Reply: {now, (id, lease_until, kind, attempt, gen) * ...}
 local now = now_ms()
 local out = {now}
-local first, n = tonumber(ARGV[3]), tonumber(ARGV[4])
+local first, n = 0, tonumber(ARGV[5])
+if ARGV[3] ~= '' then
+  first = rank_after(K.leases, ARGV[3], ARGV[4])
+end
 local last
 if ARGV[2] == 'expired' then
   last = redis.call('ZCOUNT', K.leases, '-inf', now) - 1
