@@ -374,7 +374,9 @@ func (b *Broker) ScriptsLoaded(ctx context.Context) (bool, error) {
 // index (pending: the order they will be claimed; scheduled: by run_at;
 // running: by lease expiry; finished: by when they finished). It reads in
 // steps of browseChunk (1000) index entries, a round trip each, so that no
-// one command's work grows with limit.
+// one command's work grows with limit. Each step goes on just after the
+// entry the one before read last (see rangeAfter), so every job that stays
+// in the state throughout is listed (up to limit).
 func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int) ([]JobInfo, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
@@ -387,12 +389,22 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 	}
 	k := b.queueKeys(queue)
 	var out []JobInfo
-	for start := 0; start < limit; start += browseChunk {
-		stop := min(start+browseChunk, limit) - 1
-		ids, err := b.rdb.ZRange(ctx, k.index(state), int64(start), int64(stop)).Result()
+	var last *redis.Z
+	seen := map[string]bool{}
+	for read := 0; read < limit; {
+		n := min(browseChunk, limit-read)
+		entries, err := b.rangeAfter(ctx, queue, state, last, "", n)
 		if err != nil {
 			return nil, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", state, queue, err)
 		}
+		var ids []string
+		for _, e := range entries {
+			if id := e.Member.(string); !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		read += len(ids)
 		cmds := make([]*redis.MapStringStringCmd, len(ids))
 		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range ids {
@@ -409,9 +421,45 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 				out = append(out, j)
 			}
 		}
-		if len(ids) < stop-start+1 {
+		if len(entries) < n {
 			break
 		}
+		last = &entries[len(entries)-1]
 	}
 	return out, nil
 }
+
+// rangeAfter reads one step of a listing of a state's index that steps:
+// up to n entries, from the head when last is nil (a plain ZRANGE), else
+// just after last, the entry the step before read last (range.lua, one
+// script call: lib.lua's rank_after, the rule of pageStart). With a bound,
+// no entry scored above it is read.
+func (b *Broker) rangeAfter(ctx context.Context, queue string, state State, last *redis.Z, bound string, n int) ([]redis.Z, error) {
+	k := b.queueKeys(queue)
+	if last == nil && bound == "" {
+		return b.rdb.ZRangeWithScores(ctx, k.index(state), 0, int64(n)-1).Result()
+	}
+	if last == nil {
+		return b.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+			Key: k.index(state), Start: "-inf", Stop: bound, ByScore: true, Count: int64(n),
+		}).Result()
+	}
+	v, err := b.run(ctx, b.scripts.rangeAfter, k, string(state), score(last.Score), last.Member.(string), bound, n).Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]redis.Z, 0, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		id, _ := v[i].(string)
+		s, _ := v[i+1].(string)
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("score %q of %q: %w", s, id, err)
+		}
+		out = append(out, redis.Z{Member: id, Score: f})
+	}
+	return out, nil
+}
+
+// score is a sorted set score as Redis reads it back.
+func score(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
