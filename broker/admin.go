@@ -200,7 +200,8 @@ type ReapResult struct {
 // cascade; see ReapResult.CascadeLeft): up to limit of them, and never
 // fewer than the 50 every script that finishes a job settles inline. It
 // goes in steps of at most scriptStep (100) jobs, one script call (and
-// round trip) each, while a step finds a full batch or cascade work left
+// round trip) each, while a step examines a full batch of expired leases
+// (reaped or not: an entry without its job is dropped) or leaves cascade work
 // and limit is not spent: a limit of 100 or less is one round trip, and no
 // limit blocks Redis for longer than one step. On an error it answers what
 // the steps before did, with the error.
@@ -225,18 +226,25 @@ func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult,
 		res.Now, res.CascadeLeft = step.Now, step.CascadeLeft
 		res.Reaped = append(res.Reaped, step.Reaped...)
 		res.Problems = append(res.Problems, step.Problems...)
-		if len(step.Reaped) < n && !step.CascadeLeft {
+		if !step.more && !step.CascadeLeft {
 			break
 		}
 	}
 	return res, nil
 }
 
+// reapStep is one step of Reap.
+type reapStep struct {
+	ReapResult
+	more bool // the step examined n leases: more expired ones may be left
+}
+
 // reap runs one step of Reap: reap.lua with limit n.
-func (b *Broker) reap(ctx context.Context, queue string, n int) (ReapResult, error) {
+func (b *Broker) reap(ctx context.Context, queue string, n int) (reapStep, error) {
 	v, err := b.run(ctx, b.scripts.reap, b.queueKeys(queue), n).Result()
 	r := newReply("reap "+queue, v, err)
-	res := ReapResult{Now: r.time()}
+	res := reapStep{ReapResult: ReapResult{Now: r.time()}}
+	res.more = r.int() == 1
 	count := int(r.int())
 	for i := 0; i < count && r.err == nil; i++ {
 		res.Reaped = append(res.Reaped, Reaped{ID: r.str(), State: State(r.str()), Generation: r.int()})
@@ -244,7 +252,7 @@ func (b *Broker) reap(ctx context.Context, queue string, n int) (ReapResult, err
 	res.CascadeLeft = r.int() == 1
 	res.Problems = r.problems(queue)
 	if r.err != nil {
-		return ReapResult{}, r.err
+		return reapStep{}, r.err
 	}
 	return res, nil
 }
