@@ -98,6 +98,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"TrimGoesOnPastAGhost", testTrimGoesOnPastAGhost},
 		{"ReapGoesOnPastAGhost", testReapGoesOnPastAGhost},
 		{"RetryDeadSendsEachJobOnce", testRetryDeadSendsEachJobOnce},
+		{"RetryDeadDropsAGhost", testRetryDeadDropsAGhost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
