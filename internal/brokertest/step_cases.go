@@ -297,3 +297,47 @@ func testRetryDeadDropsAGhost(t *testing.T, nb NewBackend) {
 		t.Errorf("dead after RetryDead lists %v; want the entry without a job hash dropped", left)
 	}
 }
+
+// afterFirstRead is afterFirst for a command sent alone or in a pipeline.
+type afterFirstRead struct {
+	afterFirst
+}
+
+func (h *afterFirstRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Err() == nil && slices.Contains(h.names, strings.ToLower(c.Name())) {
+				h.once.Do(func() { h.fn(); h.ran = true })
+			}
+		}
+		return err
+	}
+}
+
+// A filtered JobPage reads the index in chunks of 1000 and finds every
+// match that stayed in the state: 500 pending jobs claimed from the head
+// after its first chunk shifted the next chunk's rank past the 100 it
+// looks for, and the page came back empty.
+func testJobPageFilteredMissesNone(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for c := range 3 {
+		jobs := make([]broker.Job, 1000)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("j%04d", c*1000+i)}
+		}
+		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+			noErr(t, "EnqueueMany", e.Err)
+		}
+	}
+	hook := &afterFirstRead{afterFirst{names: []string{"zrange"}, fn: func() {
+		want(t, "jobs claimed between the chunks", len(s.claim(t, 500, long)), 500)
+	}}}
+	lb := s.hookedBroker(t, hook)
+	p, err := lb.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, IDPrefix: "j10", Limit: 100})
+	noErr(t, "JobPage", err)
+	if !hook.ran {
+		t.Fatal("JobPage sent no ZRANGE: the test's seam missed it")
+	}
+	want(t, "jobs j1000..j1099 (pending throughout) on the page filtered by id j10", len(p.Jobs), 100)
+}

@@ -99,6 +99,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ReapGoesOnPastAGhost", testReapGoesOnPastAGhost},
 		{"RetryDeadSendsEachJobOnce", testRetryDeadSendsEachJobOnce},
 		{"RetryDeadDropsAGhost", testRetryDeadDropsAGhost},
+		{"JobPageFilteredMissesNone", testJobPageFilteredMissesNone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
