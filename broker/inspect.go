@@ -432,7 +432,7 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 // rangeAfter reads one step of a listing of a state's index that steps:
 // up to n entries, from the head when last is nil (a plain ZRANGE), else
 // just after last, the entry the step before read last (range.lua, one
-// script call: lib.lua's rank_after, the rule of pageStart). With a bound,
+// script call: lib.lua's rank_after, as JobPage's cursor). With a bound,
 // no entry scored above it is read.
 func (b *Broker) rangeAfter(ctx context.Context, queue string, state State, last *redis.Z, bound string, n int) ([]redis.Z, error) {
 	k := b.queueKeys(queue)
@@ -444,21 +444,33 @@ func (b *Broker) rangeAfter(ctx context.Context, queue string, state State, last
 			Key: k.index(state), Start: "-inf", Stop: bound, ByScore: true, Count: int64(n),
 		}).Result()
 	}
-	v, err := b.run(ctx, b.scripts.rangeAfter, k, string(state), score(last.Score), last.Member.(string), bound, n).Slice()
-	if err != nil {
-		return nil, err
+	_, _, out, err := b.runRange(ctx, k, state, false, last.Score, last.Member.(string), bound, n)
+	return out, err
+}
+
+// runRange runs range.lua: the index's size, the rank it goes on at after
+// (score, id), and the n entries from there (none with n = 0).
+func (b *Broker) runRange(ctx context.Context, k *queueKeys, state State, newest bool, after float64, id, bound string, n int) (card, rank int64, out []redis.Z, err error) {
+	rev := "0"
+	if newest {
+		rev = "1"
 	}
-	out := make([]redis.Z, 0, len(v)/2)
-	for i := 0; i+1 < len(v); i += 2 {
-		id, _ := v[i].(string)
-		s, _ := v[i+1].(string)
+	v, err := b.run(ctx, b.scripts.rangeAfter, k, string(state), rev, score(after), id, bound, n).Result()
+	r := newReply("range", v, err)
+	card, rank = r.int(), r.int()
+	for r.more() {
+		m := r.str()
+		s := r.str()
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return nil, fmt.Errorf("score %q of %q: %w", s, id, err)
+			return 0, 0, nil, fmt.Errorf("score %q of %q: %w", s, m, err)
 		}
-		out = append(out, redis.Z{Member: id, Score: f})
+		out = append(out, redis.Z{Member: m, Score: f})
 	}
-	return out, nil
+	if r.err != nil {
+		return 0, 0, nil, r.err
+	}
+	return card, rank, out, nil
 }
 
 // score is a sorted set score as Redis reads it back.
