@@ -341,3 +341,28 @@ func testJobPageFilteredMissesNone(t *testing.T, nb NewBackend) {
 	}
 	want(t, "jobs j1000..j1099 (pending throughout) on the page filtered by id j10", len(p.Jobs), 100)
 }
+
+// Leases goes on past a lease whose index score is not a whole number of
+// milliseconds (a hand edit): the step after it starts after its exact
+// score, not the whole milliseconds the listing shows, so it neither reads
+// that lease again forever nor stops short.
+func testLeasesGoOnPastAFractionalScore(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 101 {
+		s.enqueue(t, broker.Job{})
+	}
+	ls := s.claim(t, 101, long)
+	want(t, "leases taken", len(ls), 101)
+	leases := s.b.Prefix() + ":{" + s.q + "}:leases"
+	// The 100th lease, the last of the first step, half a millisecond
+	// later than the 99 before it, and the 101st later still.
+	tail, err := s.Client.ZRangeWithScores(s.ctx, leases, 99, 100).Result()
+	noErr(t, "read leases", err)
+	noErr(t, "fractional score", s.Client.ZAdd(s.ctx, leases,
+		redisZ(tail[0].Score+0.5, tail[0].Member.(string)), redisZ(tail[1].Score+1, tail[1].Member.(string))).Err())
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	defer cancel()
+	got, err := s.b.Leases(ctx, s.q, 101)
+	noErr(t, "Leases", err)
+	want(t, "leases Leases(101) listed past a fractional score", len(got), 101)
+}

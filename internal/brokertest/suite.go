@@ -100,6 +100,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RetryDeadSendsEachJobOnce", testRetryDeadSendsEachJobOnce},
 		{"RetryDeadDropsAGhost", testRetryDeadDropsAGhost},
 		{"JobPageFilteredMissesNone", testJobPageFilteredMissesNone},
+		{"LeasesGoOnPastAFractionalScore", testLeasesGoOnPastAFractionalScore},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
