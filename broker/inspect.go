@@ -260,11 +260,16 @@ func (b *Broker) leases(ctx context.Context, queue, which string, limit int) ([]
 		got := 0
 		for r.more() && r.err == nil {
 			l := LeaseInfo{ID: r.str()}
-			until := r.int()
+			at := r.str() // as the index holds it: the next step goes on after it
+			f, err := strconv.ParseFloat(at, 64)
+			if err != nil && r.err == nil {
+				r.err = fmt.Errorf("fenceq: leases %s: lease_until %q of %q is not a number", queue, at, l.ID)
+			}
+			until := int64(f)
 			l.Kind, l.Attempt, l.Generation = r.str(), int(r.int()), r.int()
 			l.Deadline, l.Left = msTime(until), time.Duration(until-now)*time.Millisecond
 			got++
-			lastID, lastUntil = l.ID, strconv.FormatInt(until, 10)
+			lastID, lastUntil = l.ID, at
 			if !seen[l.ID] {
 				seen[l.ID] = true
 				out = append(out, l)

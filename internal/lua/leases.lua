@@ -8,7 +8,7 @@
 -- range would walk it), so leases that ended meanwhile hide none that stayed.
 -- ARGV[2] 'expired' or 'all'  [3] the last lease read: its lease_until, ''
 --     from the head  [4] its id  [5] n
--- Reply: {now, (id, lease_until, kind, attempt, gen) * ...}
+-- Reply: {now, (id, lease_until as the index holds it, kind, attempt, gen) * ...}
 local now = now_ms()
 local out = {now}
 local first, n = 0, tonumber(ARGV[5])
@@ -29,7 +29,7 @@ local ids = redis.call('ZRANGE', K.leases, first, last, 'WITHSCORES')
 for i = 1, #ids, 2 do
   local f = read(JOB .. ids[i], 'kind', 'attempt', 'gen')
   f = f or {}
-  for _, v in ipairs({ids[i], tonumber(ids[i + 1]), f[1] or '', tonumber(f[2]) or 0, tonumber(f[3]) or 0}) do
+  for _, v in ipairs({ids[i], ids[i + 1], f[1] or '', tonumber(f[2]) or 0, tonumber(f[3]) or 0}) do
     table.insert(out, v)
   end
 end
