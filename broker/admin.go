@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // scriptStep is the most items one script call handles for an operation
@@ -87,12 +89,16 @@ func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
 
 // RetryDead sends up to limit dead jobs of queue (oldest deaths first) back
 // to pending, as Retry does, and answers how many it sent. A dead job that
-// cannot go back (Retry would say why) is passed over, so it never holds
-// back the ones behind it. It goes in steps of at most scriptStep (100)
-// jobs, one script call each, and stops between steps when ctx ends: any
-// limit keeps Redis free for others. On an error it answers how many the
-// steps before sent; calling it again goes on, since a retried job is no
-// longer dead.
+// cannot go back (Retry would say why), or an entry of the dead index that
+// is no job, is passed over, so it never holds back the ones behind it. It
+// goes in steps of at most scriptStep (100) jobs, one script call each, and
+// stops between steps when ctx ends: any limit keeps Redis free for others.
+// It sends only jobs that were dead when it began (none that died later),
+// each at most once: each step goes on just after the entry the one before
+// read last (see rangeAfter), up to the newest death the first step found,
+// so a job sent back that dies again meanwhile is not sent back again by
+// this call. On an error it answers how many the steps before sent;
+// calling it again goes on, since a retried job is no longer dead.
 func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
@@ -100,31 +106,39 @@ func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, e
 	if limit < 1 {
 		return 0, &ValidationError{Field: "limit", Value: fmt.Sprint(limit), Reason: "must be at least 1"}
 	}
-	sent, skip := 0, int64(0) // skip: refused jobs at the head of the index
+	newest, err := b.rdb.ZRangeWithScores(ctx, b.queueKeys(queue).index(StateDead), -1, -1).Result()
+	if err != nil || len(newest) == 0 {
+		return 0, err
+	}
+	bound := score(newest[0].Score)
+	sent := 0
+	var last *redis.Z
 	for sent < limit {
 		if err := ctx.Err(); err != nil {
 			return sent, err
 		}
-		want := int64(min(limit-sent, scriptStep))
-		ids, err := b.rdb.ZRange(ctx, b.queueKeys(queue).index(StateDead), skip, skip+want-1).Result()
-		if err != nil || len(ids) == 0 {
+		want := min(limit-sent, scriptStep)
+		entries, err := b.rangeAfter(ctx, queue, StateDead, last, bound, want)
+		if err != nil || len(entries) == 0 {
 			return sent, err
+		}
+		ids := make([]string, len(entries))
+		for i, e := range entries {
+			ids[i] = e.Member.(string)
 		}
 		res, err := b.retry(ctx, queue, ids)
 		if err != nil {
 			return sent, err
 		}
 		for _, r := range res {
-			switch {
-			case r.prev == StateDead && r.status == statusOK:
+			if r.prev == StateDead && r.status == statusOK {
 				sent++
-			case r.prev == StateDead:
-				skip++ // still dead: it stays where it was
 			}
 		}
-		if int64(len(ids)) < want {
+		if len(entries) < want {
 			return sent, nil
 		}
+		last = &entries[len(entries)-1]
 	}
 	return sent, nil
 }
@@ -186,7 +200,8 @@ type ReapResult struct {
 // cascade; see ReapResult.CascadeLeft): up to limit of them, and never
 // fewer than the 50 every script that finishes a job settles inline. It
 // goes in steps of at most scriptStep (100) jobs, one script call (and
-// round trip) each, while a step finds a full batch or cascade work left
+// round trip) each, while a step examines a full batch of expired leases
+// (reaped or not: an entry without its job is dropped) or leaves cascade work
 // and limit is not spent: a limit of 100 or less is one round trip, and no
 // limit blocks Redis for longer than one step. On an error it answers what
 // the steps before did, with the error.
@@ -211,18 +226,25 @@ func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult,
 		res.Now, res.CascadeLeft = step.Now, step.CascadeLeft
 		res.Reaped = append(res.Reaped, step.Reaped...)
 		res.Problems = append(res.Problems, step.Problems...)
-		if len(step.Reaped) < n && !step.CascadeLeft {
+		if !step.more && !step.CascadeLeft {
 			break
 		}
 	}
 	return res, nil
 }
 
+// reapStep is one step of Reap.
+type reapStep struct {
+	ReapResult
+	more bool // the step examined n leases: more expired ones may be left
+}
+
 // reap runs one step of Reap: reap.lua with limit n.
-func (b *Broker) reap(ctx context.Context, queue string, n int) (ReapResult, error) {
+func (b *Broker) reap(ctx context.Context, queue string, n int) (reapStep, error) {
 	v, err := b.run(ctx, b.scripts.reap, b.queueKeys(queue), n).Result()
 	r := newReply("reap "+queue, v, err)
-	res := ReapResult{Now: r.time()}
+	res := reapStep{ReapResult: ReapResult{Now: r.time()}}
+	res.more = r.int() == 1
 	count := int(r.int())
 	for i := 0; i < count && r.err == nil; i++ {
 		res.Reaped = append(res.Reaped, Reaped{ID: r.str(), State: State(r.str()), Generation: r.int()})
@@ -230,7 +252,7 @@ func (b *Broker) reap(ctx context.Context, queue string, n int) (ReapResult, err
 	res.CascadeLeft = r.int() == 1
 	res.Problems = r.problems(queue)
 	if r.err != nil {
-		return ReapResult{}, r.err
+		return reapStep{}, r.err
 	}
 	return res, nil
 }

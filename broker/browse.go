@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,10 +75,11 @@ type Page struct {
 
 // JobPage reads one page of a queue's jobs in one state, in the order of
 // the state's index (see Jobs) or its reverse. Without a filter it costs
-// three round trips whatever the queue's size; with one, a round trip per
+// two round trips whatever the queue's size; with one, a round trip per
 // thousand entries examined, at most JobQuery.Examine of them. A cursor
 // stays valid while jobs come and go: a page goes on after the job it
-// names, or, when that job left the index, after its place.
+// names, or, when that job left the index, after its place; so does each
+// thousand entries of a filtered page after the one before.
 func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, error) {
 	if err := validName("queue", queue); err != nil {
 		return Page{}, err
@@ -100,29 +102,29 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 		budget = ExamineDefault
 	}
 	k := b.queueKeys(queue)
-	index := k.index(q.State)
-
-	start, total, err := b.pageStart(ctx, index, q)
+	last, err := parseCursor(q.After) // the last entry examined; nil: the head
 	if err != nil {
-		return Page{}, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", q.State, queue, err)
+		return Page{}, err
 	}
-	page := Page{Total: total}
+	page := Page{}
 	filtered := q.Kind != "" || q.IDPrefix != ""
 	var ids []string
-	var last redis.Z // the last entry examined; start is the rank after it
+	seen := map[string]bool{}
+	var start int64 // the rank after the last entry examined
 	for len(ids) < limit {
 		n := limit - len(ids)
 		if filtered {
 			n = min(browseChunk, budget-page.Examined)
 			if n <= 0 {
-				page.Truncated = start < total // else the budget ran out with the index
+				page.Truncated = start < page.Total // else the budget ran out with the index
 				break
 			}
 		}
-		entries, err := b.indexRange(ctx, index, q.Newest, start, start+int64(n)-1)
+		total, rank, entries, err := b.pageChunk(ctx, k, q, last, n)
 		if err != nil {
 			return Page{}, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", q.State, queue, err)
 		}
+		page.Total, start = total, rank
 		kinds := make([]*redis.StringCmd, len(entries))
 		if q.Kind != "" {
 			_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -138,8 +140,9 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 			id := e.Member.(string)
 			page.Examined++
 			start++
-			last = e
-			if strings.HasPrefix(id, q.IDPrefix) && (q.Kind == "" || kinds[i] != nil && kinds[i].Val() == q.Kind) {
+			last = &entries[i]
+			if !seen[id] && strings.HasPrefix(id, q.IDPrefix) && (q.Kind == "" || kinds[i] != nil && kinds[i].Val() == q.Kind) {
+				seen[id] = true
 				ids = append(ids, id)
 				if len(ids) == limit {
 					break
@@ -150,8 +153,8 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 			break // the index ends here
 		}
 	}
-	if page.Examined > 0 && (len(ids) == limit || page.Truncated) && start < total {
-		page.Next = cursor(last)
+	if page.Examined > 0 && (len(ids) == limit || page.Truncated) && start < page.Total {
+		page.Next = cursor(*last)
 	}
 	page.Jobs, err = b.readJobs(ctx, k, queue, ids)
 	if err != nil {
@@ -165,48 +168,46 @@ func cursor(e redis.Z) string {
 	return strconv.FormatFloat(e.Score, 'f', -1, 64) + ":" + e.Member.(string)
 }
 
-// pageStart finds the rank (in the page's direction) at which a page
-// starts, and the index's size, in one round trip.
-func (b *Broker) pageStart(ctx context.Context, index string, q JobQuery) (int64, int64, error) {
-	if q.After == "" {
-		n, err := b.rdb.ZCard(ctx, index).Result()
-		return 0, n, err
+// parseCursor reads a Page.Next cursor: nil for "", the head.
+func parseCursor(after string) (*redis.Z, error) {
+	if after == "" {
+		return nil, nil
 	}
-	s, id, ok := strings.Cut(q.After, ":")
+	s, id, ok := strings.Cut(after, ":")
 	score, err := strconv.ParseFloat(s, 64)
-	if !ok || err != nil {
-		return 0, 0, &ValidationError{Field: "cursor", Value: short(q.After), Reason: "is not a cursor this dashboard made; start from the first page"}
+	if !ok || err != nil || math.IsNaN(score) {
+		return nil, &ValidationError{Field: "cursor", Value: short(after), Reason: "is not a cursor this dashboard made; start from the first page"}
 	}
-	var card, rank, before *redis.IntCmd
-	var at *redis.FloatCmd
-	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	return &redis.Z{Score: score, Member: id}, nil
+}
+
+// pageChunk reads up to n entries of a page's index, in the page's
+// direction, after last (from the head, or the end, when last is nil), in
+// one round trip: the index's size, the rank of the first entry read and
+// the entries. After a job that left the index (or moved in it) it goes on
+// after its place (range.lua, lib.lua's rank_after: the rule of every
+// listing that steps), so a cursor stays valid while jobs come and go, and
+// the chunks of a filtered page miss none that stayed.
+func (b *Broker) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *redis.Z, n int) (int64, int64, []redis.Z, error) {
+	if last != nil {
+		return b.runRange(ctx, k, q.State, q.Newest, last.Score, last.Member.(string), "", n)
+	}
+	index := k.index(q.State)
+	var card *redis.IntCmd
+	var entries *redis.ZSliceCmd
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		card = p.ZCard(ctx, index)
-		at = p.ZScore(ctx, index, id)
-		bound := strconv.FormatFloat(score, 'f', -1, 64)
 		if q.Newest {
-			rank = p.ZRevRank(ctx, index, id)
-			before = p.ZCount(ctx, index, "("+bound, "+inf")
+			entries = p.ZRevRangeWithScores(ctx, index, 0, int64(n)-1)
 		} else {
-			rank = p.ZRank(ctx, index, id)
-			before = p.ZCount(ctx, index, "-inf", "("+bound)
+			entries = p.ZRangeWithScores(ctx, index, 0, int64(n)-1)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, 0, err
+	if err != nil {
+		return 0, 0, nil, err
 	}
-	if at.Err() == nil && at.Val() == score && rank.Err() == nil {
-		return rank.Val() + 1, card.Val(), nil
-	}
-	// The job left the index (or moved in it): go on from where it was.
-	return before.Val(), card.Val(), nil
-}
-
-func (b *Broker) indexRange(ctx context.Context, index string, newest bool, start, stop int64) ([]redis.Z, error) {
-	if newest {
-		return b.rdb.ZRevRangeWithScores(ctx, index, start, stop).Result()
-	}
-	return b.rdb.ZRangeWithScores(ctx, index, start, stop).Result()
+	return card.Val(), 0, entries.Val(), nil
 }
 
 // listedFields are the fields browse.lua answers, in its order.

@@ -131,7 +131,11 @@
 //     wait). A unique key is freed and Wait callers are woken in O(1).
 //     An operation that takes a count (RetryDead, Reap, Trim, Leases,
 //     ExpiredLeases) steps itself, at most 100 jobs per script call,
-//     whatever count its caller gives.
+//     whatever count its caller gives. A step goes on just after the
+//     entry the one before read last, never from a rank kept since, so
+//     entries that leave meanwhile hide none that stayed; RetryDead reads
+//     no further than the newest death its first step saw, so it sends
+//     each job at most once.
 //
 //  9. Safe to re-send. A client that lost a reply may send the same request
 //     again: Claim under the same request id ([Broker.ClaimRequest])

@@ -232,7 +232,9 @@ func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]
 // first. It reads in steps of at most scriptStep (100) leases, one script
 // call each, so a long listing never blocks Redis; it is then not one
 // snapshot: a lease renewed meanwhile is listed once, where it was first
-// seen, and one that ended meanwhile may still be listed.
+// seen, and one that ended meanwhile may still be listed. Each step goes on
+// just after the lease the one before read last, so every lease held
+// throughout the listing is listed (up to limit).
 func (b *Broker) Leases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
 	return b.leases(ctx, queue, "all", limit)
 }
@@ -246,22 +248,28 @@ func (b *Broker) leases(ctx context.Context, queue, which string, limit int) ([]
 	}
 	var out []LeaseInfo
 	seen := map[string]bool{}
-	for rank := 0; len(out) < limit; {
+	var lastID, lastUntil string // the last lease read; a step goes on just after it
+	for len(out) < limit {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		n := min(limit-len(out), scriptStep)
-		v, err := b.run(ctx, b.scripts.leases, b.queueKeys(queue), which, rank, n).Result()
-		rank += n
+		v, err := b.run(ctx, b.scripts.leases, b.queueKeys(queue), which, lastUntil, lastID, n).Result()
 		r := newReply("leases "+queue, v, err)
 		now := r.int()
 		got := 0
 		for r.more() && r.err == nil {
 			l := LeaseInfo{ID: r.str()}
-			until := r.int()
+			at := r.str() // as the index holds it: the next step goes on after it
+			f, err := strconv.ParseFloat(at, 64)
+			if err != nil && r.err == nil {
+				r.err = fmt.Errorf("fenceq: leases %s: lease_until %q of %q is not a number", queue, at, l.ID)
+			}
+			until := int64(f)
 			l.Kind, l.Attempt, l.Generation = r.str(), int(r.int()), r.int()
 			l.Deadline, l.Left = msTime(until), time.Duration(until-now)*time.Millisecond
 			got++
+			lastID, lastUntil = l.ID, at
 			if !seen[l.ID] {
 				seen[l.ID] = true
 				out = append(out, l)
@@ -371,7 +379,9 @@ func (b *Broker) ScriptsLoaded(ctx context.Context) (bool, error) {
 // index (pending: the order they will be claimed; scheduled: by run_at;
 // running: by lease expiry; finished: by when they finished). It reads in
 // steps of browseChunk (1000) index entries, a round trip each, so that no
-// one command's work grows with limit.
+// one command's work grows with limit. Each step goes on just after the
+// entry the one before read last (see rangeAfter), so every job that stays
+// in the state throughout is listed (up to limit).
 func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int) ([]JobInfo, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
@@ -384,12 +394,22 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 	}
 	k := b.queueKeys(queue)
 	var out []JobInfo
-	for start := 0; start < limit; start += browseChunk {
-		stop := min(start+browseChunk, limit) - 1
-		ids, err := b.rdb.ZRange(ctx, k.index(state), int64(start), int64(stop)).Result()
+	var last *redis.Z
+	seen := map[string]bool{}
+	for read := 0; read < limit; {
+		n := min(browseChunk, limit-read)
+		entries, err := b.rangeAfter(ctx, queue, state, last, "", n)
 		if err != nil {
 			return nil, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", state, queue, err)
 		}
+		var ids []string
+		for _, e := range entries {
+			if id := e.Member.(string); !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		read += len(ids)
 		cmds := make([]*redis.MapStringStringCmd, len(ids))
 		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range ids {
@@ -406,9 +426,57 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 				out = append(out, j)
 			}
 		}
-		if len(ids) < stop-start+1 {
+		if len(entries) < n {
 			break
 		}
+		last = &entries[len(entries)-1]
 	}
 	return out, nil
 }
+
+// rangeAfter reads one step of a listing of a state's index that steps:
+// up to n entries, from the head when last is nil (a plain ZRANGE), else
+// just after last, the entry the step before read last (range.lua, one
+// script call: lib.lua's rank_after, as JobPage's cursor). With a bound,
+// no entry scored above it is read.
+func (b *Broker) rangeAfter(ctx context.Context, queue string, state State, last *redis.Z, bound string, n int) ([]redis.Z, error) {
+	k := b.queueKeys(queue)
+	if last == nil && bound == "" {
+		return b.rdb.ZRangeWithScores(ctx, k.index(state), 0, int64(n)-1).Result()
+	}
+	if last == nil {
+		return b.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+			Key: k.index(state), Start: "-inf", Stop: bound, ByScore: true, Count: int64(n),
+		}).Result()
+	}
+	_, _, out, err := b.runRange(ctx, k, state, false, last.Score, last.Member.(string), bound, n)
+	return out, err
+}
+
+// runRange runs range.lua: the index's size, the rank it goes on at after
+// (score, id), and the n entries from there (none with n = 0).
+func (b *Broker) runRange(ctx context.Context, k *queueKeys, state State, newest bool, after float64, id, bound string, n int) (card, rank int64, out []redis.Z, err error) {
+	rev := "0"
+	if newest {
+		rev = "1"
+	}
+	v, err := b.run(ctx, b.scripts.rangeAfter, k, string(state), rev, score(after), id, bound, n).Result()
+	r := newReply("range", v, err)
+	card, rank = r.int(), r.int()
+	for r.more() {
+		m := r.str()
+		s := r.str()
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, 0, nil, fmt.Errorf("score %q of %q: %w", s, m, err)
+		}
+		out = append(out, redis.Z{Member: m, Score: f})
+	}
+	if r.err != nil {
+		return 0, 0, nil, r.err
+	}
+	return card, rank, out, nil
+}
+
+// score is a sorted set score as Redis reads it back.
+func score(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

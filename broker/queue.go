@@ -66,9 +66,10 @@ type Retention struct {
 // Trim deletes up to limit finished jobs of queue that retention no longer
 // keeps, oldest first, and answers how many it deleted. A deleted job's id
 // is free again: an Enqueue with it creates a new job. It goes in steps of
-// at most scriptStep (100) jobs, one script call each, while a step finds a
-// full batch: no limit blocks Redis for longer than one step. On an error
-// it answers how many the steps before deleted, with the error.
+// at most scriptStep (100) jobs, one script call each, while a step uses its
+// whole budget (an entry without its job, dropped, uses it too): no limit
+// blocks Redis for longer than one step. On an error it answers how many
+// the steps before deleted, with the error.
 func (b *Broker) Trim(ctx context.Context, queue string, r Retention, limit int) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
@@ -86,13 +87,15 @@ func (b *Broker) Trim(ctx context.Context, queue string, r Retention, limit int)
 		}
 		step := min(left, scriptStep)
 		left -= step
-		n, err := b.run(ctx, b.scripts.trim, b.queueKeys(queue), step,
-			r.Done.Milliseconds(), r.MaxDone, r.Cancelled.Milliseconds(), r.MaxCancelled, r.Dead.Milliseconds(), r.MaxDead).Int()
-		if err != nil {
-			return deleted, fmt.Errorf("fenceq: trim queue %q: %w", queue, err)
+		v, err := b.run(ctx, b.scripts.trim, b.queueKeys(queue), step,
+			r.Done.Milliseconds(), r.MaxDone, r.Cancelled.Milliseconds(), r.MaxCancelled, r.Dead.Milliseconds(), r.MaxDead).Result()
+		rep := newReply(fmt.Sprintf("trim queue %q", queue), v, err)
+		n, more := int(rep.int()), rep.int() == 1
+		if rep.err != nil {
+			return deleted, rep.err
 		}
 		deleted += n
-		if n < step {
+		if !more {
 			break
 		}
 	}

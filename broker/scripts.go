@@ -11,7 +11,7 @@ import (
 // scripts are the atomic operations, each the key names (scriptKeys), then
 // lib.lua, the pieces it uses and its own file.
 type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, browse, overview, throughput, checkOne, limits *redis.Script
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, limits *redis.Script
 
 	list []*redis.Script // every one of the above, as loadScripts made them
 }
@@ -40,7 +40,7 @@ func loadScripts() (*scripts, error) {
 	for name, dst := range map[string]**redis.Script{
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
-		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "browse": &s.browse, "overview": &s.overview,
+		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "range": &s.rangeAfter, "browse": &s.browse, "overview": &s.overview,
 		"throughput": &s.throughput, "check_one": &s.checkOne, "limits": &s.limits,
 	} {
 		src := lib

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 	if *dead == (len(pos) == 2) {
 		return usagef("give a job id or --dead; usage: workerd retry %s", synopsis)
 	}
+	if *limit < 0 {
+		return usagef("--limit %d: give 0 (every dead job) or more", *limit)
+	}
 	_, b, err := rf.connect(ctx, e)
 	if err != nil {
 		return err
@@ -58,20 +62,19 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 	if err := requireQueue(ctx, b, pos[0], ""); err != nil {
 		return err
 	}
-	total := 0
-	for *limit == 0 || total < *limit {
-		batch := 1000
-		if *limit > 0 {
-			batch = min(batch, *limit-total)
+	// One call: it sends each job dead when it began at most once, in
+	// bounded steps, so a job that dies again meanwhile is not sent again
+	// and a queue whose jobs keep dying does not keep this going.
+	n := *limit
+	if n == 0 {
+		n = math.MaxInt
+	}
+	total, err := b.RetryDead(ctx, pos[0], n)
+	if err != nil {
+		if total > 0 {
+			fmt.Fprintf(e.stdout, "retrying %d dead job(s) of %s\n", total, pos[0])
 		}
-		n, err := b.RetryDead(ctx, pos[0], batch)
-		if err != nil {
-			return err
-		}
-		total += n
-		if n < batch {
-			break
-		}
+		return err
 	}
 	fmt.Fprintf(e.stdout, "retrying %d dead job(s) of %s\n", total, pos[0])
 	return nil

@@ -53,6 +53,7 @@ func TestUsageErrorIsOneLineAndAHint(t *testing.T) {
 		usageCase{[]string{"release", "q"}, "missing ID"},
 		usageCase{[]string{"cancel"}, "missing QUEUE and ID"},
 		usageCase{[]string{"retry"}, "missing QUEUE"},
+		usageCase{[]string{"retry", "q", "--dead", "--limit", "-1"}, "--limit -1: give 0 (every dead job) or more"},
 		usageCase{[]string{"pause"}, "missing QUEUE"},
 		usageCase{[]string{"resume", "a", "b"}, "unexpected arguments: b"},
 		usageCase{[]string{"jobs"}, "missing QUEUE"},

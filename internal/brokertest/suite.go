@@ -99,6 +99,15 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendGivesUp", testResendGivesUp},
 		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
 		{"JobListedReadsNoPayload", testJobListedReadsNoPayload},
+		{"LeasesListEveryLeaseHeldThroughout", testLeasesListEveryLeaseHeldThroughout},
+		{"JobsListsEveryJobThatStayed", testJobsListsEveryJobThatStayed},
+		{"RetryDeadEndsPastCorruptEntry", testRetryDeadEndsPastCorruptEntry},
+		{"TrimGoesOnPastAGhost", testTrimGoesOnPastAGhost},
+		{"ReapGoesOnPastAGhost", testReapGoesOnPastAGhost},
+		{"RetryDeadSendsEachJobOnce", testRetryDeadSendsEachJobOnce},
+		{"RetryDeadDropsAGhost", testRetryDeadDropsAGhost},
+		{"JobPageFilteredMissesNone", testJobPageFilteredMissesNone},
+		{"LeasesGoOnPastAFractionalScore", testLeasesGoOnPastAFractionalScore},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

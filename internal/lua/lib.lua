@@ -727,3 +727,26 @@ local function record_error(key, attempt, now, err)
     redis.call('HSET', key, 'errors', encoded)
   end
 end
+
+-- rank_after is the rank at which a listing of index that steps goes on
+-- after the entry it read last, (score, id), reading from the head, or
+-- from the end when newest: just after id while it is still listed at
+-- that score, else where it was, after the entries scored before it
+-- (entries at that score may be read again; the listing drops what it has
+-- already read). Entries that left ahead of it never move it past one
+-- that stayed, as a rank kept from the step before would. Every listing
+-- that steps goes on by this rule: JobPage's cursor, Jobs, RetryDead,
+-- Leases (range.lua, leases.lua).
+local function rank_after(index, score, id, newest)
+  local at = redis.call('ZSCORE', index, id)
+  if at and tonumber(at) == tonumber(score) then
+    if newest then
+      return redis.call('ZREVRANK', index, id) + 1
+    end
+    return redis.call('ZRANK', index, id) + 1
+  end
+  if newest then
+    return redis.call('ZCOUNT', index, '(' .. score, '+inf')
+  end
+  return redis.call('ZCOUNT', index, '-inf', '(' .. score)
+end

@@ -10,12 +10,13 @@
 -- ARGV[2] limit (of reaped jobs, and of cascade steps beyond the inline
 -- budget every finishing script settles: a small limit never leaves a
 -- reaped job's dependents behind)
--- Reply: {now, nreaped, (id, new state, new gen) * nreaped, 1 when cascade
+-- Reply: {now, 1 when the limit ran out (more expired leases may be left)
+--         else 0, nreaped, (id, new state, new gen) * nreaped, 1 when cascade
 --         work is left else 0, (id, problem) * ...}
 local LEASE_EXPIRED = 'lease expired without renewal (worker lost)'
 local limit = tonumber(ARGV[2])
 local now = now_ms()
-local out = {now, 0}
+local out = {now, 0, 0}
 local problems = {}
 local reaped, charged = 0, 0
 local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
@@ -56,7 +57,10 @@ for _, id in ipairs(ids) do
     table.insert(out, gen)
   end
 end
-out[2] = reaped
+if #ids >= limit then
+  out[2] = 1
+end
+out[3] = reaped
 count_settled('f', charged, now)
 local left = cascade_step(math.max(limit, CASCADE_INLINE), now)
 if left then

@@ -12,7 +12,8 @@
 -- ARGV[2] request nonce  [3..] ids
 -- Reply: per id, (status, state before the call, detail): STATUS ok and
 --         the new state ('pending' or 'blocked'); not_retryable when the job
---         was not dead or cancelled; refused and why; missing; or corrupt
+--         was not dead or cancelled; refused and why; missing (an entry
+--         in dead is dropped); or corrupt
 --         (no state) and the reason.
 local nonce = ARGV[2]
 local now = now_ms()
@@ -31,6 +32,9 @@ for i = 3, #ARGV do
   if bad then
     answer(STATUS.corrupt, '', bad)
   elseif not f then
+    -- Listed in dead with no hash, it holds nothing to lose (lib.lua's
+    -- misfiled): the entry goes, so RetryDead never meets it again.
+    redis.call('ZREM', K.dead, id)
     answer(STATUS.missing, '', '')
   elseif before then
     answer(STATUS.ok, string.match(before, '^(%S+) (%S+)$'))

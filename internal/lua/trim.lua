@@ -15,7 +15,8 @@
 -- WAIT_KEEP_RECORDS per id. A job nobody waited for costs nothing more.
 -- It also moves the throughput window (lib.lua's stats_advance) to now, so
 -- an idle queue's counters leave within ThroughputKept.
--- Reply: the number of jobs deleted
+-- Reply: {the number of jobs deleted, 1 when the limit ran out (more may be
+--         left to trim) else 0}
 local budget = tonumber(ARGV[2])
 local now = now_ms()
 local deleted = 0
@@ -69,4 +70,4 @@ for i, state in ipairs({'done', 'cancelled', 'dead'}) do
   end
 end
 stats_advance(math.floor(now / 60000), true)
-return deleted
+return {deleted, budget > 0 and 0 or 1}
