@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -41,9 +40,9 @@ handlers:
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
-	var errOut bytes.Buffer
+	errOut := &uiOutput{} // written by the pool while the test reads it
 	go func() {
-		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &errOut, getenv: func(string) string { return "" }}
+		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: errOut, getenv: func(string) string { return "" }}
 		done <- run(ctx, e, []string{"run", "--config", cfg, "--redis", c.url, "--log-format", "json"})
 	}()
 	for deadline := time.Now().Add(10 * time.Second); c.job("q", "j1").State != "dead"; time.Sleep(20 * time.Millisecond) {
