@@ -95,6 +95,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"BrokerResendsLostReplies", testBrokerResendsLostReplies},
 		{"ResendGivesUp", testResendGivesUp},
 		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
+		{"ResendAfterRestartSaysUnknown", testResendAfterRestartSaysUnknown},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
