@@ -96,6 +96,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendGivesUp", testResendGivesUp},
 		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
 		{"ResendAfterRestartSaysUnknown", testResendAfterRestartSaysUnknown},
+		{"AckResentAfterTrimAnswersStale", testAckResentAfterTrimAnswersStale},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

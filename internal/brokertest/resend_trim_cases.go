@@ -1,0 +1,78 @@
+package brokertest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
+)
+
+// meanwhile is dropReplies with something done between a script's run on
+// Redis and the broker's re-send: for a script call (or pipeline of them)
+// sent with a context from dropping, the script runs, then fn runs, then
+// the caller gets an i/o timeout instead of the reply.
+type meanwhile struct{ fn func() }
+
+func (meanwhile) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h meanwhile) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && err == nil && drop(ctx) {
+			h.fn()
+			cmd.SetErr(errReplyLost)
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+func (h meanwhile) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err == nil && drop(ctx) {
+			h.fn()
+			for _, c := range cmds {
+				c.SetErr(errReplyLost)
+			}
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+// An ack whose first send settled its job, and whose reply was lost, is
+// sent again by the broker; when retention (the reaper's Trim, here by
+// count: MaxDone) deleted the job in between, the re-send finds no job
+// and answers Stale, so its caller is told the claim was lost for a job
+// it did settle (invariant 9: a re-send answers what the first send did).
+func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
+	be := nb(t)
+	var s *bundle
+	var trimmed int
+	be.Client.AddHook(meanwhile{fn: func() {
+		// Another worker acks a newer job, and the reaper trims to one.
+		l := s.claimOne(t, long)
+		if o, err := s.b.Ack(s.ctx, l, nil); err != nil || o != broker.OK {
+			t.Errorf("Ack of b: %v %v", o, err)
+		}
+		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
+		noErr(t, "Trim", err)
+		trimmed += n
+	}})
+	s, cleanup := on(t, be)
+	t.Cleanup(cleanup)
+	s.enqueue(t, broker.Job{ID: "a"})
+	s.enqueue(t, broker.Job{ID: "b"})
+	l := s.claimOne(t, long)
+	want(t, "claimed", l.ID, "a")
+
+	o, err := s.b.Ack(dropping(s.ctx, 1), l, []byte("r"))
+	noErr(t, "Ack whose reply was lost", err)
+	want(t, "jobs trimmed between the send and its re-send", trimmed, 1)
+	if o != broker.OK {
+		t.Fatalf("Ack whose first send settled job a (trimmed before the re-send) answered %v; want ok, what the first send did", o)
+	}
+}
