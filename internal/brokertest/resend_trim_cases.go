@@ -76,3 +76,44 @@ func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 		t.Fatalf("Ack whose first send settled job a (trimmed before the re-send) answered %v; want ok, what the first send did", o)
 	}
 }
+
+// An enqueue whose first send stored its job, and whose reply was lost, is
+// sent again by the broker. When a worker ran the job and retention (here
+// MaxDone) trimmed it in between, the re-send finds no job under the id
+// and stores it again: the job runs a second time (invariant 9: a re-send
+// changes nothing the first send did not).
+func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
+	be := nb(t)
+	var s *bundle
+	var trimmed int
+	be.Client.AddHook(meanwhile{fn: func() {
+		// A worker runs job a at once, then a newer job; the reaper trims to one.
+		for _, id := range []string{"a", "b"} {
+			if id == "b" {
+				s.enqueue(t, broker.Job{ID: "b"})
+			}
+			l := s.claimOne(t, long)
+			want(t, "claimed", l.ID, id)
+			if o, err := s.b.Ack(s.ctx, l, nil); err != nil || o != broker.OK {
+				t.Errorf("Ack of %s: %v %v", id, o, err)
+			}
+		}
+		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
+		noErr(t, "Trim", err)
+		trimmed += n
+	}})
+	s, cleanup := on(t, be)
+	t.Cleanup(cleanup)
+	s.enqueue(t, broker.Job{Delay: long}) // the queue is registered, the script loaded
+
+	id, err := s.b.Enqueue(dropping(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k", ID: "a"})
+	noErr(t, "Enqueue whose reply was lost", err)
+	want(t, "id", id, "a")
+	want(t, "jobs trimmed between the send and its re-send", trimmed, 1)
+	c, err := s.b.Counts(s.ctx, s.q)
+	noErr(t, "Counts", err)
+	if c.Pending != 0 {
+		t.Fatalf("job a ran and was trimmed between the enqueue and the broker's re-send, and %d job is pending again: "+
+			"the re-send stored it a second time (state %s), so it runs twice", c.Pending, s.job(t, "a").State)
+	}
+}

@@ -97,6 +97,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
 		{"ResendAfterRestartSaysUnknown", testResendAfterRestartSaysUnknown},
 		{"AckResentAfterTrimAnswersStale", testAckResentAfterTrimAnswersStale},
+		{"EnqueueResentAfterTrimRunsTwice", testEnqueueResentAfterTrimRunsTwice},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
