@@ -2,7 +2,9 @@ package brokertest
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -115,5 +117,30 @@ func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
 	if c.Pending != 0 {
 		t.Fatalf("job a ran and was trimmed between the enqueue and the broker's re-send, and %d job is pending again: "+
 			"the re-send stored it a second time (state %s), so it runs twice", c.Pending, s.job(t, "a").State)
+	}
+}
+
+// With Options.WaitReplicas the broker sends no enqueue again that may
+// have run (its WAIT must follow the write on the same connection), so a
+// lost reply leaves the outcome unknown at once; its error must say so
+// (errors.Is ErrOutcomeUnknown, an *OutcomeUnknownError naming the job's
+// id), as every other request's does, for the caller to enqueue it again
+// under that id and never under a new one. It answers the bare i/o timeout.
+func testDurableEnqueueLostReplySaysUnknown(t *testing.T, nb NewBackend) {
+	be := nb(t)
+	be.Client.AddHook(dropReplies{})
+	s, cleanup := on(t, be, func(o *broker.Options) { o.WaitReplicas, o.WaitTimeout = 1, time.Millisecond })
+	t.Cleanup(cleanup)
+	// The queue is registered, the script loaded (no replica: ErrNotReplicated).
+	if _, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k"}); err != nil && !errors.Is(err, broker.ErrNotReplicated) {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	id, err := s.b.Enqueue(dropping(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k"})
+	if _, jerr := s.b.Job(s.ctx, s.q, id); jerr != nil {
+		t.Fatalf("the enqueue whose reply was lost did not store job %q (%v): the test did not lose a reply", id, jerr)
+	}
+	var unknown *broker.OutcomeUnknownError
+	if !errors.As(err, &unknown) || unknown.RequestID != id {
+		t.Fatalf("a durable Enqueue that stored job %s and whose reply was lost answered %v; want an *OutcomeUnknownError (ErrOutcomeUnknown) naming the job's id", id, err)
 	}
 }

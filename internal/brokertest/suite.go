@@ -98,6 +98,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterRestartSaysUnknown", testResendAfterRestartSaysUnknown},
 		{"AckResentAfterTrimAnswersStale", testAckResentAfterTrimAnswersStale},
 		{"EnqueueResentAfterTrimRunsTwice", testEnqueueResentAfterTrimRunsTwice},
+		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
