@@ -99,6 +99,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"AckResentAfterTrimAnswersStale", testAckResentAfterTrimAnswersStale},
 		{"EnqueueResentAfterTrimRunsTwice", testEnqueueResentAfterTrimRunsTwice},
 		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
+		{"ResendRefusedStaysTransient", testResendRefusedStaysTransient},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
