@@ -19,15 +19,22 @@ func (errOOM) Error() string { return "OOM command not allowed when used memory 
 func (errOOM) RedisError()   {}
 
 // refuseResend lets the first script call sent with a context from
-// dropping run and loses its reply; the calls after it are refused with
-// an OOM error reply without running.
-type refuseResend struct{ sent *atomic.Int64 }
+// h.ctx run and loses its reply; the calls after it are refused with an
+// OOM error reply without running.
+type refuseResend struct {
+	sent *atomic.Int64
+	key  *int
+}
+
+func (h refuseResend) ctx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, h.key, true)
+}
 
 func (refuseResend) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h refuseResend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); n != "evalsha" && n != "eval" || ctx.Value(dropKey{}) == nil {
+		if n := cmd.Name(); n != "evalsha" && n != "eval" || ctx.Value(h.key) == nil {
 			return next(ctx, cmd)
 		}
 		if h.sent.Add(1) > 1 {
@@ -56,8 +63,8 @@ func (refuseResend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // for the reaper, which charges it the attempt (invariant 9).
 func testResendRefusedStaysTransient(t *testing.T, nb NewBackend) {
 	be := nb(t)
-	sent := &atomic.Int64{}
-	be.Client.AddHook(refuseResend{sent: sent})
+	h := refuseResend{sent: &atomic.Int64{}, key: new(int)}
+	be.Client.AddHook(h)
 	s, cleanup := on(t, be)
 	t.Cleanup(cleanup)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
@@ -65,7 +72,7 @@ func testResendRefusedStaysTransient(t *testing.T, nb NewBackend) {
 		t.Fatalf("ClaimRequest of none (loads the script): %v", err)
 	}
 
-	_, err := s.b.Claim(dropping(s.ctx, 1), s.q, 1, long)
+	_, err := s.b.Claim(h.ctx(s.ctx), s.q, 1, long)
 	want(t, "the job the lost first send claimed", s.job(t, id).State, broker.StateRunning)
 	var unknown *broker.OutcomeUnknownError
 	if !errors.As(err, &unknown) {

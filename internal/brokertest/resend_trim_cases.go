@@ -3,6 +3,7 @@ package brokertest
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,16 +14,34 @@ import (
 
 // meanwhile is dropReplies with something done between a script's run on
 // Redis and the broker's re-send: for a script call (or pipeline of them)
-// sent with a context from dropping, the script runs, then fn runs, then
-// the caller gets an i/o timeout instead of the reply.
-type meanwhile struct{ fn func() }
+// sent with a context from h.lose, the script runs, then fn runs, then
+// the caller gets an i/o timeout instead of the reply. Each meanwhile has
+// contexts of its own (a Cluster's client is shared by the tests).
+type meanwhile struct {
+	fn  func()
+	key *int
+}
+
+func newMeanwhile(fn func()) meanwhile { return meanwhile{fn: fn, key: new(int)} }
+
+// lose gives ctx a budget of n replies lost, with fn run, by h.
+func (h meanwhile) lose(ctx context.Context, n int) context.Context {
+	left := &atomic.Int64{}
+	left.Store(int64(n))
+	return context.WithValue(ctx, h.key, left)
+}
+
+func (h meanwhile) drop(ctx context.Context) bool {
+	left, _ := ctx.Value(h.key).(*atomic.Int64)
+	return left != nil && left.Add(-1) >= 0
+}
 
 func (meanwhile) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h meanwhile) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if n := cmd.Name(); (n == "evalsha" || n == "eval") && err == nil && drop(ctx) {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && err == nil && h.drop(ctx) {
 			h.fn()
 			cmd.SetErr(errReplyLost)
 			return errReplyLost
@@ -34,7 +53,7 @@ func (h meanwhile) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h meanwhile) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if err == nil && drop(ctx) {
+		if err == nil && h.drop(ctx) {
 			h.fn()
 			for _, c := range cmds {
 				c.SetErr(errReplyLost)
@@ -54,7 +73,7 @@ func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 	be := nb(t)
 	var s *bundle
 	var trimmed int
-	be.Client.AddHook(meanwhile{fn: func() {
+	h := newMeanwhile(func() {
 		// Another worker acks a newer job, and the reaper trims to one.
 		l := s.claimOne(t, long)
 		if o, err := s.b.Ack(s.ctx, l, nil); err != nil || o != broker.OK {
@@ -63,7 +82,8 @@ func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
 		noErr(t, "Trim", err)
 		trimmed += n
-	}})
+	})
+	be.Client.AddHook(h)
 	s, cleanup := on(t, be)
 	t.Cleanup(cleanup)
 	s.enqueue(t, broker.Job{ID: "a"})
@@ -71,7 +91,7 @@ func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 	l := s.claimOne(t, long)
 	want(t, "claimed", l.ID, "a")
 
-	o, err := s.b.Ack(dropping(s.ctx, 1), l, []byte("r"))
+	o, err := s.b.Ack(h.lose(s.ctx, 1), l, []byte("r"))
 	noErr(t, "Ack whose reply was lost", err)
 	want(t, "jobs trimmed between the send and its re-send", trimmed, 1)
 	if o != broker.OK {
@@ -88,7 +108,7 @@ func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
 	be := nb(t)
 	var s *bundle
 	var trimmed int
-	be.Client.AddHook(meanwhile{fn: func() {
+	h := newMeanwhile(func() {
 		// A worker runs job a at once, then a newer job; the reaper trims to one.
 		for _, id := range []string{"a", "b"} {
 			if id == "b" {
@@ -103,12 +123,13 @@ func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
 		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
 		noErr(t, "Trim", err)
 		trimmed += n
-	}})
+	})
+	be.Client.AddHook(h)
 	s, cleanup := on(t, be)
 	t.Cleanup(cleanup)
 	s.enqueue(t, broker.Job{Delay: long}) // the queue is registered, the script loaded
 
-	id, err := s.b.Enqueue(dropping(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k", ID: "a"})
+	id, err := s.b.Enqueue(h.lose(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k", ID: "a"})
 	noErr(t, "Enqueue whose reply was lost", err)
 	want(t, "id", id, "a")
 	want(t, "jobs trimmed between the send and its re-send", trimmed, 1)
