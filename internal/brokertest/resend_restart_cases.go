@@ -117,8 +117,8 @@ func testResendAfterRestartSaysUnknown(t *testing.T, nb NewBackend) {
 	client := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = client.Close() })
 	be.Client = client
-	s, cleanup := on(t, be)
-	t.Cleanup(cleanup)
+	s, _ := on(t, be)
+	t.Cleanup(func() { deletePrefix(direct, s.b.Prefix()) }) // the proxy is gone by then
 
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1}) // loads the scripts, registers the queue
 	if _, err := s.b.Counts(s.ctx, s.q); err != nil {
