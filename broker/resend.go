@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,23 +70,16 @@ func (e *OutcomeUnknownError) Error() string {
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
 // replyLost reports whether err leaves a request's outcome unknown: the
-// request may have reached Redis and run, and its reply was not read (a
-// timeout, a connection reset or closed, a context that ended meanwhile).
-// An error reply from Redis, a refused or failed dial and an exhausted
-// connection pool mean that nothing ran.
+// request may have reached Redis and run, and its reply was not read. That
+// is every transient error (IsTransient) and a context that ended
+// meanwhile: a timeout or a reset connection plainly, but also a refused
+// dial, an exhausted pool or a LOADING reply, since the client may have
+// sent the request before (go-redis retries a lost reply itself,
+// MaxRetries) and answers only its last attempt's error. Only a refusal
+// retrying cannot fix (an error reply such as a script error or NOPERM)
+// means that nothing ran — unless an earlier send's reply was lost.
 func replyLost(err error) bool {
-	var re redis.Error
-	var op *net.OpError
-	var ne net.Error
-	switch {
-	case err == nil, errors.As(err, &re), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, syscall.ECONNREFUSED):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return err != nil && (IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed))
 }
 
 // resending sends n requests with send (the ones at the positions it is
@@ -127,7 +118,7 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 		for _, i := range lost {
 			switch err := errOf(i); {
 			case err == nil:
-			case replyLost(err) || IsTransient(err):
+			case replyLost(err):
 				still = append(still, i)
 			default:
 				unknown(i, sends+1, err)
