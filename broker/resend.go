@@ -20,9 +20,24 @@ import (
 // changes nothing. Only when none comes within a bound does its caller
 // see an error, an *OutcomeUnknownError.
 const (
+	// ResendHorizon bounds how late any copy of a request reaches Redis
+	// after its first send: the broker starts no re-send later. Redis keeps
+	// what a re-send needs for at least that long: retention (Trim) deletes
+	// no job that finished within the horizon, so a re-send of the ack that
+	// settled it, or of the enqueue that stored it, still finds it and
+	// answers what the first send did; and a claim that took nothing keeps
+	// its empty answer for min(lease, horizon). A caller that sends the
+	// same request again itself later than this (the pool asking for its
+	// claim's leases, for up to the lease) still gets its answer while the
+	// job is there. It holds when the client's own retries of one send
+	// (go-redis MaxRetries × its read timeout) end within it too. It is
+	// internal/lua/lib.lua's RESEND_HORIZON_MS.
+	ResendHorizon = 5 * time.Second
+
 	// resendSends bounds how many times in all one request is sent, and
 	// resendWindow when the last re-send may start: this long after the
-	// first send's reply was lost. A client whose read timeout is long
+	// first send's reply was lost, and never after ResendHorizon from the
+	// first send. A client whose read timeout is long
 	// (go-redis's default is 3 s, and it may retry a timeout itself) so
 	// waits about twice its own bound, not five times.
 	resendSends  = 5
@@ -85,7 +100,7 @@ func replyLost(err error) bool {
 // resending sends n requests with send (the ones at the positions it is
 // given; all of them first) and sends again, unchanged, each whose reply
 // was lost (replyLost), with a short backoff, within ctx, up to
-// resendSends times in all and within resendWindow. errOf(i) is request
+// resendSends times in all, within resendWindow and ResendHorizon. errOf(i) is request
 // i's error after its last send. A request whose re-send fails for a
 // reason of its own (Redis unreachable for now, or a refusal) keeps its
 // unknown outcome. For each request whose outcome stays unknown,
@@ -94,6 +109,7 @@ func replyLost(err error) bool {
 // answered at its first send costs nothing more.
 func resending(ctx context.Context, n int, send func(idx []int), errOf func(i int) error, unknown func(i, sends int, err error)) {
 	done := ctx.Err() != nil // then nothing goes out: each answers ctx's error
+	first := time.Now()
 	send(allOf(n))
 	if done {
 		return
@@ -105,8 +121,11 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 		}
 	}
 	delay, until := resendBackoff, time.Now().Add(resendWindow)
+	if horizon := first.Add(ResendHorizon); horizon.Before(until) {
+		until = horizon
+	}
 	for sends := 1; len(lost) > 0; sends++ {
-		if sends == resendSends || time.Now().After(until) || !pause(ctx, delay) {
+		if sends == resendSends || time.Now().Add(delay).After(until) || !pause(ctx, delay) {
 			for _, i := range lost {
 				unknown(i, sends, errOf(i))
 			}

@@ -65,10 +65,11 @@ func (h meanwhile) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // An ack whose first send settled its job, and whose reply was lost, is
-// sent again by the broker; when retention (the reaper's Trim, here by
-// count: MaxDone) deleted the job in between, the re-send finds no job
-// and answers Stale, so its caller is told the claim was lost for a job
-// it did settle (invariant 9: a re-send answers what the first send did).
+// sent again by the broker; were retention (the reaper's Trim, here by
+// count: MaxDone) to delete the job in between, the re-send would find no
+// job and answer Stale, so its caller would be told the claim was lost for
+// a job it did settle (invariant 9: a re-send answers what the first send
+// did). Retention spares a job finished within broker.ResendHorizon.
 func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 	be := nb(t)
 	var s *bundle
@@ -93,17 +94,37 @@ func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 
 	o, err := s.b.Ack(h.lose(s.ctx, 1), l, []byte("r"))
 	noErr(t, "Ack whose reply was lost", err)
-	want(t, "jobs trimmed between the send and its re-send", trimmed, 1)
+	// Retention ran between the send and its re-send, and spared job a,
+	// finished within the re-send horizon (broker.ResendHorizon).
+	want(t, "jobs trimmed between the send and its re-send", trimmed, 0)
 	if o != broker.OK {
-		t.Fatalf("Ack whose first send settled job a (trimmed before the re-send) answered %v; want ok, what the first send did", o)
+		t.Fatalf("Ack whose first send settled job a (retention ran before the re-send) answered %v; want ok, what the first send did", o)
 	}
+	want(t, "job a", s.job(t, "a").State, broker.StateDone)
+	trimAfterTheHorizon(t, s, broker.Retention{MaxDone: 1}, "a")
+}
+
+// trimAfterTheHorizon checks, where the server's clock is the test's,
+// that once the re-send horizon has passed, retention r deletes job id.
+func trimAfterTheHorizon(t *testing.T, s *bundle, r broker.Retention, id string) {
+	t.Helper()
+	if !s.Frozen {
+		return // a real server's clock: no waiting out the horizon here
+	}
+	s.Advance(broker.ResendHorizon + time.Millisecond)
+	n, err := s.b.Trim(s.ctx, s.q, r, 10)
+	noErr(t, "Trim after the horizon", err)
+	want(t, "jobs trimmed after the horizon", n, 1)
+	_, err = s.b.Job(s.ctx, s.q, id)
+	wantErr(t, "Job "+id+" after the horizon's trim", err, broker.ErrJobNotFound)
 }
 
 // An enqueue whose first send stored its job, and whose reply was lost, is
-// sent again by the broker. When a worker ran the job and retention (here
-// MaxDone) trimmed it in between, the re-send finds no job under the id
-// and stores it again: the job runs a second time (invariant 9: a re-send
-// changes nothing the first send did not).
+// sent again by the broker. Were a worker to run the job and retention
+// (here MaxDone) to trim it in between, the re-send would find no job
+// under the id and store it again: the job would run a second time
+// (invariant 9: a re-send changes nothing the first send did not).
+// Retention spares a job finished within broker.ResendHorizon.
 func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
 	be := nb(t)
 	var s *bundle
@@ -132,13 +153,17 @@ func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
 	id, err := s.b.Enqueue(h.lose(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k", ID: "a"})
 	noErr(t, "Enqueue whose reply was lost", err)
 	want(t, "id", id, "a")
-	want(t, "jobs trimmed between the send and its re-send", trimmed, 1)
+	// Retention ran between the send and its re-send, and spared job a,
+	// finished within the re-send horizon (broker.ResendHorizon).
+	want(t, "jobs trimmed between the send and its re-send", trimmed, 0)
 	c, err := s.b.Counts(s.ctx, s.q)
 	noErr(t, "Counts", err)
 	if c.Pending != 0 {
-		t.Fatalf("job a ran and was trimmed between the enqueue and the broker's re-send, and %d job is pending again: "+
+		t.Fatalf("job a ran and retention ran between the enqueue and the broker's re-send, and %d job is pending again: "+
 			"the re-send stored it a second time (state %s), so it runs twice", c.Pending, s.job(t, "a").State)
 	}
+	want(t, "job a", s.job(t, "a").State, broker.StateDone)
+	trimAfterTheHorizon(t, s, broker.Retention{MaxDone: 1}, "a")
 }
 
 // With Options.WaitReplicas the broker sends no enqueue again that may
