@@ -100,8 +100,9 @@ var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN"
 // timeout, an exhausted connection pool, or a server that is loading,
 // failing over or read-only for now. A refusal that retrying cannot fix —
 // an invalid argument, a denied command (NOPERM), a script error — is not.
-// An *OutcomeUnknownError is transient whatever its last send's error: the
-// request may have run, and sending it again is how to learn what it did.
+// An error wrapping ErrOutcomeUnknown (an *OutcomeUnknownError) is
+// transient whatever its last send's error: the request may have run, and
+// sending the same request again is how to learn what it did.
 func IsTransient(err error) bool {
 	var ne net.Error
 	switch {
