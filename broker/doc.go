@@ -152,9 +152,17 @@
 //     a few times within the caller's context, so its caller sees no
 //     failure for work Redis did; when no reply comes back, the error is
 //     an [OutcomeUnknownError] (errors.Is [ErrOutcomeUnknown]) naming the
-//     request to ask about. A claim that took nothing leaves that answer
-//     under its request id as well, so a send of it that reaches Redis
-//     after its re-send takes nothing.
+//     request to ask about. Every transient error of such a request
+//     (IsTransient: a refused dial or an exhausted pool too, as the client
+//     may have sent it before and retried) is taken as a lost reply, and
+//     IsTransient holds for every OutcomeUnknownError. A claim that took
+//     nothing leaves that answer under its request id as well, so a send
+//     of it that reaches Redis after its re-send takes nothing. All this
+//     holds within the re-send horizon ([ResendHorizon], 5 s from the first
+//     send), after which the broker starts no re-send: retention deletes no
+//     job that finished within it, and a claim's empty answer lasts
+//     min(lease, horizon). A re-send later than that (the caller's own) of
+//     a settlement whose job has since been trimmed answers Stale.
 //
 //  10. Fencing tokens grow across id reuse. Every generation is drawn from
 //     a counter per queue, so it is greater than every generation ever

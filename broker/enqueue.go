@@ -225,14 +225,16 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 			for _, c := range group {
 				err := c.cmd.Err()
 				switch {
-				case round == rounds || err == nil:
-				case c.unloaded():
+				case err == nil:
+				case round < rounds && c.unloaded():
 					_ = c.script.Load(ctx, node).Err()
 					pending = append(pending, c)
-				case redis.HasErrorPrefix(err, "MOVED"), redis.HasErrorPrefix(err, "ASK"),
-					redis.HasErrorPrefix(err, "TRYAGAIN"), redis.HasErrorPrefix(err, "CLUSTERDOWN"):
+				case round < rounds && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK") ||
+					redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "CLUSTERDOWN")):
 					redirected = true
 					pending = append(pending, c)
+				case replyLost(err): // it may have run: never sent again here
+					c.cmd.SetErr(&OutcomeUnknownError{Op: c.op, Queue: c.queueName, RequestID: c.request, Sends: round, Err: err})
 				}
 			}
 		}

@@ -100,10 +100,13 @@ var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN"
 // timeout, an exhausted connection pool, or a server that is loading,
 // failing over or read-only for now. A refusal that retrying cannot fix —
 // an invalid argument, a denied command (NOPERM), a script error — is not.
+// An error wrapping ErrOutcomeUnknown (an *OutcomeUnknownError) is
+// transient whatever its last send's error: the request may have run, and
+// sending the same request again is how to learn what it did.
 func IsTransient(err error) bool {
 	var ne net.Error
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
+	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.As(err, &ne):

@@ -64,7 +64,11 @@ type Retention struct {
 }
 
 // Trim deletes up to limit finished jobs of queue that retention no longer
-// keeps, oldest first, and answers how many it deleted. A deleted job's id
+// keeps, oldest first, and answers how many it deleted. It never deletes a
+// job that finished within ResendHorizon, whatever r says (a re-send of
+// the request that finished or stored it must still find it): a count is
+// exceeded by at most the jobs finished in the last ResendHorizon, which a
+// Trim after that deletes. A deleted job's id
 // is free again: an Enqueue with it creates a new job. It goes in steps of
 // at most scriptStep (100) jobs, one script call each, while a step uses its
 // whole budget (an entry without its job, dropped, uses it too): no limit

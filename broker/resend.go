@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,9 +20,24 @@ import (
 // changes nothing. Only when none comes within a bound does its caller
 // see an error, an *OutcomeUnknownError.
 const (
+	// ResendHorizon bounds how late any copy of a request reaches Redis
+	// after its first send: the broker starts no re-send later. Redis keeps
+	// what a re-send needs for at least that long: retention (Trim) deletes
+	// no job that finished within the horizon, so a re-send of the ack that
+	// settled it, or of the enqueue that stored it, still finds it and
+	// answers what the first send did; and a claim that took nothing keeps
+	// its empty answer for min(lease, horizon). A caller that sends the
+	// same request again itself later than this (the pool asking for its
+	// claim's leases, for up to the lease) still gets its answer while the
+	// job is there. It holds when the client's own retries of one send
+	// (go-redis MaxRetries × its read timeout) end within it too. It is
+	// internal/lua/lib.lua's RESEND_HORIZON_MS.
+	ResendHorizon = 5 * time.Second
+
 	// resendSends bounds how many times in all one request is sent, and
 	// resendWindow when the last re-send may start: this long after the
-	// first send's reply was lost. A client whose read timeout is long
+	// first send's reply was lost, and never after ResendHorizon from the
+	// first send. A client whose read timeout is long
 	// (go-redis's default is 3 s, and it may retry a timeout itself) so
 	// waits about twice its own bound, not five times.
 	resendSends  = 5
@@ -72,29 +85,22 @@ func (e *OutcomeUnknownError) Error() string {
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
 // replyLost reports whether err leaves a request's outcome unknown: the
-// request may have reached Redis and run, and its reply was not read (a
-// timeout, a connection reset or closed, a context that ended meanwhile).
-// An error reply from Redis, a refused or failed dial and an exhausted
-// connection pool mean that nothing ran.
+// request may have reached Redis and run, and its reply was not read. That
+// is every transient error (IsTransient) and a context that ended
+// meanwhile: a timeout or a reset connection plainly, but also a refused
+// dial, an exhausted pool or a LOADING reply, since the client may have
+// sent the request before (go-redis retries a lost reply itself,
+// MaxRetries) and answers only its last attempt's error. Only a refusal
+// retrying cannot fix (an error reply such as a script error or NOPERM)
+// means that nothing ran — unless an earlier send's reply was lost.
 func replyLost(err error) bool {
-	var re redis.Error
-	var op *net.OpError
-	var ne net.Error
-	switch {
-	case err == nil, errors.As(err, &re), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, syscall.ECONNREFUSED):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return err != nil && (IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed))
 }
 
 // resending sends n requests with send (the ones at the positions it is
 // given; all of them first) and sends again, unchanged, each whose reply
 // was lost (replyLost), with a short backoff, within ctx, up to
-// resendSends times in all and within resendWindow. errOf(i) is request
+// resendSends times in all, within resendWindow and ResendHorizon. errOf(i) is request
 // i's error after its last send. A request whose re-send fails for a
 // reason of its own (Redis unreachable for now, or a refusal) keeps its
 // unknown outcome. For each request whose outcome stays unknown,
@@ -103,6 +109,7 @@ func replyLost(err error) bool {
 // answered at its first send costs nothing more.
 func resending(ctx context.Context, n int, send func(idx []int), errOf func(i int) error, unknown func(i, sends int, err error)) {
 	done := ctx.Err() != nil // then nothing goes out: each answers ctx's error
+	first := time.Now()
 	send(allOf(n))
 	if done {
 		return
@@ -114,8 +121,11 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 		}
 	}
 	delay, until := resendBackoff, time.Now().Add(resendWindow)
+	if horizon := first.Add(ResendHorizon); horizon.Before(until) {
+		until = horizon
+	}
 	for sends := 1; len(lost) > 0; sends++ {
-		if sends == resendSends || time.Now().After(until) || !pause(ctx, delay) {
+		if sends == resendSends || time.Now().Add(delay).After(until) || !pause(ctx, delay) {
 			for _, i := range lost {
 				unknown(i, sends, errOf(i))
 			}
@@ -127,7 +137,7 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 		for _, i := range lost {
 			switch err := errOf(i); {
 			case err == nil:
-			case replyLost(err) || IsTransient(err):
+			case replyLost(err):
 				still = append(still, i)
 			default:
 				unknown(i, sends+1, err)

@@ -130,7 +130,7 @@ func TestCountedCallsStepThemselves(t *testing.T) {
 		t.Fatalf("RetryDead(%d) = %d, %v; want %d", n+1, sent, err, n)
 	}
 	kill()
-	advance(time.Second)
+	advance(ResendHorizon + time.Second) // past the horizon: retention may delete them
 	deleted, err := b.Trim(ctx, q, Retention{Dead: time.Millisecond}, n)
 	if err != nil || deleted != n {
 		t.Fatalf("Trim = %d, %v; want %d", deleted, err, n)

@@ -75,7 +75,7 @@ func TestWaitAcrossIDReuse(t *testing.T) {
 	if _, err := b.Ack(ctx, c.Leases[0], []byte("old")); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Second)
+	now = now.Add(ResendHorizon + time.Second) // past the horizon: retention may delete it
 	mr.SetTime(now)
 	if n, err := b.Trim(ctx, q, Retention{Done: time.Millisecond}, 10); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want the job trimmed", n, err)
@@ -160,7 +160,7 @@ func TestWaitKeepsBoundedRecords(t *testing.T) {
 		if _, err := b.Ack(ctx, c.Leases[0], []byte(strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(time.Second)
+		now = now.Add(ResendHorizon + time.Second) // past the horizon: retention may delete it
 		mr.SetTime(now)
 		if n, err := b.Trim(ctx, q, Retention{Done: time.Millisecond}, 10); err != nil || n != 1 {
 			t.Fatalf("Trim %d = %d, %v; want the job trimmed", i, n, err)

@@ -36,7 +36,10 @@
 //     not arrive — on its own, or sent with a batch of acks to fill the
 //     slots they free — is sent again under the same request id, for up
 //     to a lease, and answers the leases it took; a settlement sent again
-//     answers what the first did, so it is never logged as stale.
+//     answers what the first did, so it is not logged as stale — unless it
+//     comes after the re-send horizon (broker.ResendHorizon, 5 s) and
+//     retention has deleted the job it settled meanwhile: that one is
+//     counted and logged as stale, though its first send was stored.
 //   - A job of a kind the handler has no handler for is not failed
 //     (Config.UnknownKind): it is given back without charging an attempt
 //     (broker.GiveBack), to wait for a pool that has the kind — in a

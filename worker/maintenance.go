@@ -5,12 +5,19 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenceq/fenceq/broker"
 )
 
 // trimStepsMax bounds how far a trim's batch grows while retention is
 // behind, in ReapBatches: 1,000 jobs by default, a few milliseconds of
 // Redis (invariant 8).
 const trimStepsMax = 10
+
+// trimAgainSlack is how long after broker.ResendHorizon the trim that
+// follows up one after finishes runs: the jobs finished just before that
+// one are then surely past the horizon (Redis's clock, not the pool's).
+const trimAgainSlack = 100 * time.Millisecond
 
 // maintenance is the service that keeps the pool's queues in shape: it
 // recovers expired leases (the reaper), carries on the cascades of
@@ -27,6 +34,11 @@ type maintenance struct {
 	trimBehind bool           // the last trim had a full batch
 	trimMark   atomic.Int64   // jobs the pool had finished at its last trim
 	trimDue    chan struct{}  // nudged when ReapBatch jobs finished since the last trim
+	// trimAgain is when to trim once more after a trim that came after
+	// the pool finished jobs: retention spares a job for
+	// broker.ResendHorizon after it finished, so the jobs finished just
+	// before that trim are deleted by this one. Zero: none due.
+	trimAgain time.Time
 }
 
 func newMaintenance(p *Pool) *maintenance {
@@ -37,7 +49,8 @@ func (m *maintenance) start() { m.run(m.maintain) }
 
 // maintain is the loop: reap at most every reapInterval, again at once
 // while a batch comes back full or dependents are left, and trim whenever
-// the pool has finished a ReapBatch of jobs since the last trim.
+// the pool has finished a ReapBatch of jobs since the last trim, and once
+// more a re-send horizon after a trim that followed finishes (trimAgain).
 func (m *maintenance) maintain() {
 	cfg := &m.p.cfg
 	var nextReap time.Time
@@ -52,7 +65,12 @@ func (m *maintenance) maintain() {
 		// with the reaper's clock: a busy pool finishes tens of thousands
 		// of jobs between two reaps, which the index would hold past its
 		// bound until then.
-		if n := m.p.stats.finished(); n-m.trimMark.Load() >= int64(cfg.ReapBatch) || m.trimBehind {
+		again := !m.trimAgain.IsZero() && !time.Now().Before(m.trimAgain)
+		if n := m.p.stats.finished(); n-m.trimMark.Load() >= int64(cfg.ReapBatch) || m.trimBehind || again {
+			m.trimAgain = time.Time{}
+			if n != m.trimMark.Load() {
+				m.trimAgain = time.Now().Add(broker.ResendHorizon + trimAgainSlack)
+			}
 			m.trimMark.Store(n)
 			m.trimBehind = false
 			for _, q := range cfg.Queues {
@@ -62,7 +80,11 @@ func (m *maintenance) maintain() {
 		if m.trimBehind {
 			continue
 		}
-		m.waitDue(time.Until(nextReap))
+		wait := time.Until(nextReap)
+		if !m.trimAgain.IsZero() {
+			wait = min(wait, time.Until(m.trimAgain))
+		}
+		m.waitDue(wait)
 	}
 }
 

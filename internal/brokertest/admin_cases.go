@@ -487,7 +487,7 @@ func testRetention(t *testing.T, nb NewBackend) {
 	}
 	oldDone := finish(3, "done")
 	oldDead := finish(2, "dead")
-	s.Advance(past)
+	s.pastHorizon()
 	newDone := finish(4, "done")
 	pending := s.enqueue(t, broker.Job{})
 
@@ -503,6 +503,7 @@ func testRetention(t *testing.T, nb NewBackend) {
 		s.job(t, id)
 	}
 	// Count: at most 2 done jobs, oldest go first; bounded by the limit.
+	s.pastHorizon()
 	n, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 2}, 1)
 	noErr(t, "Trim", err)
 	want(t, "trimmed within the limit", n, 1)
@@ -602,6 +603,7 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 	noErr(t, "Trim", err)
 	s.enqueue(t, broker.Job{}) // one more done job pushes the first out
 	drain()
+	s.pastHorizon()
 	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
 	noErr(t, "Trim", err)
 	if _, err := s.b.Job(s.ctx, s.q, hourly); !errors.Is(err, broker.ErrJobNotFound) {
@@ -878,7 +880,7 @@ func testDependencyEdges(t *testing.T, nb NewBackend) {
 		noErr(t, "Cancel", err)
 		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxCancelled: 0, Cancelled: time.Millisecond}, 100)
 		noErr(t, "Trim", err)
-		s.Advance(past)
+		s.pastHorizon()
 		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Cancelled: time.Millisecond}, 100)
 		noErr(t, "Trim", err)
 		if _, err := s.b.Job(s.ctx, s.q, "c"); !errors.Is(err, broker.ErrJobNotFound) {

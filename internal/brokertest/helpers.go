@@ -16,6 +16,11 @@ const (
 	past  = 40 * time.Millisecond // an Advance that expires a short lease
 )
 
+// pastHorizon moves the server's clock past broker.ResendHorizon (on a real
+// server, it waits that long): retention then deletes the jobs finished
+// before, which it spares until then for their requests' re-sends.
+func (s *bundle) pastHorizon() { s.Advance(broker.ResendHorizon + past) }
+
 func (s *bundle) enqueue(t failer, j broker.Job) string {
 	t.Helper()
 	if j.Queue == "" {

@@ -804,7 +804,7 @@ func testWaitKeepsNothingAfterARetry(t *testing.T, nb NewBackend) {
 			break
 		}
 	}
-	s.Advance(past)
+	s.pastHorizon()
 	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond, Cancelled: time.Millisecond}, 100)
 	noErr(t, "Trim", err)
 	_, err = s.b.Wait(s.ctx, s.q, id)
@@ -835,6 +835,7 @@ func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
 	ack("nobody asks")
 	s.enqueue(t, broker.Job{})
 	ack("kept by the count")
+	s.pastHorizon()
 	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
 	noErr(t, "Trim", err)
 	want(t, "jobs trimmed past a count of 1", n, 2)
@@ -853,7 +854,7 @@ func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
 	aged := s.enqueue(t, broker.Job{})
 	register(aged)
 	ack("old at once")
-	s.Advance(past)
+	s.pastHorizon()
 	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 100)
 	noErr(t, "Trim", err)
 	_, err = s.b.Job(s.ctx, s.q, aged)

@@ -112,7 +112,7 @@ func testMetadata(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{ID: "reused", Metadata: meta})
 		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
 		noErr(t, "Ack", err)
-		s.Advance(past)
+		s.pastHorizon()
 		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: short}, 10)
 		noErr(t, "Trim", err)
 		want(t, "trimmed", n, 1)

@@ -163,6 +163,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"limits":         m.setLimits,
 			"events":         m.setEvents,
 			"advance":        func(*rapid.T) { s.Advance(15 * time.Millisecond) },
+			"pastHorizon":    m.pastHorizon,
 			"":               m.check,
 		})
 	})
@@ -704,17 +705,31 @@ func (m *model) ackClaim(t *rapid.T) {
 // mrequest is a claim request, kept to be sent again: one that took
 // nothing takes nothing when sent again (its original, late, after its
 // re-ask found nothing ready).
+// The record of one that took nothing lasts broker.ResendHorizon from at
+// (m.now.lo of its claim), not its lease: later, the request claims anew.
 type mrequest struct {
 	id     string
 	n      int
 	lease  time.Duration
 	leases []broker.Lease
+	at     int64
 }
 
 func (m *model) remember(id string, n int, lease time.Duration, res broker.ClaimResult) {
 	if lease == time.Hour && n > 0 {
-		m.requests = append(m.requests, mrequest{id: id, n: n, lease: lease, leases: res.Leases})
+		m.requests = append(m.requests, mrequest{id: id, n: n, lease: lease, leases: res.Leases, at: m.now.lo})
 	}
+}
+
+// pastHorizon moves the clock past broker.ResendHorizon, where the
+// server's clock is the test's: retention may then delete every job
+// finished before, and the empty records of claims that took nothing
+// expire. (On a real server it would wait that long.)
+func (m *model) pastHorizon(t *rapid.T) {
+	if !m.s.Frozen {
+		t.Skip("a real server's clock: no waiting out the horizon")
+	}
+	m.s.Advance(broker.ResendHorizon)
 }
 
 // resendClaim sends an earlier claim request again, any time later, as a
@@ -723,6 +738,16 @@ func (m *model) remember(id string, n int, lease time.Duration, res broker.Claim
 // request took that are still its job's one valid claim, in order, and
 // claims nothing more.
 func (m *model) resendClaim(t *rapid.T) {
+	// A request that took nothing is sent again only while its empty
+	// record surely lasts (a second of slack for a real server's clock).
+	now := m.s.redisTime(t)
+	live := m.requests[:0]
+	for _, r := range m.requests {
+		if len(r.leases) > 0 || now+1000 < r.at+broker.ResendHorizon.Milliseconds() {
+			live = append(live, r)
+		}
+	}
+	m.requests = live
 	if len(m.requests) == 0 {
 		t.Skip("no requests to send again")
 	}
@@ -1472,7 +1497,8 @@ func (m *model) pause(t *rapid.T) {
 // ages in the range an advance moves the clock, and checks that it deleted
 // exactly the jobs trim.lua picks: per state, done, cancelled and
 // dead in turn, those finished more than the age ago, then the oldest
-// beyond the count, at most limit in all. On a real server, a job whose
+// beyond the count, at most limit in all, none finished within
+// broker.ResendHorizon. On a real server, a job whose
 // age ends within the step may have gone either way: the jobs deleted must
 // be the pick of some instant of the step.
 func (m *model) trim(t *rapid.T) {
@@ -1506,8 +1532,8 @@ func (m *model) trim(t *rapid.T) {
 	// each job's age ending within the step.
 	instants := []int64{m.now.lo}
 	for _, j := range m.jobs {
-		for _, a := range []time.Duration{r.Done, r.Cancelled, r.Dead} {
-			if at := j.finishedAt + a.Milliseconds() + 1; a > 0 && at > m.now.lo && at <= m.now.hi {
+		for _, a := range []time.Duration{r.Done, r.Cancelled, r.Dead, broker.ResendHorizon} {
+			if at := j.finishedAt + max(a, broker.ResendHorizon).Milliseconds() + 1; a > 0 && at > m.now.lo && at <= m.now.hi {
 				instants = append(instants, at)
 			}
 		}
@@ -1551,10 +1577,17 @@ func (m *model) trimmed(r broker.Retention, limit int, now int64) map[string]boo
 		slices.SortFunc(ids, func(a, b string) int {
 			return cmp.Or(cmp.Compare(m.jobs[a].finishedAt, m.jobs[b].finishedAt), strings.Compare(a, b))
 		})
+		// None finished within the re-send horizon goes: finished_at <
+		// now - horizon, a prefix.
+		horizon := broker.ResendHorizon.Milliseconds()
+		aged := 0
+		for aged < len(ids) && m.jobs[ids[aged]].finishedAt < now-horizon {
+			aged++
+		}
 		if budget > 0 && k.age > 0 {
-			// Older than the age: finished_at < now - age, a prefix.
+			// Older than the age too: finished_at < now - age, a prefix.
 			old := 0
-			for old < len(ids) && m.jobs[ids[old]].finishedAt < now-k.age.Milliseconds() {
+			for old < aged && m.jobs[ids[old]].finishedAt < now-k.age.Milliseconds() {
 				old++
 			}
 			taken := min(old, budget)
@@ -1563,9 +1596,10 @@ func (m *model) trimmed(r broker.Retention, limit int, now int64) map[string]boo
 			}
 			budget -= taken
 			ids = ids[taken:] // what is left of the index
+			aged -= taken
 		}
 		if budget > 0 && k.count > 0 && len(ids) > k.count {
-			excess := min(len(ids)-k.count, budget)
+			excess := min(len(ids)-k.count, budget, aged)
 			for _, id := range ids[:excess] {
 				out[id] = true
 			}

@@ -509,6 +509,7 @@ func testDoneLastMinuteFromStats(t *testing.T, nb NewBackend) {
 		before := s.redisMinute(t)
 		_, err := s.b.AckMany(s.ctx, acks)
 		noErr(t, "AckMany", err)
+		s.pastHorizon()
 		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 10}, 100)
 		noErr(t, "Trim", err)
 		o, err := s.b.Overview(s.ctx, s.q)

@@ -218,7 +218,7 @@ func testTrimGoesOnPastAGhost(t *testing.T, nb NewBackend) {
 	_, err := s.b.AckMany(s.ctx, acks)
 	noErr(t, "AckMany", err)
 	noErr(t, "ghost", s.Client.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:done", redisZ(0, "ghost")).Err())
-	s.Advance(past)
+	s.pastHorizon()
 	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 1000)
 	noErr(t, "Trim", err)
 	want(t, "jobs Trim(1000) deleted behind one ghost entry", n, 150)

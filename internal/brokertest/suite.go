@@ -108,6 +108,11 @@ func Run(t *testing.T, nb NewBackend) {
 		{"RetryDeadDropsAGhost", testRetryDeadDropsAGhost},
 		{"JobPageFilteredMissesNone", testJobPageFilteredMissesNone},
 		{"LeasesGoOnPastAFractionalScore", testLeasesGoOnPastAFractionalScore},
+		{"ResendAfterRestartSaysUnknown", testResendAfterRestartSaysUnknown},
+		{"AckResentAfterTrimAnswersStale", testAckResentAfterTrimAnswersStale},
+		{"EnqueueResentAfterTrimRunsTwice", testEnqueueResentAfterTrimRunsTwice},
+		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
+		{"ResendRefusedStaysTransient", testResendRefusedStaysTransient},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

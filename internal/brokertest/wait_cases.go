@@ -67,7 +67,7 @@ func testWaitKeepsEachIncarnation(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	trim := func() {
 		t.Helper()
-		s.Advance(past)
+		s.pastHorizon()
 		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 100)
 		noErr(t, "Trim", err)
 		want(t, "jobs trimmed", n, 1)

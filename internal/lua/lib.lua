@@ -169,6 +169,14 @@ local function release_blocked(id, key, now)
   event('unblocked', id, 0)
 end
 
+-- RESEND_HORIZON_MS is the re-send horizon (broker.ResendHorizon): no
+-- copy of a request reaches Redis later than this after its first send
+-- (the broker starts no re-send later). So retention (trim.lua) deletes no
+-- job that finished within it, and a re-send of the request that finished
+-- it, or of the enqueue that stored it, still finds it; and a claim that
+-- took nothing keeps its empty record no longer (take.lua).
+local RESEND_HORIZON_MS = 5000
+
 -- WAIT_KEEP_MS is how long a finished job's Broker.Wait callers have to
 -- read it: their wake-up lasts that long, and retention does not delete the
 -- job before then (trim.lua keeps it as a final record), however short it is.

@@ -14,7 +14,9 @@
 -- the same leases (those its tokens still hold) and changes nothing. A
 -- request that took nothing leaves an empty record, so a send of it that
 -- arrives later (the original, after its re-ask found nothing ready)
--- takes nothing either: no job is claimed under a token nobody learns.
+-- takes nothing either: no job is claimed under a token nobody learns. A
+-- late send comes within lib.lua's RESEND_HORIZON_MS, so the empty record
+-- lasts min(lease, horizon): an idle pool's keys stay few.
 -- base is the token base, unique per request (token of the i-th claimed
 -- job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
@@ -167,7 +169,10 @@ local function take(lease_ms, n, promote_limit, base, budget)
   end
   out[3] = claimed
   if asked > 0 then
-    redis.call('SET', record, table.concat(ids, '\n'), 'PX', lease_ms)
+    -- An empty record has only a late send of the request to stop, which
+    -- comes within the re-send horizon: it is kept no longer.
+    local keep = #ids > 0 and lease_ms or math.min(lease_ms, RESEND_HORIZON_MS)
+    redis.call('SET', record, table.concat(ids, '\n'), 'PX', keep)
   end
 
   -- Chain the wake-up: work left behind wakes the next blocked worker.

@@ -5,6 +5,11 @@
 -- is listed in; another entry is only dropped from the index (invariant 6).
 -- ARGV[2] limit, then (max_age_ms, max_count) for done, cancelled and dead;
 --     0 means no limit of that kind
+-- A job that finished within lib.lua's RESEND_HORIZON_MS is never deleted,
+-- whatever the ages and counts: a re-send of the request that finished it
+-- (or stored it) may still come, and must find it (invariant 9). A count
+-- is so exceeded by at most the jobs finished in the last horizon, and a
+-- call that finds only such jobs left deletes nothing and answers 0 more.
 -- A job that Broker.Wait callers were waiting for when it finished is not
 -- lost to them: until its 'wait_until' (lib.lua's WAIT_KEEP_MS after it
 -- finished) its hash is renamed to a final record of its id, which expires
@@ -56,16 +61,18 @@ local function drop(index, state, ids)
     redis.call('ZREM', index, unpack(ids)) -- one call for the batch
   end
 end
+local young = '(' .. int(now - RESEND_HORIZON_MS) -- finished before this only
 for i, state in ipairs({'done', 'cancelled', 'dead'}) do
   local index = INDEX[state]
   local max_age, max_count = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
   if budget > 0 and max_age > 0 then
-    drop(index, state, redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. int(now - max_age), 'LIMIT', 0, budget))
+    local before = '(' .. int(now - math.max(max_age, RESEND_HORIZON_MS))
+    drop(index, state, redis.call('ZRANGEBYSCORE', index, '-inf', before, 'LIMIT', 0, budget))
   end
   if budget > 0 and max_count > 0 then
     local excess = redis.call('ZCARD', index) - max_count
     if excess > 0 then
-      drop(index, state, redis.call('ZRANGE', index, 0, math.min(excess, budget) - 1))
+      drop(index, state, redis.call('ZRANGEBYSCORE', index, '-inf', young, 'LIMIT', 0, math.min(excess, budget)))
     end
   end
 end

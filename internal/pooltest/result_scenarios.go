@@ -302,8 +302,9 @@ func testRetentionUpkeep(t *testing.T, nc NewClient) {
 }
 
 // Retention bounds a queue by count with the ages left at their defaults,
-// and keeps pace with the pool's own settlements: the reaper's clock (10 s
-// here) is never waited for.
+// and keeps pace with the pool's own settlements: the reaper's clock (20 s
+// here) is never waited for, also for the jobs retention spared at first,
+// finished within broker.ResendHorizon of the trim after them.
 func testRetentionByCount(t *testing.T, nc NewClient) {
 	s := setup(t, nc)
 	const jobs, kept = 40, 3
@@ -312,6 +313,7 @@ func testRetentionByCount(t *testing.T, nc NewClient) {
 	s.pool(t, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { ran.Done(); return nil }),
 		func(c *worker.Config) {
 			c.ReapBatch = 5
+			c.LeaseDuration = time.Minute // reaps every 20 s
 			c.Retention = &broker.Retention{MaxDone: kept}
 		})
 	for range jobs {
