@@ -42,9 +42,10 @@ const (
 	// waits about twice its own bound, not five times.
 	resendSends  = 5
 	resendWindow = time.Second
-	// resendBackoff is the pause before the first re-send; it doubles up
-	// to resendBackoffMax, so the re-sends span about 0.4 s of pauses plus
-	// the sends' own timeouts.
+	// The first re-send goes at once: the lost send's own timeout has
+	// already waited. resendBackoff is the pause before the second; it
+	// doubles up to resendBackoffMax, so the re-sends span about 0.2 s of
+	// pauses plus the sends' own timeouts.
 	resendBackoff    = 25 * time.Millisecond
 	resendBackoffMax = 200 * time.Millisecond
 )
@@ -120,7 +121,7 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 			lost = append(lost, i)
 		}
 	}
-	delay, until := resendBackoff, time.Now().Add(resendWindow)
+	delay, until := time.Duration(0), time.Now().Add(resendWindow)
 	if horizon := first.Add(ResendHorizon); horizon.Before(until) {
 		until = horizon
 	}
@@ -131,7 +132,7 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 			}
 			return
 		}
-		delay = min(2*delay, resendBackoffMax)
+		delay = min(max(2*delay, resendBackoff), resendBackoffMax)
 		send(lost)
 		still := lost[:0]
 		for _, i := range lost {
@@ -157,6 +158,9 @@ func allOf(n int) []int {
 
 // pause waits d, or answers false when ctx ends first.
 func pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
