@@ -34,11 +34,36 @@ func TestExecUserProgramInitOrder(t *testing.T) {
 	})
 }
 
-// runInitProgram builds and runs a user's program whose package
-// example.com/app/early, importing os and imports, writes a line to its
-// standard output and notes os.Args[0] in a file at init time, and runs
-// one job of printf hi. It answers the argv[0] of each run of that init.
+// runInitProgram runs runUserProgram with a package example.com/app/early,
+// importing os and imports, that writes a line to its standard output and
+// notes os.Args[0] in a file at init time.
 func runInitProgram(t *testing.T, imports string) []string {
+	t.Helper()
+	return runUserProgram(t, "early", `package early
+
+import (
+	"os"
+	`+imports+`
+)
+
+func init() {
+	os.Stdout.WriteString("app starting\n")
+	f, err := os.OpenFile(os.Getenv("APP_INIT_LOG"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		f.WriteString(os.Args[0] + "\n")
+		f.Close()
+	}
+}
+`)
+}
+
+// runUserProgram builds a user's worker program against this module
+// (module example.com/app, with the package pkg of source, which notes
+// each run of its init in the file $APP_INIT_LOG), runs one job of printf
+// hi through the exec handler, checks that the job's result is the
+// command's output alone, and answers the argv[0] of each run of that
+// init.
+func runUserProgram(t *testing.T, pkg, source string) []string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -50,24 +75,9 @@ func runInitProgram(t *testing.T, imports string) []string {
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		"go.mod": "module example.com/app\n\ngo 1.26.0\n\nrequire github.com/fenceq/fenceq v0.0.0\n\nreplace github.com/fenceq/fenceq => " + root + "\n",
-		"go.sum": string(sum),
-		"early/early.go": `package early
-
-import (
-	"os"
-	` + imports + `
-)
-
-func init() {
-	os.Stdout.WriteString("app starting\n")
-	f, err := os.OpenFile(os.Getenv("APP_INIT_LOG"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err == nil {
-		f.WriteString(os.Args[0] + "\n")
-		f.Close()
-	}
-}
-`,
+		"go.mod":                "module example.com/app\n\ngo 1.26.0\n\nrequire github.com/fenceq/fenceq v0.0.0\n\nreplace github.com/fenceq/fenceq => " + root + "\n",
+		"go.sum":                string(sum),
+		pkg + "/" + pkg + ".go": source,
 		"main.go": `package main
 
 import (
@@ -75,7 +85,7 @@ import (
 	"fmt"
 	"os"
 
-	_ "example.com/app/early"
+	_ "example.com/app/` + pkg + `"
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/exec"
 )
@@ -95,7 +105,7 @@ func main() {
 }
 `,
 	}
-	if err := os.Mkdir(filepath.Join(dir, "early"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, pkg), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for name, text := range files {
