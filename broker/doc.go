@@ -31,7 +31,7 @@
 // # The broker
 //
 // The broker holds key names, one Go method per atomic Lua operation
-// (internal/lua), and typed results. A Broker owns no
+// (scripts/lua), and typed results. A Broker owns no
 // goroutines and holds no policy: when to claim, renew, retry or reap is the
 // worker package's business. The one exception is opt-in: a [Batcher],
 // which lets concurrent producers share round trips, runs one goroutine

@@ -11,7 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceq/fenceq/internal/lua"
+	"github.com/fenceq/fenceq/scripts/lua"
 )
 
 // The scripts name only keys that keys.go defines: K.<name> one of

@@ -31,7 +31,7 @@ const (
 	// claim's leases, for up to the lease) still gets its answer while the
 	// job is there. It holds when the client's own retries of one send
 	// (go-redis MaxRetries × its read timeout) end within it too. It is
-	// internal/lua/lib.lua's RESEND_HORIZON_MS.
+	// scripts/lua/lib.lua's RESEND_HORIZON_MS.
 	ResendHorizon = 5 * time.Second
 
 	// resendSends bounds how many times in all one request is sent, and

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fenceq/fenceq/internal/lua"
+	"github.com/fenceq/fenceq/scripts/lua"
 )
 
 // The scripts keep what a re-send needs for ResendHorizon: lib.lua's

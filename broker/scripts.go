@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceq/fenceq/internal/lua"
+	"github.com/fenceq/fenceq/scripts/lua"
 )
 
 // scripts are the atomic operations, each the key names (scriptKeys), then

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fenceq/fenceq/internal/lua"
+	"github.com/fenceq/fenceq/scripts/lua"
 )
 
 // The scripts and the broker read one list of reply statuses: lib.lua's

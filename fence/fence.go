@@ -28,7 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/handlers"
-	"github.com/fenceq/fenceq/internal/lua"
+	"github.com/fenceq/fenceq/scripts/lua"
 )
 
 // Token identifies the claim a handler runs under.
