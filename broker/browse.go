@@ -160,6 +160,19 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 	if err != nil {
 		return Page{}, err
 	}
+	if q.State == StatePending {
+		// ready0 holds tombstones and older entries of ids filed again:
+		// the index's entries are not its jobs.
+		page.Jobs = slices.DeleteFunc(page.Jobs, func(j JobInfo) bool { return j.State != StatePending })
+		var count func() int64
+		if _, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			count = countPending(ctx, p, k)
+			return nil
+		}); err != nil {
+			return Page{}, fmt.Errorf("fenceq: count pending jobs of queue %q: %w", queue, err)
+		}
+		page.Total = count()
+	}
 	return page, nil
 }
 
@@ -191,6 +204,9 @@ func parseCursor(after string) (*redis.Z, error) {
 func (b *Broker) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *redis.Z, n int) (int64, int64, []redis.Z, error) {
 	if last != nil {
 		return b.runRange(ctx, k, q.State, q.Newest, last.Score, last.Member.(string), "", n)
+	}
+	if q.State == StatePending {
+		return b.runRange(ctx, k, q.State, q.Newest, 0, "", "", n) // three parts: range.lua
 	}
 	index := k.index(q.State)
 	var card *redis.IntCmd

@@ -74,6 +74,9 @@ type reading struct {
 	until      string  // the hash's lease_until field
 	where      []State // the indexes that list the id, in the order of States
 	leaseScore int64   // its score in the leases index, when listed there
+	// unsure: check_one could not tell whether ready0 lists the job (it
+	// looks among the newest entries only).
+	unsure bool
 }
 
 // problem judges a reading by invariant 6: what is wrong, or "".
@@ -89,7 +92,11 @@ func (r reading) problem(k *queueKeys) string {
 	case !state.valid():
 		return fmt.Sprintf("job hash has state %q, which is not a state", r.state)
 	case len(r.where) == 0:
-		return fmt.Sprintf("job is %s but in no index (want %s)", state, k.index(state))
+		want := k.index(state)
+		if state == StatePending {
+			want = strings.Join([]string{k.key("ready_hi"), k.key("ready0"), k.key("ready_lo")}, " or ")
+		}
+		return fmt.Sprintf("job is %s but in no index (want %s)", state, want)
 	case len(r.where) > 1:
 		return fmt.Sprintf("job is %s but listed in %d indexes: %v", state, len(r.where), r.where)
 	case r.where[0] != state:
@@ -103,26 +110,43 @@ func (r reading) problem(k *queueKeys) string {
 // check is Check, reading at most recheckMax suspects again.
 func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inconsistency, error) {
 	k := b.queueKeys(queue)
-	node, err := b.nodeFor(ctx, k.key("ready"))
+	node, err := b.nodeFor(ctx, k.key("ready0"))
 	if err != nil {
 		return nil, err
 	}
 
-	// Where each id is listed, and with what score.
+	// Where each id is listed, and with what score. ready0 holds
+	// tombstones and older entries of ids filed again: an id in it counts
+	// as listed only for a job pending there (inList, judged with the
+	// hash below).
 	listed := map[string][]State{}
 	leaseScore := map[string]int64{}
 	for _, s := range States {
-		zs, err := node.ZRangeWithScores(ctx, k.index(s), 0, -1).Result()
-		if err != nil {
-			return nil, fmt.Errorf("fenceq: check queue %q: read %s index: %w", queue, s, err)
+		keys := []string{k.index(s)}
+		if s == StatePending {
+			keys = []string{k.key("ready_hi"), k.key("ready_lo"), k.key(legacyReady)}
 		}
-		for _, z := range zs {
-			id := z.Member.(string)
-			listed[id] = append(listed[id], s)
-			if s == StateRunning {
-				leaseScore[id] = int64(z.Score)
+		for _, key := range keys {
+			zs, err := node.ZRangeWithScores(ctx, key, 0, -1).Result()
+			if err != nil {
+				return nil, fmt.Errorf("fenceq: check queue %q: read %s index: %w", queue, s, err)
+			}
+			for _, z := range zs {
+				id := z.Member.(string)
+				listed[id] = append(listed[id], s)
+				if s == StateRunning {
+					leaseScore[id] = int64(z.Score)
+				}
 			}
 		}
+	}
+	entries, err := node.LRange(ctx, k.key("ready0"), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("fenceq: check queue %q: read pending index: %w", queue, err)
+	}
+	inList := make(map[string]bool, len(entries))
+	for _, id := range entries {
+		inList[id] = true
 	}
 
 	suspects := map[string]string{} // id: the problem the scan saw
@@ -138,7 +162,7 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 		cmds := make([]*redis.SliceCmd, len(keys))
 		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, key := range keys {
-				cmds[i] = p.HMGet(ctx, key, "state", "lease_until")
+				cmds[i] = p.HMGet(ctx, key, "state", "lease_until", "priority")
 			}
 			return nil
 		})
@@ -154,6 +178,9 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 			} else {
 				r.state, _ = vals[0].(string)
 				r.until, _ = vals[1].(string)
+				if p, _ := vals[2].(string); inList[id] && r.state == string(StatePending) && inReady0(p) {
+					r.where = addState(r.where, StatePending)
+				}
 			}
 			if p := r.problem(k); p != "" {
 				suspects[id] = p
@@ -194,6 +221,23 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 		return strings.Compare(a.ID+a.Problem, b.ID+b.Problem)
 	})
 	return out, nil
+}
+
+// inReady0 says whether a pending job of that priority (the hash's field)
+// belongs in ready0, as lib.lua's ready_index reads it.
+func inReady0(priority string) bool {
+	p, err := strconv.ParseFloat(priority, 64)
+	return err != nil || p == 0
+}
+
+// addState adds s to where, in the order of States.
+func addState(where []State, s State) []State {
+	if slices.Contains(where, s) {
+		return where
+	}
+	where = append(slices.Clone(where), s)
+	slices.SortFunc(where, func(a, b State) int { return slices.Index(States, a) - slices.Index(States, b) })
+	return where
 }
 
 // recheck reads up to recheckMax suspects again, each at one instant
@@ -251,7 +295,7 @@ func (b *Broker) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, 
 				return nil, fmt.Errorf("read job %q again: %w", id, err)
 			}
 			if p := r.problem(k); p != "" {
-				out = append(out, Inconsistency{ID: id, Problem: p})
+				out = append(out, Inconsistency{ID: id, Problem: p, Unconfirmed: r.unsure})
 			}
 		}
 	}
@@ -273,7 +317,10 @@ func readCheckOne(c *redis.Cmd) (reading, error) {
 	r.state, r.until = rp.str(), rp.str()
 	for _, s := range States {
 		score := rp.str()
-		if score == "" {
+		if score == "?" {
+			r.unsure = true
+		}
+		if score == "" || score == "?" {
 			continue
 		}
 		r.where = append(r.where, s)

@@ -178,9 +178,14 @@ func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
 	}
 	k := b.queueKeys(queue)
 	cmds := make([]*redis.IntCmd, len(States))
+	var pending func() int64
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, s := range States {
-			cmds[i] = p.ZCard(ctx, k.index(s))
+			if s == StatePending {
+				pending = countPending(ctx, p, k)
+			} else {
+				cmds[i] = p.ZCard(ctx, k.index(s))
+			}
 		}
 		return nil
 	})
@@ -189,12 +194,38 @@ func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
 	}
 	n := map[State]int64{}
 	for i, s := range States {
-		n[s] = cmds[i].Val()
+		if s == StatePending {
+			n[s] = pending()
+		} else {
+			n[s] = cmds[i].Val()
+		}
 	}
 	return Counts{
 		Blocked: n[StateBlocked], Scheduled: n[StateScheduled], Pending: n[StatePending], Running: n[StateRunning],
 		Done: n[StateDone], Dead: n[StateDead], Cancelled: n[StateCancelled],
 	}, nil
+}
+
+// countPending queues on p the reads of the pending count (lib.lua's
+// ready_count): the lengths of the parts of the ready index, less ready0's
+// tombstones, plus an earlier version's index still to be moved. The
+// function answers it once p ran.
+func countPending(ctx context.Context, p redis.Pipeliner, k *queueKeys) func() int64 {
+	list := p.LLen(ctx, k.key("ready0"))
+	tombs := p.HMGet(ctx, k.key("limits"), "tombs") // HMGET: an absent field is no error
+	sets := []*redis.IntCmd{p.ZCard(ctx, k.key("ready_hi")), p.ZCard(ctx, k.key("ready_lo")), p.ZCard(ctx, k.key(legacyReady))}
+	return func() int64 {
+		var t int64
+		if v := tombs.Val(); len(v) == 1 {
+			s, _ := v[0].(string)
+			t, _ = strconv.ParseInt(s, 10, 64) // absent: none
+		}
+		n := max(0, list.Val()-max(0, t))
+		for _, c := range sets {
+			n += c.Val()
+		}
+		return n
+	}
 }
 
 // Queues lists, sorted, every queue that a broker with this prefix has
@@ -422,8 +453,8 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 			if err != nil || len(h) == 0 {
 				continue // gone meanwhile, or not a hash: Check reports those
 			}
-			if j, err := parseJob(queue, id, h); err == nil {
-				out = append(out, j)
+			if j, err := parseJob(queue, id, h); err == nil && (state != StatePending || j.State == StatePending) {
+				out = append(out, j) // a pending listing holds tombstones of ready0
 			}
 		}
 		if len(entries) < n {
@@ -441,6 +472,15 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 // no entry scored above it is read.
 func (b *Broker) rangeAfter(ctx context.Context, queue string, state State, last *redis.Z, bound string, n int) ([]redis.Z, error) {
 	k := b.queueKeys(queue)
+	if state == StatePending {
+		var after float64
+		var id string
+		if last != nil {
+			after, id = last.Score, last.Member.(string)
+		}
+		_, _, out, err := b.runRange(ctx, k, state, false, after, id, "", n)
+		return out, err
+	}
 	if last == nil && bound == "" {
 		return b.rdb.ZRangeWithScores(ctx, k.index(state), 0, int64(n)-1).Result()
 	}

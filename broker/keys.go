@@ -22,20 +22,27 @@ const (
 // them; no script builds a key any other way.
 
 // queueKeyNames are a queue's fixed keys, in the order of every script's
-// KEYS (lib.lua reads them by name, K.ready, from the table scriptKeys
+// KEYS (lib.lua reads them by name, K.ready0, from the table scriptKeys
 // writes):
 //
-//	ready      ZSET    pending jobs; score = priority band + FIFO sequence
+//	ready0     LIST    pending jobs of priority 0, pushed at the head, claimed
+//	                   from the tail; a pending job cancelled leaves its entry
+//	                   (a tombstone, counted in limits' "tombs") for the claim
+//	                   to skip
 //	scheduled  ZSET    delayed jobs and retries in backoff; score = run_at
 //	leases     ZSET    running jobs; score = lease_until (the reaper reads this)
 //	dead       ZSET    dead jobs; score = finished_at
 //	done       ZSET    done jobs; score = finished_at
 //	cancelled  ZSET    cancelled jobs; score = finished_at
 //	wake       LIST    at most one wake-up token for workers blocked in BLPOP
-//	seq        STRING  the ready index's FIFO sequence
+//	seq        STRING  the FIFO sequence of ready_hi and ready_lo
 //	paused     STRING  present while the queue is paused (nothing is claimed)
 //	limits     HASH    the queue's settings, shared by every pool: max_running,
-//	                   rate, period_ms, events (the stream's length when on)
+//	                   rate, period_ms, events (the stream's length when on);
+//	                   and the ready index's flags: tombs (ready0's
+//	                   tombstones), hi and lo (ready_hi, ready_lo may hold
+//	                   jobs), legacy (the ready ZSET of earlier versions
+//	                   may hold jobs)
 //	starts     ZSET    recent starts, for the rate limit; score = claim time
 //	events     STREAM  lifecycle events, when enabled
 //	blocked    ZSET    jobs waiting for the jobs they depend on; score = created_at
@@ -44,8 +51,23 @@ const (
 //	stats      HASH    settlements per minute of Redis time: "<minute>:d" jobs
 //	                   done, "<minute>:f" failed attempts, and "head", the
 //	                   newest minute counted (lib.lua's count_settled)
-var queueKeyNames = []string{"ready", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq",
-	"paused", "limits", "starts", "events", "blocked", "gen", "cascade", "stats"}
+//	ready_hi   ZSET    pending jobs of priority above 0; score = priority band
+//	                   + FIFO sequence
+//	ready_lo   ZSET    pending jobs of priority below 0, scored the same way
+//
+// The pending jobs are claimed from ready_hi, then ready0, then ready_lo.
+// legacyReady is not one of them: the single ZSET that held every pending
+// job before ready0 existed, which a claim drains into the three while
+// limits' "legacy" flag says it may hold jobs (the reaper sets it).
+var queueKeyNames = []string{"ready0", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq",
+	"paused", "limits", "starts", "events", "blocked", "gen", "cascade", "stats", "ready_hi", "ready_lo"}
+
+// legacyReady is the name of the ready ZSET of earlier fenceq versions
+// (score = priority band + sequence, every priority in one set).
+const legacyReady = "ready"
+
+// pendingKeys are the keys that hold pending jobs, in claim order.
+var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 
 // derivedKinds are the kinds of key that belong to one job (or request) of
 // a queue, "<base><kind>:<id>":
@@ -171,10 +193,11 @@ func (k *queueKeys) key(name string) string { return k.base + name }
 // derived builds it.
 func (k *queueKeys) derived(kind, id string) string { return k.base + kind + derivedSep + id }
 
-// index is the key of the index that holds jobs in state s.
+// index is the key of the sorted set that holds jobs in state s; "" for
+// StatePending, whose jobs are in pendingKeys (and perhaps legacyReady).
 func (k *queueKeys) index(s State) string {
 	name := map[State]string{
-		StateBlocked: "blocked", StateScheduled: "scheduled", StatePending: "ready", StateRunning: "leases",
+		StateBlocked: "blocked", StateScheduled: "scheduled", StateRunning: "leases",
 		StateDone: "done", StateDead: "dead", StateCancelled: "cancelled",
 	}[s]
 	if name == "" {

@@ -17,7 +17,7 @@ import (
 // The scripts name only keys that keys.go defines: K.<name> one of
 // queueKeyNames, derived('<kind>', …) one of derivedKinds.
 func TestScriptsUseDefinedKeys(t *testing.T) {
-	fixed := regexp.MustCompile(`\bK\.([a-z_]+)`)
+	fixed := regexp.MustCompile(`\bK\.([a-z0-9_]+)`)
 	derived := regexp.MustCompile(`derived\('([a-z_]+)'`)
 	files, err := lua.FS.ReadDir(".")
 	if err != nil {

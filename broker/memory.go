@@ -79,7 +79,7 @@ func (b *Broker) Footprint(ctx context.Context, queue string) (Footprint, error)
 
 func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error) {
 	k := b.queueKeys(queue)
-	node, err := b.nodeFor(ctx, k.key("ready"))
+	node, err := b.nodeFor(ctx, k.key("ready0"))
 	if err != nil {
 		return Footprint{}, err
 	}
@@ -92,11 +92,21 @@ func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error)
 	for _, s := range States {
 		isIndex[k.index(s)] = true
 	}
+	for _, name := range pendingKeys {
+		isIndex[k.key(name)] = true
+	}
 	cards := map[State]*redis.IntCmd{}
 	newest := map[State]*redis.StringSliceCmd{}
+	var pending func() int64
 	sizes := make([]*redis.IntCmd, len(k.list))
 	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error { // each command's error is read below
 		for _, s := range States {
+			if s == StatePending {
+				// The newest of priority 0, nearly every job: at ready0's head.
+				pending = countPending(ctx, p, k)
+				newest[s] = p.LRange(ctx, k.key("ready0"), 0, FootprintSamples-1)
+				continue
+			}
 			cards[s] = p.ZCard(ctx, k.index(s))
 			newest[s] = p.ZRange(ctx, k.index(s), -FootprintSamples, -1)
 		}
@@ -106,6 +116,10 @@ func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error)
 		return nil
 	})
 	for _, s := range States {
+		if s == StatePending {
+			f.Jobs[s] = pending()
+			continue
+		}
 		n, err := cards[s].Result()
 		if err != nil {
 			return Footprint{}, fmt.Errorf("count %s jobs: %w", s, err)
@@ -251,7 +265,7 @@ func (b *Broker) QueueMemory(ctx context.Context, queue string) (ServerMemory, e
 	if err := validName("queue", queue); err != nil {
 		return ServerMemory{}, err
 	}
-	key := b.queueKeys(queue).key("ready")
+	key := b.queueKeys(queue).key("ready0")
 	if c, ok := b.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, key)
 		if err != nil {

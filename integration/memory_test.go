@@ -258,7 +258,7 @@ func TestMemoryOnCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		master, err := tc.client.MasterForKey(ctx, "fenceq:{"+q+"}:ready")
+		master, err := tc.client.MasterForKey(ctx, "fenceq:{"+q+"}:ready0")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -180,7 +180,11 @@ func testCorrupt(t *testing.T, nb NewBackend) {
 	noErr(t, "corrupt", c.HDel(s.ctx, key(noState), "state").Err())
 	noErr(t, "corrupt", c.Del(s.ctx, key(wrongType)).Err())
 	noErr(t, "corrupt", c.Set(s.ctx, key(wrongType), "not a hash", 0).Err())
-	noErr(t, "orphan", c.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:ready", redisZ(0, "ghost")).Err())
+	// An entry of a sorted set of the ready index without a hash is
+	// reported; one of ready0 is skipped as a tombstone would be.
+	noErr(t, "orphan", c.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:ready_hi", redisZ(0, "ghost")).Err())
+	noErr(t, "orphan", c.HSet(s.ctx, s.b.Prefix()+":{"+s.q+"}:limits", "hi", "1").Err())
+	noErr(t, "orphan", c.RPush(s.ctx, s.b.Prefix()+":{"+s.q+"}:ready0", "list-ghost").Err())
 
 	_, err := s.b.Job(s.ctx, s.q, garbage)
 	wantErr(t, "Job of a garbage hash", err, broker.ErrCorruptJob)
@@ -198,6 +202,9 @@ func testCorrupt(t *testing.T, nb NewBackend) {
 	reasons := map[string]string{}
 	for _, p := range res.Problems {
 		reasons[p.ID] = p.Reason
+	}
+	if r, ok := reasons["list-ghost"]; ok {
+		t.Errorf("an entry of ready0 without a hash reported as %q; want it skipped", r)
 	}
 	for id, part := range map[string]string{
 		garbage: "attempt", noKind: "kind", noState: "no state field", wrongType: "not a hash", "ghost": "does not exist",

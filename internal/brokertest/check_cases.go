@@ -125,7 +125,7 @@ func testCheckWhileJobsMove(t *testing.T, nb NewBackend) {
 		listed := s.enqueue(t, broker.Job{ID: "pending-in-leases", Priority: broker.PriorityMin})
 		// Broken before Check starts (scores no claim or trim reaches)...
 		c, ctx, later := s.Client, s.ctx, float64(s.redisTime(t)+long.Milliseconds())
-		noErr(t, "ZREM", c.ZRem(ctx, s.queueKey("ready"), lost).Err())
+		noErr(t, "LREM", c.LRem(ctx, s.queueKey("ready0"), 0, lost).Err())
 		noErr(t, "ZADD", c.ZAdd(ctx, s.queueKey("scheduled"), redisZ(later, twice)).Err())
 		noErr(t, "ZADD", c.ZAdd(ctx, s.queueKey("leases"), redisZ(later, listed)).Err())
 		noErr(t, "ZADD", c.ZAdd(ctx, s.queueKey("cancelled"), redisZ(1, "no-hash")).Err())

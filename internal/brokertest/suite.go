@@ -50,6 +50,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Metadata", testMetadata},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
+		{"ReadyIndex", testReadyIndex},
 		{"ScriptFlush", testScriptFlush},
 		{"RenewMany", testRenewMany},
 		{"AckMany", testAckMany},

@@ -13,14 +13,18 @@
 -- {STATUS missing}, or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
-local f, none = read_job(key, 'state')
+local f, none = read_job(key, 'state', 'priority')
 if none then
   return none
 end
 local state = f[1]
 if state == 'pending' or state == 'scheduled' or state == 'blocked' then
   local now = now_ms()
-  redis.call('ZREM', INDEX[state], id)
+  if state == 'pending' then
+    ready_remove(id, f[2]) -- in ready0, a tombstone the claim skips
+  else
+    redis.call('ZREM', INDEX[state], id)
+  end
   finish(id, key, 'cancelled', now)
   settle_cascade(now)
   return {STATUS.ok, 'cancelled'}

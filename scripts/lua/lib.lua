@@ -30,11 +30,14 @@
 -- Nothing here recurses.
 
 local K = {
-  ready = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
+  ready0 = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
   done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
   limits = KEYS[10], starts = KEYS[11], events = KEYS[12], blocked = KEYS[13],
-  gen = KEYS[14], cascade = KEYS[15], stats = KEYS[16],
+  gen = KEYS[14], cascade = KEYS[15], stats = KEYS[16], ready_hi = KEYS[17], ready_lo = KEYS[18],
 }
+-- LEGACY_READY is the ready index of earlier versions: one sorted set of
+-- every priority (keys.go's legacyReady), drained by ready_migrate.
+local LEGACY_READY = BASE .. 'ready'
 -- STATUS is the first value of a reply. broker/status.go holds the same
 -- list, and a test checks that the two agree.
 local STATUS = {
@@ -51,9 +54,10 @@ local STATUS = {
   waiting = 10,      -- wait: the job has not finished; the caller is registered
 }
 
--- The index that must hold a job in each state (invariant 6).
+-- The index that must hold a job in each state (invariant 6). A pending
+-- job is in one of three (ready_index says which); this names the list.
 local INDEX = {
-  pending = K.ready, scheduled = K.scheduled, running = K.leases,
+  pending = K.ready0, scheduled = K.scheduled, running = K.leases,
   dead = K.dead, done = K.done, cancelled = K.cancelled, blocked = K.blocked,
 }
 local FINAL = {done = true, dead = true, cancelled = true}
@@ -101,14 +105,32 @@ local function next_gen(current)
 end
 
 -- setting reads one of the queue's settings (flow control and events, set
--- by broker.SetLimits and SetEvents), all read once per script call.
+-- by broker.SetLimits and SetEvents; the ready index's flags, kept by the
+-- ready_ helpers below), all read once per script call.
 local settings
 local function setting(name)
   if not settings then
-    local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms')
-    settings = {events = tonumber(v[1]) or 0, max_running = tonumber(v[2]), rate = tonumber(v[3]), period_ms = tonumber(v[4])}
+    local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms', 'tombs', 'hi', 'lo', 'legacy')
+    settings = {events = tonumber(v[1]) or 0, max_running = tonumber(v[2]), rate = tonumber(v[3]), period_ms = tonumber(v[4]),
+      tombs = math.max(0, tonumber(v[5]) or 0), hi = v[6], lo = v[7], legacy = v[8]}
   end
   return settings[name]
+end
+
+-- set_setting writes one of the ready index's flags (nil or 0 removes it),
+-- and this call's copy, so that what the call does next reads it.
+local function set_setting(name, value)
+  setting(name)
+  if value and value ~= 0 then
+    redis.call('HSET', K.limits, name, value)
+  else
+    redis.call('HDEL', K.limits, name)
+  end
+  if name == 'tombs' then
+    settings.tombs = value or 0
+  else
+    settings[name] = value and value ~= 0 and tostring(value) or nil
+  end
 end
 
 -- event appends a lifecycle event to the queue's capped stream when the
@@ -130,12 +152,152 @@ local function wake()
   end
 end
 
+-- The ready index, in three parts: jobs of priority 0 (nearly all) in the
+-- list ready0, pushed at its head and claimed from its tail, at O(1) each;
+-- the others in the sorted sets ready_hi (above 0) and ready_lo (below 0),
+-- by priority band and FIFO sequence. A claim takes from ready_hi, then
+-- ready0, then ready_lo, and touches a set only while its flag in the
+-- settings ('hi', 'lo') says it may hold jobs: ready_push sets the flag,
+-- the claim that finds the set empty clears it.
+-- A pending job of ready0 that leaves other than by a claim (a cancel)
+-- leaves its entry, a tombstone: an LREM would cost O(n). The setting
+-- 'tombs' counts them, so that ready_count stays exact; the claim skips an
+-- entry whose job is not pending at priority 0 (a tombstone, or the older
+-- entry of an id filed again since), and counts it off.
+
+-- ready_index is the key that holds a pending job of that priority, and
+-- the name of its flag ('' for ready0, which has none).
+local function ready_index(priority)
+  local p = tonumber(priority) or 0
+  if p > 0 then
+    return K.ready_hi, 'hi'
+  elseif p < 0 then
+    return K.ready_lo, 'lo'
+  end
+  return K.ready0, ''
+end
+
+-- ready_push files a job at the tail of its priority.
+local function ready_push(id, priority)
+  local index, flag = ready_index(priority)
+  if flag == '' then
+    redis.call('LPUSH', K.ready0, id)
+    return
+  end
+  local seq = redis.call('INCR', K.seq)
+  redis.call('ZADD', index, int((100 - tonumber(priority)) * PRIORITY_BAND + seq), id)
+  if not setting(flag) then
+    set_setting(flag, 1)
+  end
+end
+
+-- ready_remove takes a pending job out of the ready index: from its
+-- sorted set, or, in ready0, by leaving a tombstone.
+local function ready_remove(id, priority)
+  if redis.call('ZREM', LEGACY_READY, id) == 1 then
+    return -- not yet moved from an earlier version's index
+  end
+  local index, flag = ready_index(priority)
+  if flag ~= '' then
+    redis.call('ZREM', index, id)
+  else
+    set_setting('tombs', setting('tombs') + 1)
+  end
+end
+
+-- ready_sources are the parts of the ready index a claim takes from, in
+-- order: the sorted sets only while their flags are set.
+local function ready_sources()
+  local s = {}
+  if setting('hi') then
+    table.insert(s, 'hi')
+  end
+  table.insert(s, 'list')
+  if setting('lo') then
+    table.insert(s, 'lo')
+  end
+  return s
+end
+
+-- TOMB_SKIP bounds the tombstones one claim pops beyond the n it asks for,
+-- so that n live jobs are found behind up to that many (invariant 8).
+local TOMB_SKIP = 1000
+
+-- ready_pop pops the ids of up to n entries of one part of the ready index
+-- (ready_sources), in claim order. From ready0 it pops as many more as
+-- there are tombstones (up to TOMB_SKIP): among them are n live ones, or
+-- the list ends; ready_unpop puts back those the claim did not use. A set
+-- found empty loses its flag.
+local ready0_empty = false -- this call found ready0 empty
+local function ready_pop(source, n)
+  if source == 'list' then
+    local k = n + math.min(setting('tombs'), TOMB_SKIP)
+    local ids = redis.call('RPOP', K.ready0, k) or {}
+    ready0_empty = #ids < k
+    return ids
+  end
+  local popped = redis.call('ZPOPMIN', source == 'hi' and K.ready_hi or K.ready_lo, n)
+  local ids = {}
+  for i = 1, #popped, 2 do
+    table.insert(ids, popped[i])
+  end
+  if #ids < n then
+    set_setting(source, nil)
+  end
+  return ids
+end
+
+-- ready_unpop puts ids[from..] popped from ready0 back at its tail, in
+-- their order; ready_popped then counts off the tombstones the claim
+-- skipped: dead, or all of them when it found the list empty and put
+-- nothing back.
+local function ready_unpop(ids, from)
+  if from <= #ids then
+    local back = {}
+    for i = #ids, from, -1 do
+      table.insert(back, ids[i])
+    end
+    redis.call('RPUSH', K.ready0, unpack(back))
+    ready0_empty = false
+  end
+end
+local function ready_popped(dead)
+  local tombs = setting('tombs')
+  if ready0_empty and tombs > 0 then
+    set_setting('tombs', nil) -- no entry is left: none is a tombstone
+  elseif dead > 0 and tombs > 0 then
+    set_setting('tombs', math.max(0, tombs - dead))
+  end
+end
+
+-- ready_live says whether a job read as (state, priority) is the live
+-- entry of ready0 that a claim popped, and not a tombstone or the older
+-- entry of an id filed again since.
+local function ready_live(state, priority)
+  local _, flag = ready_index(priority)
+  return state == 'pending' and flag == ''
+end
+
+-- ready_any says whether a claim may find pending jobs: O(1), and perhaps
+-- true of a set flagged but emptied since.
+local function ready_any()
+  if setting('hi') or setting('lo') or setting('legacy') then
+    return true
+  end
+  return not ready0_empty and redis.call('LLEN', K.ready0) > setting('tombs')
+end
+
+-- ready_count is the number of pending jobs, exactly, for the readers
+-- (overview): four lengths and the tombstones.
+local function ready_count()
+  return math.max(0, redis.call('LLEN', K.ready0) - setting('tombs')) + redis.call('ZCARD', K.ready_hi)
+    + redis.call('ZCARD', K.ready_lo) + redis.call('ZCARD', LEGACY_READY)
+end
+
 -- to_ready files a job as pending at the tail of its priority and wakes a
 -- blocked worker.
 local function to_ready(id, key, priority)
-  local seq = redis.call('INCR', K.seq)
-  local p = tonumber(priority) or 0
-  redis.call('ZADD', K.ready, int((100 - p) * PRIORITY_BAND + seq), id)
+  ready_push(id, priority)
   redis.call('HSET', key, 'state', 'pending')
   wake()
 end
@@ -540,6 +702,58 @@ local function misfiled(id, key, index_name, problems, now)
   end
   table.insert(problems, id)
   table.insert(problems, problem)
+end
+
+-- LEGACY_STEP bounds the entries of an earlier version's ready index that
+-- one claim moves (invariant 8).
+local LEGACY_STEP = 500
+
+-- ready_migrate moves a step of an earlier version's ready index
+-- (LEGACY_READY) into today's, while the setting 'legacy' says it may hold
+-- jobs (the reaper sets it when the key exists; the step that empties it
+-- clears it). It moves the newest first, so that each entry of priority 0
+-- goes to the tail of ready0: ahead of the jobs filed since, behind the
+-- older ones moved before. The sets keep the entries' scores, which count
+-- on the same sequence. An entry of priority 0 whose job is not pending
+-- there goes to misfiled.
+local function ready_migrate(problems, now)
+  if not setting('legacy') then
+    return
+  end
+  local popped = redis.call('ZPOPMAX', LEGACY_READY, LEGACY_STEP)
+  local sets, list = {hi = {}, lo = {}}, {}
+  for i = 1, #popped, 2 do
+    local id, score = popped[i], tonumber(popped[i + 1]) or 0
+    if score < 100 * PRIORITY_BAND then
+      table.insert(sets.hi, popped[i + 1])
+      table.insert(sets.hi, id)
+    elseif score >= 101 * PRIORITY_BAND then
+      table.insert(sets.lo, popped[i + 1])
+      table.insert(sets.lo, id)
+    else
+      local f = read(JOB .. id, 'state', 'priority')
+      if f and ready_live(f[1], f[2]) then
+        table.insert(list, id)
+      else
+        misfiled(id, JOB .. id, 'ready', problems, now)
+      end
+    end
+  end
+  for flag, members in pairs(sets) do
+    if #members > 0 then
+      redis.call('ZADD', flag == 'hi' and K.ready_hi or K.ready_lo, unpack(members))
+      if not setting(flag) then
+        set_setting(flag, 1)
+      end
+    end
+  end
+  if #list > 0 then
+    redis.call('RPUSH', K.ready0, unpack(list))
+    ready0_empty = false
+  end
+  if #popped / 2 < LEGACY_STEP then
+    set_setting('legacy', nil)
+  end
 end
 
 -- corrupt marks a job dead because a field it needs holds garbage.

@@ -1,6 +1,6 @@
 -- overview: a queue at a glance, on Redis's clock. Read-only.
 -- Reply: {now, scheduled, pending, running, done, dead, cancelled,
---         run_at of the job at the head of ready (0 when none),
+--         run_at of the job at the head of the ready index (0 when none),
 --         jobs done in the current minute and in the one before, as the
 --         stats hash counts them (count_settled; '' where none counted:
 --         retention trims the done index, never these), 1 when paused else 0,
@@ -8,10 +8,24 @@
 --         are still to be settled, pending jobs a claim could take now
 --         (none while paused; no more than the limits let start)}
 local now = now_ms()
+-- The job at the head: of an earlier version's index or ready_hi, else
+-- the first live one among the last entries of ready0 (past a few
+-- tombstones), else of ready_lo.
+local first = redis.call('ZRANGE', LEGACY_READY, 0, 0)[1] or redis.call('ZRANGE', K.ready_hi, 0, 0)[1]
+if not first then
+  local tail = redis.call('LRANGE', K.ready0, -10, -1)
+  for i = #tail, 1, -1 do
+    local f = redis.call('HMGET', JOB .. tail[i], 'state', 'priority')
+    if ready_live(f[1], f[2]) then
+      first = tail[i]
+      break
+    end
+  end
+end
+first = first or redis.call('ZRANGE', K.ready_lo, 0, 0)[1]
 local head = 0
-local first = redis.call('ZRANGE', K.ready, 0, 0)
-if first[1] then
-  head = tonumber(redis.call('HGET', JOB .. first[1], 'run_at')) or 0
+if first then
+  head = tonumber(redis.call('HGET', JOB .. first, 'run_at')) or 0
 end
 -- A stats key that is not a hash (a hand edit) reads as no counts here;
 -- Throughput reports it.
@@ -20,7 +34,7 @@ local counted = redis.pcall('HMGET', K.stats, int(m) .. ':d', int(m - 1) .. ':d'
 if counted.err then
   counted = {}
 end
-local pending = redis.call('ZCARD', K.ready)
+local pending = ready_count()
 local claimable = pending
 if redis.call('EXISTS', K.paused) == 1 then
   claimable = 0
@@ -34,7 +48,7 @@ if rate and period then
   claimable = math.min(claimable, math.max(0, rate - started))
 end
 return {now,
-  redis.call('ZCARD', K.scheduled), redis.call('ZCARD', K.ready), redis.call('ZCARD', K.leases),
+  redis.call('ZCARD', K.scheduled), pending, redis.call('ZCARD', K.leases),
   redis.call('ZCARD', K.done), redis.call('ZCARD', K.dead), redis.call('ZCARD', K.cancelled),
   head, counted[1] or '', counted[2] or '',
   redis.call('EXISTS', K.paused), redis.call('ZCARD', K.blocked),

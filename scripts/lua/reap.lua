@@ -19,6 +19,10 @@ local now = now_ms()
 local out = {now, 0, 0}
 local problems = {}
 local reaped, charged = 0, 0
+-- Jobs left in an earlier version's ready index: the claims move them.
+if not setting('legacy') and redis.call('EXISTS', LEGACY_READY) == 1 then
+  set_setting('legacy', 1)
+end
 local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(ids) do
   local key = JOB .. id

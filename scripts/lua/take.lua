@@ -39,7 +39,7 @@ local function take(lease_ms, n, promote_limit, base, budget)
     if first[2] then
       out[2] = math.max(0, tonumber(first[2]) - now)
     end
-    if limited_for >= 0 and redis.call('ZCARD', K.ready) > 0 and (out[2] < 0 or limited_for < out[2]) then
+    if limited_for >= 0 and ready_any() and (out[2] < 0 or limited_for < out[2]) then
       out[2] = limited_for -- come back when the rate limit lets a job start
     end
   end
@@ -102,15 +102,12 @@ local function take(lease_ms, n, promote_limit, base, budget)
   local claimed = 0
   local ids = {}
   if n > 0 and redis.call('EXISTS', K.paused) == 0 then
-    local popped = redis.call('ZPOPMIN', K.ready, n)
-    -- One INCRBY reserves the batch's generations; a job whose own gen is
-    -- above the reserve (written before the counter existed) takes the
-    -- slow path, next_gen, and so does every job after it in the batch.
-    local reserved = 0
-    if #popped > 0 then
-      reserved = redis.call('INCRBY', K.gen, #popped / 2)
-    end
-    local next_reserved = reserved - #popped / 2 + 1
+    ready_migrate(problems, now)
+    -- One INCRBY per part of the ready index popped reserves its
+    -- generations; a job whose own gen is above the reserve (written
+    -- before the counter existed) takes the slow path, next_gen, and so
+    -- does every job after it in the batch.
+    local reserved, next_reserved = 0, 1
     local function claim_gen(current)
       local c = tonumber(current) or 0
       if next_reserved <= reserved and c < next_reserved then
@@ -120,50 +117,69 @@ local function take(lease_ms, n, promote_limit, base, budget)
       next_reserved = reserved + 1
       return next_gen(current)
     end
-    for i = 1, #popped, 2 do
-      local id = popped[i]
-      local key = JOB .. id
-      local f = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'meta',
-        'prev_settled', 'prev_settled_2')
-      if not f or f[1] ~= 'pending' then
-        misfiled(id, key, 'ready', problems, now)
-      else
-        local bad = bad_int(f, 4, {'attempt', 'max_attempts', 'gen'})
-        if not bad and (not f[2] or f[2] == '') then
-          bad = 'field kind is missing'
-        elseif not bad and not f[3] then
-          bad = 'field payload is missing'
-        elseif not bad then
-          bad = bad_meta(f[9])
+    for _, source in ipairs(ready_sources()) do
+      if claimed >= n then
+        break
+      end
+      local popped = ready_pop(source, n - claimed)
+      if #popped > 0 then
+        reserved = redis.call('INCRBY', K.gen, #popped)
+        next_reserved = reserved - #popped + 1
+      end
+      local dead = 0
+      for i, id in ipairs(popped) do
+        if claimed >= n then
+          ready_unpop(popped, i) -- popped past the tombstones there were
+          break
         end
-        if bad then
-          corrupt(id, key, bad, problems, now)
+        local key = JOB .. id
+        local f, bad = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'meta',
+          'prev_settled', 'prev_settled_2', 'priority')
+        if source == 'list' and not bad and (not f or INDEX[f[1]] and not ready_live(f[1], f[12])) then
+          dead = dead + 1 -- a tombstone, or an id filed again since: skipped
+        elseif not f or f[1] ~= 'pending' then
+          misfiled(id, key, 'ready', problems, now)
         else
-          claimed = claimed + 1
-          local token = base .. '.' .. claimed
-          local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
-          local fields = {'state', 'running', 'gen', int(gen), 'token', token,
-            'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0}
-          if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
-            -- The last settlement's record moves aside, for its re-send; a
-            -- claim that never settled (reaped, force-released) left none,
-            -- and the ones before it stay. A first claim writes neither.
-            table.insert(fields, 'settled')
-            table.insert(fields, '')
-            set_aside(fields, f[7] .. ' ' .. f[8], f[10], f[11])
+          local bad = bad_int(f, 4, {'attempt', 'max_attempts', 'gen'})
+          if not bad and (not f[2] or f[2] == '') then
+            bad = 'field kind is missing'
+          elseif not bad and not f[3] then
+            bad = 'field payload is missing'
+          elseif not bad then
+            bad = bad_meta(f[9])
           end
-          redis.call('HSET', key, unpack(fields))
-          redis.call('ZADD', K.leases, int(until_ms), id)
-          if rate and period then
-            redis.call('ZADD', K.starts, now, token)
-            redis.call('PEXPIRE', K.starts, period)
-          end
-          event('started', id, gen, 'attempt ' .. attempt)
-          table.insert(ids, id)
-          for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms, f[9] or ''}) do
-            table.insert(out, v)
+          if bad then
+            corrupt(id, key, bad, problems, now)
+          else
+            claimed = claimed + 1
+            local token = base .. '.' .. claimed
+            local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
+            local fields = {'state', 'running', 'gen', int(gen), 'token', token,
+              'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0}
+            if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
+              -- The last settlement's record moves aside, for its re-send; a
+              -- claim that never settled (reaped, force-released) left none,
+              -- and the ones before it stay. A first claim writes neither.
+              table.insert(fields, 'settled')
+              table.insert(fields, '')
+              set_aside(fields, f[7] .. ' ' .. f[8], f[10], f[11])
+            end
+            redis.call('HSET', key, unpack(fields))
+            redis.call('ZADD', K.leases, int(until_ms), id)
+            if rate and period then
+              redis.call('ZADD', K.starts, now, token)
+              redis.call('PEXPIRE', K.starts, period)
+            end
+            event('started', id, gen, 'attempt ' .. attempt)
+            table.insert(ids, id)
+            for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms, f[9] or ''}) do
+              table.insert(out, v)
+            end
           end
         end
+      end
+      if source == 'list' then
+        ready_popped(dead)
       end
     end
   end
@@ -176,7 +192,7 @@ local function take(lease_ms, n, promote_limit, base, budget)
   end
 
   -- Chain the wake-up: work left behind wakes the next blocked worker.
-  if claimed > 0 and redis.call('ZCARD', K.ready) > 0 then
+  if claimed > 0 and ready_any() then
     wake()
   end
   next_due(limited_for)
