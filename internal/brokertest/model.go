@@ -59,6 +59,8 @@ type mjob struct {
 	keptToWait bool // it had Wait callers when it finished: trim keeps it for them
 
 	meta map[string]string // its Job.Metadata; nil when it had none (or an empty map)
+
+	priority int // its Job.Priority: a claim takes the higher ones first
 }
 
 // wantMeta checks metadata a claim or Job answered for job id: what was
@@ -429,6 +431,9 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
 	}
 	j.Metadata = drawMetadata(t)
+	// Mostly priority 0 (the ready index's list), some above and below it
+	// (its sorted sets).
+	j.Priority = rapid.SampledFrom([]int{0, 0, 0, 5, -5}).Draw(t, "priority")
 	// A unique key held until the job ends, for an hour, or for about as
 	// long as an advance of the clock (at 15 ms, exactly one on miniredis:
 	// the key's last moment).
@@ -531,7 +536,7 @@ func (m *model) create(t *rapid.T, j broker.Job, id string) {
 		}
 	}
 	mj := &mjob{max: j.MaxAttempts, delayed: j.Delay > 0, deps: deps, runAnyway: j.RunIfDependencyFails,
-		unique: j.UniqueKey, uniqueTTL: j.UniqueFor > 0}
+		unique: j.UniqueKey, uniqueTTL: j.UniqueFor > 0, priority: j.Priority}
 	if len(j.Metadata) > 0 {
 		mj.meta = maps.Clone(j.Metadata)
 	}
@@ -966,6 +971,14 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.ClaimID(), "", l.Deadline.UnixMilli()
 		j.renewals, j.resent = 0, false
 		m.claims = append(m.claims, l)
+	}
+	// Higher priorities first: no job left pending outranks one taken.
+	for _, l := range res.Leases {
+		for id, j := range m.jobs {
+			if j.state == broker.StatePending && j.priority > m.jobs[l.ID].priority {
+				t.Fatalf("%s took %s of priority %d and left %s of priority %d pending", op, l.ID, m.jobs[l.ID].priority, id, j.priority)
+			}
+		}
 	}
 }
 
@@ -1772,6 +1785,16 @@ func (m *model) check(t *rapid.T) {
 	noErr(t, "Limits", err)
 	want(t, "limits", l, broker.Limits{MaxRunning: m.maxRunning, Rate: m.rate, Per: time.Duration(m.per) * time.Millisecond})
 	m.checkUnique(t)
+	// Exact counts, whatever tombstones the ready index's list holds.
+	pending := int64(0)
+	for _, j := range m.jobs {
+		if j.state == broker.StatePending {
+			pending++
+		}
+	}
+	c, err := m.s.b.Counts(m.s.ctx, m.s.q)
+	noErr(t, "Counts", err)
+	want(t, "pending jobs counted", c.Pending, pending)
 	m.s.consistent(t) // invariant 6
 }
 
