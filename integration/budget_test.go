@@ -22,9 +22,9 @@ import (
 )
 
 // budgetJobs is how many jobs each of the cost budget's workloads runs.
-// Enough that what a workload does once (the pool's idle wait after the
-// last job, its reaper's rounds) falls under 0.01 a job, few enough that
-// the test takes a few seconds under the race detector.
+// Enough that what a workload does once (a queue's first use, the pool's
+// claims and wait around its last job) falls under 0.01 a job, few enough
+// that the test takes a few seconds under the race detector.
 const budgetJobs = 2000
 
 // budgetDoc is where the budget is written, and budgetSection its heading.
@@ -180,10 +180,10 @@ func measureEnqueue(t *testing.T, b *broker.Broker, admin *redis.Client, q strin
 // steady state, budgetJobs acks each fused with the next claim, the last
 // of which finds the queue empty. Counting ends when the pool has counted
 // every job succeeded, which it does after the ack's reply. Counted with
-// it is the pool's background work during the run (a few seconds at
-// most): the reaper's rounds, the retention trims due every
-// Config.ReapBatch finished jobs, and, after the last job, its blocking
-// wait for a wake-up; the heartbeat renews every 10 s and does not run.
+// it is the pool's background work during the run: the retention trims
+// due every Config.ReapBatch finished jobs, and a claim or two and a
+// blocking wait for a wake-up around the last job. The reaper and the
+// heartbeat run every 10 s, so not again in a run of a few seconds.
 func measurePool1(t *testing.T, b *broker.Broker, admin *redis.Client, q string) map[string]int64 {
 	ctx := context.Background()
 	enqueueN(t, b, q, budgetJobs)
