@@ -213,14 +213,13 @@ func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
 	if err != nil {
 		return soakSample{}, err
 	}
-	// Read with the CPU, so that the CPU per job divides what Redis spent
-	// by the jobs done at about the same instant.
-	done := sr.done.Load()
 	n, err := sr.b.Counts(sr.bn.ctx, sr.q)
 	if err != nil {
 		return soakSample{}, err
 	}
-	s := soakSample{ElapsedS: time.Since(sr.start).Seconds(), UsedMemory: used, Done: done,
+	// Done is read after the counts, so that it is never below the
+	// finished jobs they hold.
+	s := soakSample{ElapsedS: time.Since(sr.start).Seconds(), UsedMemory: used, Done: sr.done.Load(),
 		Kept: n.Done + n.Cancelled + n.Dead, redisCPU: cpu}
 	s.Backlog = sr.enqueued.Load() - s.Done
 	if dt := s.ElapsedS - prev.ElapsedS; dt > 0 {
