@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -180,6 +181,8 @@ func TestWorkerdBenchSoak(t *testing.T) {
 		HalfPerS    float64  `json:"soak_second_half_jobs_per_s"`
 		Peak        int64    `json:"soak_memory_peak_bytes"`
 		Start       int64    `json:"soak_memory_start_bytes"`
+		CPUS        float64  `json:"soak_redis_cpu_s"`
+		CPUPerJob   float64  `json:"soak_redis_cpu_us_per_job"`
 		Samples     []struct {
 			ElapsedS   float64 `json:"elapsed_s"`
 			UsedMemory int64   `json:"used_memory"`
@@ -205,6 +208,11 @@ func TestWorkerdBenchSoak(t *testing.T) {
 	if r.Done < 1 || r.JobsPerS <= 0 || r.HalfPerS <= 0 || r.Slope == nil || r.PerJob == nil || r.Start < 1 || r.Peak < r.Start {
 		t.Errorf("done %d, jobs/s %v (second half %v), slope %v (%v per job), used_memory from %d to a peak of %d",
 			r.Done, r.JobsPerS, r.HalfPerS, r.Slope, r.PerJob, r.Start, r.Peak)
+	}
+	// The shared Redis serves other tests meanwhile: Redis's CPU per job
+	// is only checked to be there, and to be the CPU over the jobs done.
+	if r.CPUS <= 0 || r.Done > 0 && math.Abs(r.CPUPerJob-r.CPUS*1e6/float64(r.Done)) > 1e-6*r.CPUPerJob {
+		t.Errorf("Redis CPU %v s, %v µs a job over %d jobs", r.CPUS, r.CPUPerJob, r.Done)
 	}
 	for i, s := range r.Samples {
 		if s.UsedMemory < 1 || s.UsedMemory > r.Peak {

@@ -110,7 +110,7 @@ func parseBenchFlags(e *env, args []string) (*benchFlags, error) {
 	fs.IntVar(&o.jobs, "jobs", 20000, "jobs per throughput measurement")
 	fs.BoolVar(&o.trace, "trace", false, "trace every enqueue and attempt with the OpenTelemetry SDK (batched, into an exporter that drops the spans), to measure what tracing costs")
 	so := &o.soak
-	fs.DurationVar(&so.duration, "soak", 0, "instead of the measurements, run a producer and a pool of no-op handlers for this long (e.g. 5m) and follow Redis's used_memory")
+	fs.DurationVar(&so.duration, "soak", 0, "instead of the measurements, run a producer and a pool of no-op handlers for this long (e.g. 5m), follow Redis's used_memory and report its CPU per job (INFO cpu: only meaningful on a Redis nothing else uses)")
 	fs.IntVar(&so.concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
 	fs.IntVar(&so.backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
 	fs.DurationVar(&so.every, "soak-every", 5*time.Second, "how often the soak reads used_memory")

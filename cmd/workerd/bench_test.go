@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // benchPrefix is the prefix a bench run announced on standard error.
@@ -85,8 +86,8 @@ func TestBenchSoakJSONFieldNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"soak_backlog_target", "soak_concurrency", "soak_done", "soak_duration_s", "soak_jobs_per_s",
-		"soak_memory_peak_bytes", "soak_memory_slope_bytes_per_job", "soak_memory_slope_bytes_per_s", "soak_memory_start_bytes", "soak_retention",
-		"soak_samples", "soak_second_half_jobs_per_s"}
+		"soak_memory_peak_bytes", "soak_memory_slope_bytes_per_job", "soak_memory_slope_bytes_per_s", "soak_memory_start_bytes",
+		"soak_redis_cpu_s", "soak_redis_cpu_us_per_job", "soak_retention", "soak_samples", "soak_second_half_jobs_per_s"}
 	if names := slices.Sorted(maps.Keys(top)); !slices.Equal(names, want) {
 		t.Errorf("bench --soak --json fields\n%v\nwant\n%v", names, want)
 	}
@@ -97,6 +98,44 @@ func TestBenchSoakJSONFieldNames(t *testing.T) {
 	wantSample := []string{"backlog", "done", "elapsed_s", "jobs_per_s", "kept", "used_memory"}
 	if names := slices.Sorted(maps.Keys(samples[0])); !slices.Equal(names, wantSample) {
 		t.Errorf("soak_samples entries\n%v\nwant\n%v", names, wantSample)
+	}
+}
+
+// Redis's CPU per job is the CPU it used from the first sample to the
+// last (user and system, from INFO cpu) over the jobs done meanwhile.
+func TestSoakRedisCPUPerJob(t *testing.T) {
+	info := "# CPU\r\nused_cpu_sys:2.250000\r\nused_cpu_user:10.500000\r\n" +
+		"used_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n" +
+		"used_cpu_sys_main_thread:2.000000\r\nused_cpu_user_main_thread:10.000000\r\n"
+	start, err := redisCPU(info)
+	if err != nil || start != 12.75 {
+		t.Fatalf("redisCPU = %v, %v; want 12.75 (user 10.5 + sys 2.25)", start, err)
+	}
+	for _, bad := range []string{"# CPU\r\nused_cpu_user:1.0\r\n", "used_cpu_sys:x\r\nused_cpu_user:1\r\n"} {
+		if _, err := redisCPU(bad); err == nil {
+			t.Errorf("redisCPU(%q) answered no error", bad)
+		}
+	}
+	r := soakResult{Samples: []soakSample{
+		{ElapsedS: 0.01, redisCPU: start},
+		{ElapsedS: 30, Done: 300_000, redisCPU: start + 10},
+		{ElapsedS: 60, Done: 600_000, redisCPU: start + 21.9},
+	}}
+	if err := r.summarize(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// 21.9 s of CPU over 600,000 jobs: 36.5 µs a job.
+	if math.Abs(r.RedisCPUS-21.9) > 1e-9 || math.Abs(r.RedisCPUUsPerJob-36.5) > 1e-9 {
+		t.Errorf("Redis CPU %v s, %v µs a job; want 21.9 s, 36.5 µs", r.RedisCPUS, r.RedisCPUUsPerJob)
+	}
+	var out strings.Builder
+	printSoak(&out, r)
+	if !strings.Contains(out.String(), "Redis CPU per job      36.5 µs (21.90 s") {
+		t.Errorf("the human output does not give Redis's CPU per job:\n%s", out.String())
+	}
+	r = soakResult{Samples: []soakSample{{ElapsedS: 0.01, redisCPU: 1}, {ElapsedS: 1, redisCPU: 1.5}, {ElapsedS: 2, redisCPU: 2}}}
+	if err := r.summarize(2 * time.Second); err != nil || r.RedisCPUUsPerJob != 0 {
+		t.Errorf("no job done: %v µs a job (%v), want 0", r.RedisCPUUsPerJob, err)
 	}
 }
 

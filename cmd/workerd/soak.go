@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,13 @@ type soakResult struct {
 	PeakBytes        int64        `json:"soak_memory_peak_bytes"`
 	StartBytes       int64        `json:"soak_memory_start_bytes"`
 	Samples          []soakSample `json:"soak_samples"`
+	// Redis's CPU (used_cpu_user + used_cpu_sys of INFO cpu) from the
+	// first sample to the last, and over the jobs done meanwhile: what
+	// Redis spent per job, enqueue, claim and settle included. It counts
+	// whatever else that Redis did too, so it means something only on a
+	// Redis nothing else uses.
+	RedisCPUS        float64 `json:"soak_redis_cpu_s"`
+	RedisCPUUsPerJob float64 `json:"soak_redis_cpu_us_per_job"`
 }
 
 // soakSample is one reading, taken every --soak-every.
@@ -42,6 +51,7 @@ type soakSample struct {
 	JobsPerS   float64 `json:"jobs_per_s"` // since the sample before
 	Backlog    int64   `json:"backlog"`    // enqueued and not yet handled
 	Kept       int64   `json:"kept"`       // finished jobs still in Redis
+	redisCPU   float64 // Redis's used_cpu_user + used_cpu_sys, seconds (not in the JSON)
 }
 
 // soakProducers is how many goroutines enqueue during a soak.
@@ -187,19 +197,30 @@ func (sr *soakRun) follow(pctx context.Context, r *soakResult, o soakOptions, re
 	return nil
 }
 
-// sample reads used_memory and the queue's counts; its rate is since prev.
+// sample reads used_memory, Redis's CPU and the queue's counts; its rate
+// is since prev.
 func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
 	ms, err := sr.b.ServerMemory(sr.bn.ctx) // one server: bench runs on a single node
 	if err != nil {
 		return soakSample{}, fmt.Errorf("read used_memory: %w", err)
 	}
 	used := ms[0].Used
+	info, err := sr.bn.rdb.Info(sr.bn.ctx, "cpu").Result()
+	if err != nil {
+		return soakSample{}, fmt.Errorf("read INFO cpu: %w", err)
+	}
+	cpu, err := redisCPU(info)
+	if err != nil {
+		return soakSample{}, err
+	}
 	n, err := sr.b.Counts(sr.bn.ctx, sr.q)
 	if err != nil {
 		return soakSample{}, err
 	}
+	// Done is read after the counts, so that it is never below the
+	// finished jobs they hold.
 	s := soakSample{ElapsedS: time.Since(sr.start).Seconds(), UsedMemory: used, Done: sr.done.Load(),
-		Kept: n.Done + n.Cancelled + n.Dead}
+		Kept: n.Done + n.Cancelled + n.Dead, redisCPU: cpu}
 	s.Backlog = sr.enqueued.Load() - s.Done
 	if dt := s.ElapsedS - prev.ElapsedS; dt > 0 {
 		s.JobsPerS = float64(s.Done-prev.Done) / dt
@@ -207,11 +228,16 @@ func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
 	return s, nil
 }
 
-// summarize fills in the totals, the peak, and the memory slope fitted
-// over the samples of the second half of a soak of duration d.
+// summarize fills in the totals, Redis's CPU per job, the peak, and the
+// memory slope fitted over the samples of the second half of a soak of
+// duration d.
 func (r *soakResult) summarize(d time.Duration) error {
-	last := r.Samples[len(r.Samples)-1]
+	first, last := r.Samples[0], r.Samples[len(r.Samples)-1]
 	r.Done, r.JobsPerS = last.Done, float64(last.Done)/last.ElapsedS
+	r.RedisCPUS = last.redisCPU - first.redisCPU
+	if jobs := last.Done - first.Done; jobs > 0 {
+		r.RedisCPUUsPerJob = r.RedisCPUS * 1e6 / float64(jobs)
+	}
 	var xs, ys []float64
 	var half []soakSample
 	for _, s := range r.Samples {
@@ -225,8 +251,8 @@ func (r *soakResult) summarize(d time.Duration) error {
 	if r.SlopeBytesPerS, ok = slope(xs, ys); !ok {
 		return fmt.Errorf("only %d samples in the second half of the soak: give --soak-every at most a quarter of --soak", len(xs))
 	}
-	first, final := half[0], half[len(half)-1]
-	r.SecondHalfPerS = float64(final.Done-first.Done) / (final.ElapsedS - first.ElapsedS)
+	from, to := half[0], half[len(half)-1]
+	r.SecondHalfPerS = float64(to.Done-from.Done) / (to.ElapsedS - from.ElapsedS)
 	if r.SecondHalfPerS > 0 {
 		r.SlopeBytesPerJob = r.SlopeBytesPerS / r.SecondHalfPerS
 	}
@@ -270,6 +296,35 @@ func produce(ctx context.Context, b *broker.Broker, q string, backlog int, enque
 	}
 }
 
+// redisCPU answers the CPU Redis has used since it started, user and
+// system, in seconds: used_cpu_user + used_cpu_sys of INFO cpu (the whole
+// process, its background threads included).
+func redisCPU(info string) (float64, error) {
+	var sum float64
+	for _, field := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, ok := infoValue(info, field)
+		if !ok {
+			return 0, fmt.Errorf("INFO cpu has no %s", field)
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu: %s:%s: %w", field, v, err)
+		}
+		sum += f
+	}
+	return sum, nil
+}
+
+// infoValue answers the value of one "field:value" line of an INFO reply.
+func infoValue(info, field string) (string, bool) {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
 // slope is the least-squares slope of ys over xs, and false when xs holds
 // fewer than two distinct values (then no line fits).
 func slope(xs, ys []float64) (float64, bool) {
@@ -309,4 +364,6 @@ func printSoak(w io.Writer, r soakResult) {
 	fmt.Fprintf(w, "used_memory peak       %d bytes (%.1f MB)\n", r.PeakBytes, float64(r.PeakBytes)/1e6)
 	fmt.Fprintf(w, "slope, second half     %.0f bytes/s (%.2f MB/min), %.0f bytes per job done (%.0f jobs/s)\n",
 		r.SlopeBytesPerS, r.SlopeBytesPerS*60/1e6, r.SlopeBytesPerJob, r.SecondHalfPerS)
+	fmt.Fprintf(w, "Redis CPU per job      %.1f µs (%.2f s of used_cpu_user + used_cpu_sys; only meaningful on a Redis nothing else uses)\n",
+		r.RedisCPUUsPerJob, r.RedisCPUS)
 }
