@@ -38,6 +38,6 @@ count_settled('d', settled_now, now)
 settle_cascade(now)
 local n = tonumber(ARGV[2])
 if n > 0 then
-  table.insert(out, take(tonumber(ARGV[3]), n, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])))
+  table.insert(out, take(now, tonumber(ARGV[3]), n, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])))
 end
 return out

@@ -17,8 +17,9 @@
 -- takes nothing either: no job is claimed under a token nobody learns. A
 -- late send comes within lib.lua's RESEND_HORIZON_MS, so the empty record
 -- lasts min(lease, horizon): an idle pool's keys stay few.
--- base is the token base, unique per request (token of the i-th claimed
--- job = base .. '.' .. i); budget is the cascade step's.
+-- now is the caller's Redis time (one TIME per script call), or nil for
+-- take to read it; base is the token base, unique per request (token of
+-- the i-th claimed job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
 --   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
@@ -26,8 +27,8 @@
 --    and a trace context, and its quoting, checked by bad_meta before it
 --    is handed out)) * njobs,
 --   (id, problem) * ...}
-local function take(lease_ms, n, promote_limit, base, budget)
-  local now = now_ms()
+local function take(now, lease_ms, n, promote_limit, base, budget)
+  now = now or now_ms()
   local asked = n -- before the limits cut it
   local problems = {}
   local out = {now, -1, 0}
