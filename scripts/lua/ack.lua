@@ -21,10 +21,10 @@ for i = 7, #ARGV, 4 do
   local id, token = ARGV[i], ARGV[i + 2]
   local key = JOB .. id
   -- The guard's fields, then finish()'s OWED ones, in one read.
-  local f = read(key, 'state', 'gen', 'token', 'settled', 'unique_until_done', 'waited', 'has_children')
+  local f = read(key, 'state', 'gen', 'token', 'settled', 'unique_until_done', 'waited', 'has_children', 'wait_until')
   if holds(f, ARGV[i + 1], token) then
     redis.call('ZREM', K.leases, id)
-    finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7]})
+    finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7], f[8]})
     table.insert(out, STATUS.ok)
     settled_now = settled_now + 1
   elseif resettled(key, f, token, 'ack') then

@@ -214,7 +214,10 @@ end
 -- set: more (field, value) pairs to write with the state, or nil. owed:
 -- the job's OWED fields when the caller read them already (ack does, with
 -- its guard's), else nil.
-local OWED = {'gen', 'unique_until_done', 'waited', 'has_children'}
+-- lease_until stays: a finished job's is the end of its last lease, which
+-- readers show only for a running job (inspect.go's parseJob), so deleting
+-- it would cost every settlement a call for nothing.
+local OWED = {'gen', 'unique_until_done', 'waited', 'has_children', 'wait_until'}
 local cascading = false -- this script call handed dependents to the cascade
 local function finish(id, key, state, now, set, owed)
   -- One read for everything a finished job may owe others; the flags are
@@ -234,11 +237,19 @@ local function finish(id, key, state, now, set, owed)
   -- Without callers now, an earlier end's wait_until (the job was retried
   -- since) keeps nothing for Wait: nobody waits. That holds for a job with
   -- dependents too, or trim would keep a final record for nobody.
-  local done_with = {'lease_until', f[3] and 'waited' or 'wait_until'}
+  -- Deleted only when present: a plain job has none of these fields.
+  local done_with = {}
+  if f[3] then
+    table.insert(done_with, 'waited')
+  elseif f[5] then
+    table.insert(done_with, 'wait_until')
+  end
   if f[4] then
     table.insert(done_with, 'has_children')
   end
-  redis.call('HDEL', key, unpack(done_with))
+  if #done_with > 0 then
+    redis.call('HDEL', key, unpack(done_with))
+  end
   redis.call('ZADD', INDEX[state], now, id)
   -- A unique key held until the job ends is free from now on.
   if f[2] and redis.call('GET', f[2]) == id then
