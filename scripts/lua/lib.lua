@@ -69,6 +69,31 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
+-- BATCH_CHUNK bounds the members of one ZADD or ZREM that files a batch
+-- (zadd_all, zrem_all): unpack passes at most a few thousand values.
+local BATCH_CHUNK = 500
+
+-- zadd_all files every id of ids in index at one score, in one ZADD per
+-- BATCH_CHUNK ids: a batch's jobs enter an index in one call, not one each.
+-- The script is atomic, so no reader sees them in neither index (invariant 6).
+local function zadd_all(index, score, ids)
+  for i = 1, #ids, BATCH_CHUNK do
+    local args = {}
+    for j = i, math.min(i + BATCH_CHUNK - 1, #ids) do
+      table.insert(args, score)
+      table.insert(args, ids[j])
+    end
+    redis.call('ZADD', index, unpack(args))
+  end
+end
+
+-- zrem_all takes every id of ids out of index, as zadd_all files them.
+local function zrem_all(index, ids)
+  for i = 1, #ids, BATCH_CHUNK do
+    redis.call('ZREM', index, unpack(ids, i, math.min(i + BATCH_CHUNK - 1, #ids)))
+  end
+end
+
 -- MAX_INT is the largest integer a double (Lua's number) holds exactly;
 -- a counter or generation above it is garbage, not a number to go on from.
 local MAX_INT = 9007199254740991
@@ -213,13 +238,15 @@ end
 -- from a stale one (resettled).
 -- set: more (field, value) pairs to write with the state, or nil. owed:
 -- the job's OWED fields when the caller read them already (ack does, with
--- its guard's), else nil.
+-- its guard's), else nil. filed: nil to file the job in its state's index
+-- now, or a list the caller files in one call with the batch's other jobs
+-- (zadd_all, at now) before anything reads that index.
 -- lease_until stays: a finished job's is the end of its last lease, which
 -- readers show only for a running job (inspect.go's parseJob), so deleting
 -- it would cost every settlement a call for nothing.
 local OWED = {'gen', 'unique_until_done', 'waited', 'has_children', 'wait_until'}
 local cascading = false -- this script call handed dependents to the cascade
-local function finish(id, key, state, now, set, owed)
+local function finish(id, key, state, now, set, owed, filed)
   -- One read for everything a finished job may owe others; the flags are
   -- set only on jobs that have a unique key, Wait callers or dependents.
   local f = owed or redis.call('HMGET', key, unpack(OWED))
@@ -250,7 +277,11 @@ local function finish(id, key, state, now, set, owed)
   if #done_with > 0 then
     redis.call('HDEL', key, unpack(done_with))
   end
-  redis.call('ZADD', INDEX[state], now, id)
+  if filed then
+    table.insert(filed, id)
+  else
+    redis.call('ZADD', INDEX[state], now, id)
+  end
   -- A unique key held until the job ends is free from now on.
   if f[2] and redis.call('GET', f[2]) == id then
     redis.call('DEL', f[2])

@@ -154,7 +154,6 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
             set_aside(fields, f[7] .. ' ' .. f[8], f[10], f[11])
           end
           redis.call('HSET', key, unpack(fields))
-          redis.call('ZADD', K.leases, int(until_ms), id)
           if rate and period then
             redis.call('ZADD', K.starts, now, token)
             redis.call('PEXPIRE', K.starts, period)
@@ -168,6 +167,9 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
       end
     end
   end
+  -- The claimed jobs enter leases in one call (invariant 6 holds: the
+  -- script is atomic).
+  zadd_all(K.leases, int(until_ms), ids)
   out[3] = claimed
   if asked > 0 then
     -- An empty record has only a late send of the request to stop, which
