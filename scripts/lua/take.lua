@@ -178,9 +178,11 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     redis.call('SET', record, table.concat(ids, '\n'), 'PX', keep)
   end
 
-  -- Chain the wake-up: work left behind wakes the next blocked worker.
-  if claimed > 0 and redis.call('ZCARD', K.ready) > 0 then
-    wake()
+  -- Chain the wake-up: work left behind wakes the next blocked worker. A
+  -- token already waiting wakes one, so ready's size is read only when
+  -- there is none (the same tokens as wake() after it).
+  if claimed > 0 and redis.call('LLEN', K.wake) == 0 and redis.call('ZCARD', K.ready) > 0 then
+    redis.call('RPUSH', K.wake, '1')
   end
   next_due(limited_for)
 
