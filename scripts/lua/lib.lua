@@ -156,12 +156,15 @@ local function wake()
 end
 
 -- to_ready files a job as pending at the tail of its priority and wakes a
--- blocked worker.
-local function to_ready(id, key, priority)
+-- blocked worker. state_written: the caller wrote state=pending already
+-- (enqueue does, with the job's other fields).
+local function to_ready(id, key, priority, state_written)
   local seq = redis.call('INCR', K.seq)
   local p = tonumber(priority) or 0
   redis.call('ZADD', K.ready, int((100 - p) * PRIORITY_BAND + seq), id)
-  redis.call('HSET', key, 'state', 'pending')
+  if not state_written then
+    redis.call('HSET', key, 'state', 'pending')
+  end
   wake()
 end
 
