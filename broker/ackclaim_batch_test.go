@@ -105,10 +105,19 @@ func TestBatchPastUnpack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			defer c.Close()
 			ctx := context.Background()
-			b, err := broker.New(c, broker.Options{Prefix: "fqbig" + broker.NewRequestID()[:8]})
+			prefix := "fqbig" + broker.NewRequestID()[:8]
+			b, err := broker.New(c, broker.Options{Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer func() {
+				// Thousands of jobs left on a shared server would slow
+				// every later SCAN of it (Check's).
+				it := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+				for it.Next(ctx) {
+					c.Del(ctx, it.Val())
+				}
+			}()
 			n := sizes[name]
 			jobs := make([]broker.Job, n)
 			for i := range jobs {
