@@ -35,7 +35,14 @@ const (
 //	seq        STRING  the ready index's FIFO sequence
 //	paused     STRING  present while the queue is paused (nothing is claimed)
 //	limits     HASH    the queue's settings, shared by every pool: max_running,
-//	                   rate, period_ms, events (the stream's length when on)
+//	                   rate, period_ms, events (the stream's length when on);
+//	                   and flags that let a claim skip what is not in use:
+//	                   paused ("1"/"0", with the paused key), sched_min (a
+//	                   lower bound on scheduled's scores, "none" when it is
+//	                   empty), cascade ("1" while the cascade list may hold
+//	                   entries, "0" once empty) and recheck_at (when a claim
+//	                   next reads all three anyway). Absent means look; see
+//	                   lib.lua's set_flag
 //	starts     ZSET    recent starts, for the rate limit; score = claim time
 //	events     STREAM  lifecycle events, when enabled
 //	blocked    ZSET    jobs waiting for the jobs they depend on; score = created_at

@@ -110,6 +110,7 @@ if #open > 0 then
 end
 if run_at > now then
   redis.call('ZADD', K.scheduled, int(run_at), id)
+  sched_lower(run_at)
   wake() -- a blocked worker learns when this job falls due
   event('enqueued', id, 0, 'scheduled')
   return {STATUS.ok, 'scheduled'}

@@ -109,6 +109,7 @@ local function settle()
   redis.call('HSET', key, 'state', 'scheduled')
   settled(key, mode, 'scheduled')
   redis.call('ZADD', K.scheduled, int(now + backoff), id)
+  sched_lower(now + backoff)
   wake() -- a blocked worker learns when the retry falls due
   return STATUS.ok, 'scheduled'
 end

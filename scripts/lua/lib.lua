@@ -126,14 +126,54 @@ local function next_gen(current)
 end
 
 -- setting reads one of the queue's settings (flow control and events, set
--- by broker.SetLimits and SetEvents), all read once per script call.
+-- by broker.SetLimits and SetEvents), all read once per script call, and
+-- the flags kept with them (set_flag), as strings, false when absent.
 local settings
 local function setting(name)
   if not settings then
-    local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms')
-    settings = {events = tonumber(v[1]) or 0, max_running = tonumber(v[2]), rate = tonumber(v[3]), period_ms = tonumber(v[4])}
+    local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms',
+      'paused', 'sched_min', 'cascade', 'recheck_at')
+    settings = {events = tonumber(v[1]) or 0, max_running = tonumber(v[2]), rate = tonumber(v[3]), period_ms = tonumber(v[4]),
+      paused = v[5], sched_min = v[6], cascade = v[7], recheck_at = v[8]}
   end
   return settings[name]
+end
+
+-- The flags in the settings hash mirror what a claim would otherwise read
+-- on every call, so a queue that uses none of those features costs a claim
+-- no read of them (keys.go lists them):
+--   paused      '1' or '0': whether the paused key exists (broker.Pause
+--               and Resume write both in one transaction)
+--   sched_min   a lower bound on the scores in scheduled, or 'none' when it
+--               is empty. Every writer of scheduled lowers it
+--               (sched_lower); a promotion rewrites it exactly. Low is
+--               safe (a claim then looks, and rewrites it), high never is.
+--   cascade     '1' while the cascade list may hold entries, '0' once a
+--               step found it empty; finish() sets it with its RPUSH.
+--   recheck_at  when a claim next reads all three structures anyway, and
+--               rewrites the flags from them (RECHECK_MS later): a writer
+--               that does not keep the flags (a fenceq version from before
+--               them, during a rolling upgrade, or a hand edit) delays a
+--               due job, a pause or the cascade by at most that.
+-- An absent or unreadable flag means "look": a tree written before the
+-- flags is read as before, and its first claim writes them.
+local RECHECK_MS = 5000
+-- set_flag writes one, when its value changes, and keeps this call's copy.
+local function set_flag(name, value)
+  if setting(name) ~= value then
+    redis.call('HSET', K.limits, name, value)
+    settings[name] = value
+  end
+end
+
+-- sched_lower keeps sched_min a lower bound after a job is filed in
+-- scheduled at score at: every writer of scheduled calls it. An absent or
+-- unreadable bound stays so (a claim looks).
+local function sched_lower(at)
+  local sm = setting('sched_min')
+  if sm == 'none' or is_int(sm) and tonumber(sm) > at then
+    set_flag('sched_min', int(at))
+  end
 end
 
 -- event appends a lifecycle event to the queue's capped stream when the
@@ -190,6 +230,7 @@ local function release_blocked(id, key, now)
   if run_at > now then
     redis.call('HSET', key, 'state', 'scheduled')
     redis.call('ZADD', K.scheduled, int(run_at), id)
+    sched_lower(run_at)
     wake()
   else
     to_ready(id, key, f[2])
@@ -306,6 +347,7 @@ local function finish(id, key, state, now, set, owed, filed)
       local n = int(redis.call('INCR', K.gen))
       redis.call('RENAME', children, derived('cascade', n))
       redis.call('RPUSH', K.cascade, n .. ':' .. state .. ':' .. id)
+      set_flag('cascade', '1')
       cascading = true
     end
   end
@@ -486,6 +528,7 @@ local function cascade_step(budget, now)
   while spent < budget do
     local head = redis.call('LINDEX', K.cascade, 0)
     if not head then
+      set_flag('cascade', '0')
       return false
     end
     local n, pstate, parent = string.match(head, '^(%d+):(%a+):(.*)$')
@@ -526,7 +569,9 @@ local function cascade_step(budget, now)
       end
     end
   end
-  return redis.call('EXISTS', K.cascade) == 1
+  local left = redis.call('EXISTS', K.cascade) == 1
+  set_flag('cascade', left and '1' or '0')
+  return left
 end
 
 -- CASCADE_INLINE is how many dependents a script that finished a job
@@ -576,6 +621,9 @@ local function misfiled(id, key, index_name, problems, now)
       to_ready(id, key, pri)
     else
       redis.call('ZADD', INDEX[f[1]], int(score), id)
+      if f[1] == 'scheduled' then
+        sched_lower(score)
+      end
     end
     problem = 'listed in ' .. index_name .. ' but in state ' .. f[1] .. '; refiled'
   else

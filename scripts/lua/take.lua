@@ -4,7 +4,9 @@
 --
 -- take settles a bounded step of the dependents cascade, promotes due
 -- scheduled jobs (bounded), then takes up to n ready jobs, unless the queue
--- is paused, within the queue's limits.
+-- is paused, within the queue's limits. The flags of the settings hash
+-- (lib.lua's set_flag) say when there is no cascade, no scheduled job due
+-- and no pause, so that a queue without them is not read for them.
 -- Guard: none from the caller; a popped job is claimed only if its hash says
 -- pending. Each claim draws a new gen from the queue's counter and installs
 -- a fresh token, which makes it the one valid claim (invariants 1, 3 and
@@ -34,11 +36,17 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
   local out = {now, -1, 0}
   local record = derived('claim', base)
 
-  -- next_due fills in when the caller should look again.
+  -- next_due fills in when the caller should look again: when the first
+  -- scheduled job falls due, as sched_min bounds it (a bound that is low
+  -- only brings the caller back early, to a claim that looks).
   local function next_due(limited_for)
-    local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
-    if first[2] then
-      out[2] = math.max(0, tonumber(first[2]) - now)
+    local sm = setting('sched_min')
+    local first = is_int(sm) and tonumber(sm)
+    if not first and sm ~= 'none' then
+      first = tonumber(redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')[2])
+    end
+    if first then
+      out[2] = math.max(0, first - now)
     end
     if limited_for >= 0 and redis.call('ZCARD', K.ready) > 0 and (out[2] < 0 or limited_for < out[2]) then
       out[2] = limited_for -- come back when the rate limit lets a job start
@@ -64,20 +72,34 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     return out
   end
 
-  if cascade_step(budget, now) then
+  -- Every RECHECK_MS a claim reads the structures the flags mirror,
+  -- whatever the flags say, and rewrites the flags from them.
+  local recheck = not is_int(setting('recheck_at')) or tonumber(setting('recheck_at')) <= now
+  if recheck then
+    set_flag('recheck_at', int(now + RECHECK_MS))
+  end
+
+  if (recheck or setting('cascade') ~= '0') and cascade_step(budget, now) then
     wake() -- more to settle: the next claim takes the next step
   end
 
-  local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', 0, promote_limit)
-  for _, id in ipairs(due) do
-    local key = JOB .. id
-    redis.call('ZREM', K.scheduled, id)
-    local f = read(key, 'state', 'priority')
-    if f and f[1] == 'scheduled' then
-      to_ready(id, key, f[2])
-    else
-      misfiled(id, key, 'scheduled', problems, now)
+  -- Due scheduled jobs, when sched_min does not rule them out; the bound
+  -- is then rewritten as the first score left (an exact bound).
+  local sm = setting('sched_min')
+  if recheck or not (sm == 'none' or is_int(sm) and tonumber(sm) > now) then
+    local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', 0, promote_limit)
+    for _, id in ipairs(due) do
+      local key = JOB .. id
+      redis.call('ZREM', K.scheduled, id)
+      local f = read(key, 'state', 'priority')
+      if f and f[1] == 'scheduled' then
+        to_ready(id, key, f[2])
+      else
+        misfiled(id, key, 'scheduled', problems, now)
+      end
     end
+    local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')[2]
+    set_flag('sched_min', first and int(math.floor(tonumber(first))) or 'none')
   end
 
   -- Flow control (broker.SetLimits), the same for every pool: at most
@@ -102,7 +124,14 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
   local until_ms = now + lease_ms
   local claimed = 0
   local ids = {}
-  if n > 0 and redis.call('EXISTS', K.paused) == 0 then
+  -- Paused: the flag, or the key itself when the flag is unreadable or
+  -- this claim rechecks (even one that would take nothing).
+  local paused = setting('paused')
+  if (n > 0 or recheck) and (recheck or (paused ~= '0' and paused ~= '1')) then
+    paused = redis.call('EXISTS', K.paused) == 1 and '1' or '0'
+    set_flag('paused', paused)
+  end
+  if n > 0 and paused == '0' then
     local popped = redis.call('ZPOPMIN', K.ready, n)
     -- One INCRBY reserves the batch's generations; a job whose own gen is
     -- above the reserve (written before the counter existed) takes the
