@@ -13,7 +13,11 @@ import (
 // first writes the flags of an idle queue (nothing scheduled, no pause, no
 // cascade), then a feature comes into use, and the next claims must see
 // it, well within the flags' recheck (5 s), which would hide a writer that
-// forgot its flag.
+// forgot its flag. Delays are 500 ms, so that a loaded machine running
+// the suite on a real server does not make a job due before its time.
+
+// flagDelay is how far ahead the tests schedule a job.
+const flagDelay = 500 * time.Millisecond
 
 // flagged is a queue whose flags a claim on it has just written.
 func flagged(t *testing.T, nb NewBackend) *bundle {
@@ -33,31 +37,31 @@ func flagged(t *testing.T, nb NewBackend) *bundle {
 // ahead of its run_at are each promoted by a claim once due.
 func testFlagScheduled(t *testing.T, nb NewBackend) {
 	s := flagged(t, nb)
-	delayed := s.enqueue(t, broker.Job{Delay: 200 * time.Millisecond})
+	delayed := s.enqueue(t, broker.Job{Delay: flagDelay})
 	res, err := s.b.Claim(s.ctx, s.q, 1, long)
 	noErr(t, "Claim", err)
-	if len(res.Leases) != 0 || res.NextDue <= 0 || res.NextDue > 200*time.Millisecond {
-		t.Fatalf("claim before the delay: %d leases, next due %v", len(res.Leases), res.NextDue)
+	if len(res.Leases) != 0 || res.NextDue <= 0 || res.NextDue > flagDelay {
+		t.Fatalf("claim before the flagDelay: %d leases, next due %v", len(res.Leases), res.NextDue)
 	}
-	s.Advance(250 * time.Millisecond)
+	s.Advance(flagDelay + 100*time.Millisecond)
 	want(t, "delayed job claimed once due", s.claimOne(t, long).ID, delayed)
 
 	// A retry in backoff.
 	retried := s.enqueue(t, broker.Job{MaxAttempts: 3})
 	l := s.claimOne(t, long)
 	want(t, "claimed", l.ID, retried)
-	_, st, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "e", Backoff: 200 * time.Millisecond})
+	_, st, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "e", Backoff: flagDelay})
 	noErr(t, "Fail", err)
 	want(t, "state after a failure with backoff", st, broker.StateScheduled)
 	if ls := s.claim(t, 1, long); len(ls) != 0 {
 		t.Fatalf("claimed %s during its backoff", ls[0].ID)
 	}
-	s.Advance(250 * time.Millisecond)
+	s.Advance(flagDelay + 100*time.Millisecond)
 	want(t, "retry claimed once due", s.claimOne(t, long).ID, retried)
 
 	// A dependent whose run_at is still ahead when its dependency is done.
 	parent := s.enqueue(t, broker.Job{})
-	child := s.enqueue(t, broker.Job{DependsOn: []string{parent}, Delay: 300 * time.Millisecond})
+	child := s.enqueue(t, broker.Job{DependsOn: []string{parent}, Delay: flagDelay})
 	p := s.claimOne(t, long)
 	want(t, "parent claimed", p.ID, parent)
 	o, err := s.b.Ack(s.ctx, p, nil)
@@ -67,7 +71,7 @@ func testFlagScheduled(t *testing.T, nb NewBackend) {
 	if ls := s.claim(t, 1, long); len(ls) != 0 {
 		t.Fatalf("claimed %s before its run_at", ls[0].ID)
 	}
-	s.Advance(350 * time.Millisecond)
+	s.Advance(flagDelay + 100*time.Millisecond)
 	want(t, "dependent claimed once due", s.claimOne(t, long).ID, child)
 	s.consistent(t)
 }
@@ -77,16 +81,16 @@ func testFlagScheduled(t *testing.T, nb NewBackend) {
 func testFlagScheduledStaleLow(t *testing.T, nb NewBackend) {
 	s := flagged(t, nb)
 	early := s.enqueue(t, broker.Job{Delay: 100 * time.Millisecond})
-	later := s.enqueue(t, broker.Job{Delay: 300 * time.Millisecond})
+	later := s.enqueue(t, broker.Job{Delay: 100*time.Millisecond + flagDelay})
 	_, err := s.b.Cancel(s.ctx, s.q, early)
 	noErr(t, "Cancel", err)
 	s.Advance(150 * time.Millisecond)
 	res, err := s.b.Claim(s.ctx, s.q, 1, long)
 	noErr(t, "Claim", err)
-	if len(res.Leases) != 0 || res.NextDue <= 0 || res.NextDue > 150*time.Millisecond {
+	if len(res.Leases) != 0 || res.NextDue <= 0 || res.NextDue > flagDelay {
 		t.Fatalf("claim after the cancelled job's time: %d leases, next due %v", len(res.Leases), res.NextDue)
 	}
-	s.Advance(200 * time.Millisecond)
+	s.Advance(flagDelay)
 	want(t, "later job claimed once due", s.claimOne(t, long).ID, later)
 	s.consistent(t)
 }
