@@ -105,6 +105,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"BrokerResendsLostReplies", testBrokerResendsLostReplies},
 		{"ResendGivesUp", testResendGivesUp},
 		{"ReaskThatTookNothingFencesTheOriginal", testReaskThatTookNothingFencesTheOriginal},
+		{"ResendPutsBackWhatItPopped", testResendPutsBackWhatItPopped},
 		{"JobListedReadsNoPayload", testJobListedReadsNoPayload},
 		{"LeasesListEveryLeaseHeldThroughout", testLeasesListEveryLeaseHeldThroughout},
 		{"JobsListsEveryJobThatStayed", testJobsListsEveryJobThatStayed},

@@ -11,17 +11,22 @@
 -- pending. Each claim draws a new gen from the queue's counter and installs
 -- a fresh token, which makes it the one valid claim (invariants 1, 3 and
 -- 10); the job moves from ready to leases (invariant 6).
--- Safe to re-send (invariant 9): the ids a request took are kept under its
--- token base for the lease's length, and a request that finds them answers
--- the same leases (those its tokens still hold) and changes nothing. A
--- request that took nothing leaves an empty record, so a send of it that
--- arrives later (the original, after its re-ask found nothing ready)
--- takes nothing either: no job is claimed under a token nobody learns. A
--- late send comes within lib.lua's RESEND_HORIZON_MS, so the empty record
--- lasts min(lease, horizon): an idle pool's keys stay few.
+-- Safe to re-send (invariant 9): the ids a request popped are kept under
+-- its token base for the lease's length, written with SET NX before any of
+-- them is claimed; a send that finds the record there (its SET NX fails)
+-- puts back what it popped, as it was, and answers the same leases (those
+-- its tokens still hold), claiming nothing. A request that took nothing
+-- leaves an empty record, so a send of it that arrives later (the
+-- original, after its re-ask found nothing ready) takes nothing either: no
+-- job is claimed under a token nobody learns. A late send comes within
+-- lib.lua's RESEND_HORIZON_MS, so the empty record lasts min(lease,
+-- horizon): an idle pool's keys stay few. One SET NX is the whole cost of
+-- the record for a first send.
 -- now is the caller's Redis time (one TIME per script call), or nil for
 -- take to read it; base is the token base, unique per request (token of
--- the i-th claimed job = base .. '.' .. i); budget is the cascade step's.
+-- the job popped i-th = base .. '.' .. i, so the record's i-th id goes
+-- with token i; a popped job that is not claimed leaves its number
+-- unused); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
 --   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
@@ -53,8 +58,8 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     end
   end
 
-  local taken = redis.call('GET', record)
-  if taken then
+  -- answer answers the leases of the request's record, taken.
+  local function answer(taken)
     local i, claimed = 0, 0
     for id in string.gmatch(taken, '[^\n]+') do
       i = i + 1
@@ -70,6 +75,14 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     out[3] = claimed
     next_due(-1)
     return out
+  end
+
+  -- A request for nothing writes no record: it only answers one.
+  if asked == 0 then
+    local taken = redis.call('GET', record)
+    if taken then
+      return answer(taken)
+    end
   end
 
   -- Every RECHECK_MS a claim reads the structures the flags mirror,
@@ -131,8 +144,34 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     paused = redis.call('EXISTS', K.paused) == 1 and '1' or '0'
     set_flag('paused', paused)
   end
+  local popped = {}
   if n > 0 and paused == '0' then
-    local popped = redis.call('ZPOPMIN', K.ready, n)
+    popped = redis.call('ZPOPMIN', K.ready, n)
+  end
+  if asked > 0 then
+    -- The record first: an empty one has only a late send of the
+    -- request to stop, which comes within the re-send horizon, and is
+    -- kept no longer.
+    local listed = {}
+    for i = 1, #popped, 2 do
+      table.insert(listed, popped[i])
+    end
+    local keep = #listed > 0 and lease_ms or math.min(lease_ms, RESEND_HORIZON_MS)
+    if not redis.call('SET', record, table.concat(listed, '\n'), 'NX', 'PX', keep) then
+      -- A send of this request ran before: what this one popped goes
+      -- back with its scores (ZPOPMIN answers member, score), as it was.
+      for i = 1, #popped, 2 * BATCH_CHUNK do
+        local back = {}
+        for j = i, math.min(i + 2 * BATCH_CHUNK - 1, #popped), 2 do
+          table.insert(back, popped[j + 1])
+          table.insert(back, popped[j])
+        end
+        redis.call('ZADD', K.ready, unpack(back))
+      end
+      return answer(redis.call('GET', record))
+    end
+  end
+  if #popped > 0 then
     -- One INCRBY reserves the batch's generations; a job whose own gen is
     -- above the reserve (written before the counter existed) takes the
     -- slow path, next_gen, and so does every job after it in the batch.
@@ -170,7 +209,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
           corrupt(id, key, bad, problems, now)
         else
           claimed = claimed + 1
-          local token = base .. '.' .. claimed
+          local token = base .. '.' .. int((i + 1) / 2)
           local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
           local fields = {'state', 'running', 'gen', int(gen), 'token', token,
             'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0}
@@ -200,12 +239,6 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
   -- script is atomic).
   zadd_all(K.leases, int(until_ms), ids)
   out[3] = claimed
-  if asked > 0 then
-    -- An empty record has only a late send of the request to stop, which
-    -- comes within the re-send horizon: it is kept no longer.
-    local keep = #ids > 0 and lease_ms or math.min(lease_ms, RESEND_HORIZON_MS)
-    redis.call('SET', record, table.concat(ids, '\n'), 'PX', keep)
-  end
 
   -- Chain the wake-up: work left behind wakes the next blocked worker. A
   -- token already waiting wakes one, so ready's size is read only when
