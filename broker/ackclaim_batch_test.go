@@ -71,12 +71,85 @@ func TestAckClaim256(t *testing.T) {
 				t.Fatalf("whole again: %d %v", len(whole.Leases), err)
 			}
 			cs, _ := b.Counts(ctx, "q")
-			if cs.Done != n || cs.Running != n || cs.Pending != 0 {
+			if cs.Done != n || cs.Running != int64(n) || cs.Pending != 0 {
 				t.Fatalf("counts %+v", cs)
 			}
 			j, _ := b.Job(ctx, "q", first.Leases[0].ID)
 			if string(j.Result) != "r" {
 				t.Fatalf("result %q: the duplicate ack overwrote it", j.Result)
+			}
+			bad, err := b.Check(ctx, "q")
+			if err != nil || len(bad) > 0 {
+				t.Fatalf("check: %v %v", bad, err)
+			}
+		})
+	}
+}
+
+// TestBatchPastUnpack claims and acks so many jobs in one script call
+// that filing them in leases, or in done, in one ZADD would pass Lua's
+// unpack more than it takes at once (about 8,000 values on Redis): the
+// index writes that file a batch go in chunks (of 500 ids). On real Redis
+// when FENCEQ_SCRATCH_REDIS names a scratch server, and on miniredis with
+// 2,000 jobs, several chunks: its Lua overflows its registry in the claim
+// record's concat well before Redis's unpack limit.
+func TestBatchPastUnpack(t *testing.T) {
+	clients := map[string]redis.UniversalClient{}
+	sizes := map[string]int{"miniredis": 2000, "redis": 4500}
+	mr := miniredis.RunT(t)
+	clients["miniredis"] = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	if addr := os.Getenv("FENCEQ_SCRATCH_REDIS"); addr != "" {
+		clients["redis"] = redis.NewClient(&redis.Options{Addr: addr})
+	}
+	for name, c := range clients {
+		t.Run(name, func(t *testing.T) {
+			defer c.Close()
+			ctx := context.Background()
+			prefix := "fqbig" + broker.NewRequestID()[:8]
+			b, err := broker.New(c, broker.Options{Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				// Thousands of jobs left on a shared server would slow
+				// every later SCAN of it (Check's).
+				it := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+				for it.Next(ctx) {
+					c.Del(ctx, it.Val())
+				}
+			}()
+			n := sizes[name]
+			jobs := make([]broker.Job, n)
+			for i := range jobs {
+				jobs[i] = broker.Job{Queue: "q", Kind: "k", Payload: []byte("p"), MaxAttempts: 1}
+			}
+			for _, e := range b.EnqueueMany(ctx, jobs) {
+				if e.Err != nil {
+					t.Fatal(e.Err)
+				}
+			}
+			res, err := b.Claim(ctx, "q", n, time.Minute)
+			if err != nil || len(res.Leases) != n {
+				t.Fatalf("claim: %d %v", len(res.Leases), err)
+			}
+			if cs, _ := b.Counts(ctx, "q"); cs.Running != int64(n) || cs.Pending != 0 {
+				t.Fatalf("after the claim: counts %+v", cs)
+			}
+			acks := make([]broker.Ack, n)
+			for i, l := range res.Leases {
+				acks[i] = broker.Ack{Lease: l}
+			}
+			os, err := b.AckMany(ctx, acks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range os {
+				if o != broker.OK {
+					t.Fatalf("ack %d: %v", i, o)
+				}
+			}
+			if cs, _ := b.Counts(ctx, "q"); cs.Done != int64(n) || cs.Running != 0 {
+				t.Fatalf("after the acks: counts %+v", cs)
 			}
 			bad, err := b.Check(ctx, "q")
 			if err != nil || len(bad) > 0 {

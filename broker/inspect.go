@@ -129,7 +129,12 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	}
 	j.Attempt, j.MaxAttempts, j.Priority = int(vals["attempt"]), int(vals["max_attempts"]), int(vals["priority"])
 	j.Generation = vals["gen"]
-	j.LeaseUntil, j.RunAt, j.CreatedAt = msTime(vals["lease_until"]), msTime(vals["run_at"]), msTime(vals["created_at"])
+	j.RunAt, j.CreatedAt = msTime(vals["run_at"]), msTime(vals["created_at"])
+	if j.State == StateRunning {
+		// A finished job keeps its last lease's end (lib.lua's finish
+		// does not spend a call deleting it): it is no lease.
+		j.LeaseUntil = msTime(vals["lease_until"])
+	}
 	j.ClaimedAt, j.FinishedAt = msTime(vals["claimed_at"]), msTime(vals["finished_at"])
 	j.Errors = parseErrors(h["errors"])
 	j.Metadata, _ = decodeMetadata(h["meta"])

@@ -42,7 +42,14 @@ const (
 //	                   and the ready index's flags: tombs (ready0's
 //	                   tombstones), hi and lo (ready_hi, ready_lo may hold
 //	                   jobs), legacy (the ready ZSET of earlier versions
-//	                   may hold jobs)
+//	                   may hold jobs);
+//	                   flags that let a claim skip what is not in use:
+//	                   paused ("1"/"0", with the paused key), sched_min (a
+//	                   lower bound on scheduled's scores, "none" when it is
+//	                   empty), cascade ("1" while the cascade list may hold
+//	                   entries, "0" once empty) and recheck_at (when a claim
+//	                   next reads all three anyway). Absent means look; see
+//	                   lib.lua's set_flag
 //	starts     ZSET    recent starts, for the rate limit; score = claim time
 //	events     STREAM  lifecycle events, when enabled
 //	blocked    ZSET    jobs waiting for the jobs they depend on; score = created_at

@@ -16,7 +16,15 @@ func (b *Broker) Pause(ctx context.Context, queue string) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
-	if err := b.rdb.Set(ctx, b.queueKeys(queue).key("paused"), "1", 0).Err(); err != nil {
+	k := b.queueKeys(queue)
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, k.key("paused"), "1", 0)
+		// The flag a claim reads with its settings (lib.lua's set_flag),
+		// so that an unpaused queue's claims do not read the key.
+		p.HSet(ctx, k.key("limits"), "paused", "1")
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("fenceq: pause queue %q: %w", queue, err)
 	}
 	return nil
@@ -31,6 +39,7 @@ func (b *Broker) Resume(ctx context.Context, queue string) error {
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, k.key("paused"))
+		p.HSet(ctx, k.key("limits"), "paused", "0")
 		p.RPush(ctx, k.key("wake"), "1")
 		p.LTrim(ctx, k.key("wake"), 0, 0) // one token is enough; see lib.lua's wake
 		return nil

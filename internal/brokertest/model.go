@@ -1752,6 +1752,10 @@ func (m *model) check(t *rapid.T) {
 		if j.state == broker.StateRunning && got.LeaseUntil.UnixMilli() != j.deadline {
 			t.Fatalf("job %s: lease_until %d, model %d", id, got.LeaseUntil.UnixMilli(), j.deadline)
 		}
+		if j.state != broker.StateRunning && !got.LeaseUntil.IsZero() {
+			// A finished job's hash keeps its last lease's end; it is no lease.
+			t.Fatalf("job %s: %s with a lease until %v", id, j.state, got.LeaseUntil)
+		}
 		j.wantMeta(t, "Job", id, got.Metadata)
 		var attempts []int
 		for _, e := range got.Errors {

@@ -17,14 +17,16 @@
 local now = now_ms()
 local out = {}
 local settled_now = 0
+-- The jobs settled here leave leases and enter done in one call each,
+-- after the loop (zrem_all, zadd_all).
+local done_ids = {}
 for i = 7, #ARGV, 4 do
   local id, token = ARGV[i], ARGV[i + 2]
   local key = JOB .. id
   -- The guard's fields, then finish()'s OWED ones, in one read.
-  local f = read(key, 'state', 'gen', 'token', 'settled', 'unique_until_done', 'waited', 'has_children')
+  local f = read(key, 'state', 'gen', 'token', 'settled', 'unique_until_done', 'waited', 'has_children', 'wait_until')
   if holds(f, ARGV[i + 1], token) then
-    redis.call('ZREM', K.leases, id)
-    finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7]})
+    finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7], f[8]}, done_ids)
     table.insert(out, STATUS.ok)
     settled_now = settled_now + 1
   elseif resettled(key, f, token, 'ack') then
@@ -34,10 +36,12 @@ for i = 7, #ARGV, 4 do
     table.insert(out, STATUS.stale)
   end
 end
+zrem_all(K.leases, done_ids)
+zadd_all(K.done, now, done_ids)
 count_settled('d', settled_now, now)
 settle_cascade(now)
 local n = tonumber(ARGV[2])
 if n > 0 then
-  table.insert(out, take(tonumber(ARGV[3]), n, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])))
+  table.insert(out, take(now, tonumber(ARGV[3]), n, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])))
 end
 return out

@@ -58,7 +58,6 @@ if unique ~= '' then
     redis.call('SET', unique, id, 'PX', unique_ttl)
   else
     redis.call('SET', unique, id)
-    redis.call('HSET', key, 'unique_until_done', unique)
   end
 end
 
@@ -70,19 +69,32 @@ elseif tonumber(ARGV[7]) > 0 then
   run_at = now + tonumber(ARGV[7])
 end
 
-redis.call('HSET', key,
-  'kind', kind, 'payload', payload, 'attempt', 0, 'max_attempts', ARGV[5],
+-- The job's fields in one HSET, with its state when it goes in ready or
+-- scheduled here (block and finish write theirs).
+local fields = {'kind', kind, 'payload', payload, 'attempt', 0, 'max_attempts', ARGV[5],
   'gen', 0, 'token', '', 'priority', ARGV[6],
-  'created_at', now, 'run_at', int(run_at))
+  'created_at', now, 'run_at', int(run_at)}
+local function add(...)
+  for _, v in ipairs({...}) do
+    table.insert(fields, v)
+  end
+end
+if unique ~= '' and unique_ttl <= 0 then
+  add('unique_until_done', unique)
+end
 if nonce ~= '' then
-  redis.call('HSET', key, 'req', nonce)
+  add('req', nonce)
 end
 if ARGV[13] ~= '' then
-  redis.call('HSET', key, 'meta', ARGV[13])
+  add('meta', ARGV[13])
 end
 if #deps > 0 then
-  redis.call('HSET', key, 'depends_on', cjson.encode(deps), 'on_parent_failure', policy)
+  add('depends_on', cjson.encode(deps), 'on_parent_failure', policy)
 end
+if not failed and #open == 0 then
+  add('state', run_at > now and 'scheduled' or 'pending')
+end
+redis.call('HSET', key, unpack(fields))
 
 if failed then
   -- blocked_on > 0 marks a job whose dependencies were never met: a
@@ -97,12 +109,12 @@ if #open > 0 then
   return {STATUS.ok, 'blocked'}
 end
 if run_at > now then
-  redis.call('HSET', key, 'state', 'scheduled')
   redis.call('ZADD', K.scheduled, int(run_at), id)
+  sched_lower(run_at)
   wake() -- a blocked worker learns when this job falls due
   event('enqueued', id, 0, 'scheduled')
   return {STATUS.ok, 'scheduled'}
 end
-to_ready(id, key, ARGV[6])
+to_ready(id, key, ARGV[6], true)
 event('enqueued', id, 0, 'pending')
 return {STATUS.ok, 'pending'}

@@ -47,6 +47,9 @@ local function unhandled_wait(key, now)
   return math.max(0, now - since)
 end
 
+-- now is the Redis time, read once the guard has passed (take reads it
+-- itself after a refused settlement).
+local now
 local function settle()
   local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
   local key = JOB .. id
@@ -59,7 +62,7 @@ local function settle()
     event('stale_rejected', id, ARGV[3], mode)
     return STATUS.stale, ''
   end
-  local now = now_ms()
+  now = now_ms()
   redis.call('ZREM', K.leases, id)
   if mode == 'unhandled' then
     -- The claim ran nothing: its start does not count against the
@@ -106,6 +109,7 @@ local function settle()
   redis.call('HSET', key, 'state', 'scheduled')
   settled(key, mode, 'scheduled')
   redis.call('ZADD', K.scheduled, int(now + backoff), id)
+  sched_lower(now + backoff)
   wake() -- a blocked worker learns when the retry falls due
   return STATUS.ok, 'scheduled'
 end
@@ -113,6 +117,6 @@ end
 local status, state = settle()
 local n = tonumber(ARGV[8])
 if n > 0 then
-  return {status, state, take(tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]))}
+  return {status, state, take(now, tonumber(ARGV[9]), n, tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]))}
 end
 return {status, state}

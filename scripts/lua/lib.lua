@@ -73,6 +73,31 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
+-- BATCH_CHUNK bounds the members of one ZADD or ZREM that files a batch
+-- (zadd_all, zrem_all): unpack passes at most a few thousand values.
+local BATCH_CHUNK = 500
+
+-- zadd_all files every id of ids in index at one score, in one ZADD per
+-- BATCH_CHUNK ids: a batch's jobs enter an index in one call, not one each.
+-- The script is atomic, so no reader sees them in neither index (invariant 6).
+local function zadd_all(index, score, ids)
+  for i = 1, #ids, BATCH_CHUNK do
+    local args = {}
+    for j = i, math.min(i + BATCH_CHUNK - 1, #ids) do
+      table.insert(args, score)
+      table.insert(args, ids[j])
+    end
+    redis.call('ZADD', index, unpack(args))
+  end
+end
+
+-- zrem_all takes every id of ids out of index, as zadd_all files them.
+local function zrem_all(index, ids)
+  for i = 1, #ids, BATCH_CHUNK do
+    redis.call('ZREM', index, unpack(ids, i, math.min(i + BATCH_CHUNK - 1, #ids)))
+  end
+end
+
 -- MAX_INT is the largest integer a double (Lua's number) holds exactly;
 -- a counter or generation above it is garbage, not a number to go on from.
 local MAX_INT = 9007199254740991
@@ -106,13 +131,16 @@ end
 
 -- setting reads one of the queue's settings (flow control and events, set
 -- by broker.SetLimits and SetEvents; the ready index's flags, kept by the
--- ready_ helpers below), all read once per script call.
+-- ready_ helpers below), all read once per script call, and the flags kept
+-- with them (set_flag), as strings, false when absent.
 local settings
 local function setting(name)
   if not settings then
-    local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms', 'tombs', 'hi', 'lo', 'legacy')
+    local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms', 'tombs', 'hi', 'lo', 'legacy',
+      'paused', 'sched_min', 'cascade', 'recheck_at')
     settings = {events = tonumber(v[1]) or 0, max_running = tonumber(v[2]), rate = tonumber(v[3]), period_ms = tonumber(v[4]),
-      tombs = math.max(0, tonumber(v[5]) or 0), hi = v[6], lo = v[7], legacy = v[8]}
+      tombs = math.max(0, tonumber(v[5]) or 0), hi = v[6], lo = v[7], legacy = v[8],
+      paused = v[9], sched_min = v[10], cascade = v[11], recheck_at = v[12]}
   end
   return settings[name]
 end
@@ -130,6 +158,43 @@ local function set_setting(name, value)
     settings.tombs = value or 0
   else
     settings[name] = value and value ~= 0 and tostring(value) or nil
+  end
+end
+
+-- The flags in the settings hash mirror what a claim would otherwise read
+-- on every call, so a queue that uses none of those features costs a claim
+-- no read of them (keys.go lists them):
+--   paused      '1' or '0': whether the paused key exists (broker.Pause
+--               and Resume write both in one transaction)
+--   sched_min   a lower bound on the scores in scheduled, or 'none' when it
+--               is empty. Every writer of scheduled lowers it
+--               (sched_lower); a promotion rewrites it exactly. Low is
+--               safe (a claim then looks, and rewrites it), high never is.
+--   cascade     '1' while the cascade list may hold entries, '0' once a
+--               step found it empty; finish() sets it with its RPUSH.
+--   recheck_at  when a claim next reads all three structures anyway, and
+--               rewrites the flags from them (RECHECK_MS later): a writer
+--               that does not keep the flags (a fenceq version from before
+--               them, during a rolling upgrade, or a hand edit) delays a
+--               due job, a pause or the cascade by at most that.
+-- An absent or unreadable flag means "look": a tree written before the
+-- flags is read as before, and its first claim writes them.
+local RECHECK_MS = 5000
+-- set_flag writes one, when its value changes, and keeps this call's copy.
+local function set_flag(name, value)
+  if setting(name) ~= value then
+    redis.call('HSET', K.limits, name, value)
+    settings[name] = value
+  end
+end
+
+-- sched_lower keeps sched_min a lower bound after a job is filed in
+-- scheduled at score at: every writer of scheduled calls it. An absent or
+-- unreadable bound stays so (a claim looks).
+local function sched_lower(at)
+  local sm = setting('sched_min')
+  if sm == 'none' or is_int(sm) and tonumber(sm) > at then
+    set_flag('sched_min', int(at))
   end
 end
 
@@ -295,10 +360,13 @@ local function ready_count()
 end
 
 -- to_ready files a job as pending at the tail of its priority and wakes a
--- blocked worker.
-local function to_ready(id, key, priority)
+-- blocked worker. state_written: the caller wrote state=pending already
+-- (enqueue does, with the job's other fields).
+local function to_ready(id, key, priority, state_written)
   ready_push(id, priority)
-  redis.call('HSET', key, 'state', 'pending')
+  if not state_written then
+    redis.call('HSET', key, 'state', 'pending')
+  end
   wake()
 end
 
@@ -324,6 +392,7 @@ local function release_blocked(id, key, now)
   if run_at > now then
     redis.call('HSET', key, 'state', 'scheduled')
     redis.call('ZADD', K.scheduled, int(run_at), id)
+    sched_lower(run_at)
     wake()
   else
     to_ready(id, key, f[2])
@@ -375,10 +444,15 @@ end
 -- from a stale one (resettled).
 -- set: more (field, value) pairs to write with the state, or nil. owed:
 -- the job's OWED fields when the caller read them already (ack does, with
--- its guard's), else nil.
-local OWED = {'gen', 'unique_until_done', 'waited', 'has_children'}
+-- its guard's), else nil. filed: nil to file the job in its state's index
+-- now, or a list the caller files in one call with the batch's other jobs
+-- (zadd_all, at now) before anything reads that index.
+-- lease_until stays: a finished job's is the end of its last lease, which
+-- readers show only for a running job (inspect.go's parseJob), so deleting
+-- it would cost every settlement a call for nothing.
+local OWED = {'gen', 'unique_until_done', 'waited', 'has_children', 'wait_until'}
 local cascading = false -- this script call handed dependents to the cascade
-local function finish(id, key, state, now, set, owed)
+local function finish(id, key, state, now, set, owed, filed)
   -- One read for everything a finished job may owe others; the flags are
   -- set only on jobs that have a unique key, Wait callers or dependents.
   local f = owed or redis.call('HMGET', key, unpack(OWED))
@@ -396,12 +470,24 @@ local function finish(id, key, state, now, set, owed)
   -- Without callers now, an earlier end's wait_until (the job was retried
   -- since) keeps nothing for Wait: nobody waits. That holds for a job with
   -- dependents too, or trim would keep a final record for nobody.
-  local done_with = {'lease_until', f[3] and 'waited' or 'wait_until'}
+  -- Deleted only when present: a plain job has none of these fields.
+  local done_with = {}
+  if f[3] then
+    table.insert(done_with, 'waited')
+  elseif f[5] then
+    table.insert(done_with, 'wait_until')
+  end
   if f[4] then
     table.insert(done_with, 'has_children')
   end
-  redis.call('HDEL', key, unpack(done_with))
-  redis.call('ZADD', INDEX[state], now, id)
+  if #done_with > 0 then
+    redis.call('HDEL', key, unpack(done_with))
+  end
+  if filed then
+    table.insert(filed, id)
+  else
+    redis.call('ZADD', INDEX[state], now, id)
+  end
   -- A unique key held until the job ends is free from now on.
   if f[2] and redis.call('GET', f[2]) == id then
     redis.call('DEL', f[2])
@@ -423,6 +509,7 @@ local function finish(id, key, state, now, set, owed)
       local n = int(redis.call('INCR', K.gen))
       redis.call('RENAME', children, derived('cascade', n))
       redis.call('RPUSH', K.cascade, n .. ':' .. state .. ':' .. id)
+      set_flag('cascade', '1')
       cascading = true
     end
   end
@@ -603,6 +690,7 @@ local function cascade_step(budget, now)
   while spent < budget do
     local head = redis.call('LINDEX', K.cascade, 0)
     if not head then
+      set_flag('cascade', '0')
       return false
     end
     local n, pstate, parent = string.match(head, '^(%d+):(%a+):(.*)$')
@@ -643,7 +731,9 @@ local function cascade_step(budget, now)
       end
     end
   end
-  return redis.call('EXISTS', K.cascade) == 1
+  local left = redis.call('EXISTS', K.cascade) == 1
+  set_flag('cascade', left and '1' or '0')
+  return left
 end
 
 -- CASCADE_INLINE is how many dependents a script that finished a job
@@ -693,6 +783,9 @@ local function misfiled(id, key, index_name, problems, now)
       to_ready(id, key, pri)
     else
       redis.call('ZADD', INDEX[f[1]], int(score), id)
+      if f[1] == 'scheduled' then
+        sched_lower(score)
+      end
     end
     problem = 'listed in ' .. index_name .. ' but in state ' .. f[1] .. '; refiled'
   else

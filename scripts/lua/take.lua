@@ -4,7 +4,9 @@
 --
 -- take settles a bounded step of the dependents cascade, promotes due
 -- scheduled jobs (bounded), then takes up to n ready jobs, unless the queue
--- is paused, within the queue's limits.
+-- is paused, within the queue's limits. The flags of the settings hash
+-- (lib.lua's set_flag) say when there is no cascade, no scheduled job due
+-- and no pause, so that a queue without them is not read for them.
 -- Guard: none from the caller; a popped job is claimed only if its hash says
 -- pending. Each claim draws a new gen from the queue's counter and installs
 -- a fresh token, which makes it the one valid claim (invariants 1, 3 and
@@ -17,8 +19,9 @@
 -- takes nothing either: no job is claimed under a token nobody learns. A
 -- late send comes within lib.lua's RESEND_HORIZON_MS, so the empty record
 -- lasts min(lease, horizon): an idle pool's keys stay few.
--- base is the token base, unique per request (token of the i-th claimed
--- job = base .. '.' .. i); budget is the cascade step's.
+-- now is the caller's Redis time (one TIME per script call), or nil for
+-- take to read it; base is the token base, unique per request (token of
+-- the i-th claimed job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
 --   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
@@ -26,26 +29,32 @@
 --    and a trace context, and its quoting, checked by bad_meta before it
 --    is handed out)) * njobs,
 --   (id, problem) * ...}
-local function take(lease_ms, n, promote_limit, base, budget)
-  local now = now_ms()
+local function take(now, lease_ms, n, promote_limit, base, budget)
+  now = now or now_ms()
   local asked = n -- before the limits cut it
   local problems = {}
   local out = {now, -1, 0}
   local record = derived('claim', base)
 
-  -- next_due fills in when the caller should look again.
+  -- next_due fills in when the caller should look again: when the first
+  -- scheduled job falls due, as sched_min bounds it (a bound that is low
+  -- only brings the caller back early, to a claim that looks).
   local function next_due(limited_for)
-    local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
-    if first[2] then
-      out[2] = math.max(0, tonumber(first[2]) - now)
+    local sm = setting('sched_min')
+    local first = is_int(sm) and tonumber(sm)
+    if not first and sm ~= 'none' then
+      first = tonumber(redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')[2])
+    end
+    if first then
+      out[2] = math.max(0, first - now)
     end
     if limited_for >= 0 and ready_any() and (out[2] < 0 or limited_for < out[2]) then
       out[2] = limited_for -- come back when the rate limit lets a job start
     end
   end
 
-  local taken = redis.call('GET', record)
-  if taken then
+  -- answer answers the leases of the request's record, taken.
+  local function answer(taken)
     local i, claimed = 0, 0
     for id in string.gmatch(taken, '[^\n]+') do
       i = i + 1
@@ -63,20 +72,46 @@ local function take(lease_ms, n, promote_limit, base, budget)
     return out
   end
 
-  if cascade_step(budget, now) then
+  local taken = redis.call('GET', record)
+  if taken then
+    return answer(taken)
+  end
+
+  -- Every RECHECK_MS a claim reads the structures the flags mirror,
+  -- whatever the flags say, and rewrites the flags from them.
+  local recheck = not is_int(setting('recheck_at')) or tonumber(setting('recheck_at')) <= now
+  if recheck then
+    set_flag('recheck_at', int(now + RECHECK_MS))
+    -- The ready index's flags say where pending jobs may be; absent, a
+    -- claim would not look there: restore one the hash lost.
+    for _, part in ipairs({{'hi', K.ready_hi}, {'lo', K.ready_lo}, {'legacy', LEGACY_READY}}) do
+      if not setting(part[1]) and redis.call('EXISTS', part[2]) == 1 then
+        set_setting(part[1], 1)
+      end
+    end
+  end
+
+  if (recheck or setting('cascade') ~= '0') and cascade_step(budget, now) then
     wake() -- more to settle: the next claim takes the next step
   end
 
-  local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', 0, promote_limit)
-  for _, id in ipairs(due) do
-    local key = JOB .. id
-    redis.call('ZREM', K.scheduled, id)
-    local f = read(key, 'state', 'priority')
-    if f and f[1] == 'scheduled' then
-      to_ready(id, key, f[2])
-    else
-      misfiled(id, key, 'scheduled', problems, now)
+  -- Due scheduled jobs, when sched_min does not rule them out; the bound
+  -- is then rewritten as the first score left (an exact bound).
+  local sm = setting('sched_min')
+  if recheck or not (sm == 'none' or is_int(sm) and tonumber(sm) > now) then
+    local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'LIMIT', 0, promote_limit)
+    for _, id in ipairs(due) do
+      local key = JOB .. id
+      redis.call('ZREM', K.scheduled, id)
+      local f = read(key, 'state', 'priority')
+      if f and f[1] == 'scheduled' then
+        to_ready(id, key, f[2])
+      else
+        misfiled(id, key, 'scheduled', problems, now)
+      end
     end
+    local first = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')[2]
+    set_flag('sched_min', first and int(math.floor(tonumber(first))) or 'none')
   end
 
   -- Flow control (broker.SetLimits), the same for every pool: at most
@@ -101,7 +136,14 @@ local function take(lease_ms, n, promote_limit, base, budget)
   local until_ms = now + lease_ms
   local claimed = 0
   local ids = {}
-  if n > 0 and redis.call('EXISTS', K.paused) == 0 then
+  -- Paused: the flag, or the key itself when the flag is unreadable or
+  -- this claim rechecks (even one that would take nothing).
+  local paused = setting('paused')
+  if (n > 0 or recheck) and (recheck or (paused ~= '0' and paused ~= '1')) then
+    paused = redis.call('EXISTS', K.paused) == 1 and '1' or '0'
+    set_flag('paused', paused)
+  end
+  if n > 0 and paused == '0' then
     ready_migrate(problems, now)
     -- One INCRBY per part of the ready index popped reserves its
     -- generations; a job whose own gen is above the reserve (written
@@ -165,7 +207,6 @@ local function take(lease_ms, n, promote_limit, base, budget)
               set_aside(fields, f[7] .. ' ' .. f[8], f[10], f[11])
             end
             redis.call('HSET', key, unpack(fields))
-            redis.call('ZADD', K.leases, int(until_ms), id)
             if rate and period then
               redis.call('ZADD', K.starts, now, token)
               redis.call('PEXPIRE', K.starts, period)
@@ -183,6 +224,9 @@ local function take(lease_ms, n, promote_limit, base, budget)
       end
     end
   end
+  -- The claimed jobs enter leases in one call (invariant 6 holds: the
+  -- script is atomic).
+  zadd_all(K.leases, int(until_ms), ids)
   out[3] = claimed
   if asked > 0 then
     -- An empty record has only a late send of the request to stop, which
@@ -191,9 +235,11 @@ local function take(lease_ms, n, promote_limit, base, budget)
     redis.call('SET', record, table.concat(ids, '\n'), 'PX', keep)
   end
 
-  -- Chain the wake-up: work left behind wakes the next blocked worker.
-  if claimed > 0 and ready_any() then
-    wake()
+  -- Chain the wake-up: work left behind wakes the next blocked worker. A
+  -- token already waiting wakes one, so ready's size is read only when
+  -- there is none (the same tokens as wake() after it).
+  if claimed > 0 and redis.call('LLEN', K.wake) == 0 and ready_any() then
+    redis.call('RPUSH', K.wake, '1')
   end
   next_due(limited_for)
 
