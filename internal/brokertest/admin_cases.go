@@ -311,6 +311,31 @@ func testWake(t *testing.T, nb NewBackend) {
 	want(t, "wake tokens", n, int64(1))
 }
 
+// An enqueue behind pending jobs pushes no wake-up (their pushes woke the
+// workers); one behind nothing but tombstones does, as does one to an
+// empty queue.
+func testWakeBehindTombstones(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	key := s.queueKey("wake")
+	tokens := func(what string, n int64) {
+		t.Helper()
+		got, err := s.Client.LLen(s.ctx, key).Result()
+		noErr(t, "LLEN", err)
+		want(t, "wake tokens "+what, got, n)
+	}
+	s.enqueue(t, broker.Job{ID: "a"})
+	tokens("after the first enqueue", 1)
+	noErr(t, "DEL wake", s.Client.Del(s.ctx, key).Err())
+	s.enqueue(t, broker.Job{ID: "b"})
+	tokens("behind a pending job", 0)
+	for _, id := range []string{"a", "b"} {
+		_, err := s.b.Cancel(s.ctx, s.q, id)
+		noErr(t, "Cancel "+id, err)
+	}
+	s.enqueue(t, broker.Job{ID: "c"})
+	tokens("behind two tombstones", 1)
+}
+
 // WaitForWork answers the queue a wake-up came from, at once when one is
 // waiting and as soon as one comes while it blocks; it answers "" when
 // nothing came within its limit, and never outlasts an ended context.

@@ -58,6 +58,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ReadyIndex", testReadyIndex},
+		{"WakeBehindTombstones", testWakeBehindTombstones},
 		{"ScriptFlush", testScriptFlush},
 		{"RenewMany", testRenewMany},
 		{"AckMany", testAckMany},

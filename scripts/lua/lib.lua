@@ -242,18 +242,20 @@ local function ready_index(priority)
   return K.ready0, ''
 end
 
--- ready_push files a job at the tail of its priority.
+-- ready_push files a job at the tail of its priority. It answers whether
+-- the job may have found no pending job ahead of it, and so the workers
+-- asleep: ready0 held only tombstones before it, or the job went to a set.
 local function ready_push(id, priority)
   local index, flag = ready_index(priority)
   if flag == '' then
-    redis.call('LPUSH', K.ready0, id)
-    return
+    return redis.call('LPUSH', K.ready0, id) - 1 <= setting('tombs')
   end
   local seq = redis.call('INCR', K.seq)
   redis.call('ZADD', index, int((100 - tonumber(priority)) * PRIORITY_BAND + seq), id)
   if not setting(flag) then
     set_setting(flag, 1)
   end
+  return true
 end
 
 -- ready_remove takes a pending job out of the ready index: from its
@@ -360,14 +362,19 @@ local function ready_count()
 end
 
 -- to_ready files a job as pending at the tail of its priority and wakes a
--- blocked worker. state_written: the caller wrote state=pending already
--- (enqueue does, with the job's other fields).
+-- blocked worker when it found no pending job ahead of it: behind others,
+-- the pushes that filed them woke the workers (and a claim that leaves work
+-- behind wakes the next), so a busy queue's enqueue reads no wake list.
+-- state_written: the caller wrote state=pending already (enqueue does,
+-- with the job's other fields).
 local function to_ready(id, key, priority, state_written)
-  ready_push(id, priority)
+  local first = ready_push(id, priority)
   if not state_written then
     redis.call('HSET', key, 'state', 'pending')
   end
-  wake()
+  if first then
+    wake()
+  end
 end
 
 -- requeue files a job whose lease has ended as pending again. refund gives
