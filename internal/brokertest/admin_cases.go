@@ -359,6 +359,11 @@ func testWaitForWork(t *testing.T, nb NewBackend) {
 		t.Fatalf("a wait of 50ms took %v", took)
 	}
 
+	// A worker blocks once its claim found nothing: the enqueue below then
+	// finds an empty queue and wakes it (one behind pending jobs does not;
+	// see testWakeBehindTombstones).
+	_, err = s.b.Claim(s.ctx, s.q, 10, long)
+	noErr(t, "Claim", err)
 	enqueued := make(chan error, 1)
 	time.AfterFunc(30*time.Millisecond, func() {
 		_, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k"})
@@ -375,6 +380,8 @@ func testWaitForWork(t *testing.T, nb NewBackend) {
 
 	// Several queues: one call waits on all of them where they share a
 	// node's slot space; a Redis Cluster refuses keys of several slots.
+	_, err = s.b.Claim(s.ctx, s.q, 10, long)
+	noErr(t, "Claim", err)
 	s.enqueue(t, broker.Job{})
 	woken, err = s.b.WaitForWork(s.ctx, []string{s.q + "-other", s.q}, time.Second)
 	if !errors.Is(err, broker.ErrCrossSlot) {
