@@ -103,7 +103,8 @@ func (b *Broker) loadLibrary(ctx context.Context) error {
 
 // runScript runs one script call, alone: by FCALL, loading the library
 // when the server lacks it, or by EVALSHA (falling back to EVAL, which
-// loads the script) when functions are off.
+// loads the script) when functions are off or the library is missing
+// again right after its load.
 func (b *Broker) runScript(ctx context.Context, s *script, keys []string, args []any) *redis.Cmd {
 	if !b.fnOff.Load() {
 		cmd := b.rdb.FCall(ctx, s.fn, keys, args...)
@@ -116,7 +117,12 @@ func (b *Broker) runScript(ctx context.Context, s *script, keys []string, args [
 				return cmd
 			}
 			if !b.fnOff.Load() {
-				return b.rdb.FCall(ctx, s.fn, keys, args...)
+				cmd = b.rdb.FCall(ctx, s.fn, keys, args...)
+				if !functionMissing(cmd.Err()) {
+					return cmd
+				}
+				// Gone again since the load (a FUNCTION FLUSH meanwhile):
+				// this call goes by EVAL, which carries its source.
 			}
 		default:
 			return cmd

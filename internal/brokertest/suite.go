@@ -51,6 +51,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ScriptFlush", testScriptFlush},
+		{"PerCallState", testPerCallState},
+		{"LibraryDeleted", testLibraryDeleted},
 		{"RenewMany", testRenewMany},
 		{"AckMany", testAckMany},
 		{"AckClaim", testAckClaim},
