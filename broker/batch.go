@@ -19,7 +19,7 @@ type queueCall struct {
 // perQueue groups n items by queue and runs the script once per queue, all
 // calls in one pipeline (see pipeline). head starts every call's
 // arguments; argsOf gives item i's.
-func (b *Broker) perQueue(ctx context.Context, op string, s *redis.Script, n int,
+func (b *Broker) perQueue(ctx context.Context, op string, s *script, n int,
 	queueOf func(i int) string, head []any, argsOf func(i int) []any) ([]*queueCall, error) {
 	calls, err := b.byQueue(n, queueOf, argsOf)
 	if err != nil {
@@ -55,7 +55,7 @@ func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(i int) [
 // arguments, all calls in one round trip (evalAll). With resend, a call
 // whose reply was lost is sent again (eval); resend(c) names the call's
 // operation and request for an *OutcomeUnknownError.
-func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls []*queueCall, head func(c *queueCall) []any,
+func (b *Broker) pipeline(ctx context.Context, op string, s *script, calls []*queueCall, head func(c *queueCall) []any,
 	resend func(c *queueCall) (op, request string)) {
 	evals := make([]*scriptCall, len(calls))
 	for i, c := range calls {
@@ -77,8 +77,8 @@ func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls
 
 // scriptCall is one script call for one queue, sent with others.
 type scriptCall struct {
-	script *redis.Script
-	keys   []string   // the queue's KEYS
+	script *script
+	keys   []string   // its KEYS: the queue's first key (broker.run)
 	args   []any      // ARGV, the queue's key prefix first
 	cmd    *redis.Cmd // the answer, once sent
 	sent   time.Time  // when the send that answered went out (eval)
@@ -89,7 +89,7 @@ type scriptCall struct {
 
 // newScriptCall is a call of s for k's queue whose ARGV is the queue's key
 // prefix, then parts in order.
-func newScriptCall(s *redis.Script, k *queueKeys, parts ...[]any) *scriptCall {
+func newScriptCall(s *script, k *queueKeys, parts ...[]any) *scriptCall {
 	n := 1
 	for _, p := range parts {
 		n += len(p)
@@ -99,32 +99,24 @@ func newScriptCall(s *redis.Script, k *queueKeys, parts ...[]any) *scriptCall {
 	for _, p := range parts {
 		args = append(args, p...)
 	}
-	return &scriptCall{script: s, keys: k.list, args: args, queueName: k.name}
+	return &scriptCall{script: s, keys: k.list[:1], args: args, queueName: k.name}
 }
-
-// queue adds the call to p, by EVALSHA.
-func (c *scriptCall) queue(ctx context.Context, p redis.Pipeliner) {
-	c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
-}
-
-// unloaded reports whether the call did not run because its node's script
-// cache lacks the script (each node of a Cluster has its own; SCRIPT FLUSH
-// empties it).
-func (c *scriptCall) unloaded() bool { return redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") }
 
 // evalAll runs the calls in one pipeline: one round trip on a single Redis
-// (go-redis splits it by node on a Cluster). A call that meets NOSCRIPT is
-// run again on its own, which loads the script.
+// (go-redis splits it by node on a Cluster). A call that did not run
+// because its node lacks the script or the library (each node of a Cluster
+// has its own; SCRIPT FLUSH, FUNCTION FLUSH and a restart empty them), or
+// has no FUNCTION, is run again on its own, which loads what it needs.
 func (b *Broker) evalAll(ctx context.Context, calls []*scriptCall) {
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
-			c.queue(ctx, p)
+			c.cmd = b.queueScript(ctx, p, c.script, c.keys, c.args)
 		}
 		return nil
 	})
 	for _, c := range calls {
-		if c.unloaded() {
-			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
+		if notRun(c.cmd.Err()) {
+			c.cmd = b.runScript(ctx, c.script, c.keys, c.args)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -105,6 +106,7 @@ type Broker struct {
 	opts    Options
 	keys    keyCache // the key names of the queues in use (keys.go)
 	scripts *scripts
+	fnOff   atomic.Bool  // FUNCTION missing or refused: EVALSHA (functions.go)
 	tracer  trace.Tracer // nil: not tracing
 }
 
@@ -132,10 +134,11 @@ func (b *Broker) TracerProvider() trace.TracerProvider { return b.opts.TracerPro
 // Prefix is the key prefix in use.
 func (b *Broker) Prefix() string { return b.opts.Prefix }
 
-// run executes one script for one queue, by EVALSHA, falling back to EVAL
-// (which reloads the script) when Redis answers NOSCRIPT.
-func (b *Broker) run(ctx context.Context, s *redis.Script, k *queueKeys, args ...any) *redis.Cmd {
-	return s.Run(ctx, b.rdb, k.list, withJobPrefix(k, args)...)
+// run executes one script for one queue (runScript): its one KEY is the
+// queue's first, for the routing; the script builds the others from the
+// queue's key prefix, ARGV[1].
+func (b *Broker) run(ctx context.Context, s *script, k *queueKeys, args ...any) *redis.Cmd {
+	return b.runScript(ctx, s, k.list[:1], withJobPrefix(k, args))
 }
 
 // withJobPrefix puts the queue's key prefix first: every script's ARGV[1].

@@ -262,32 +262,29 @@ func (b *Broker) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, 
 		args = append(args, string(s))
 	}
 	s := b.scripts.checkOne
-	loaded := false
 	for batch := range slices.Chunk(ids, recheckBatch) {
-		// A pipeline cannot fall back from EVALSHA to EVAL command by
-		// command: the script is loaded first, and again should a SCRIPT
-		// FLUSH come between.
+		// A pipeline cannot load what a call lacks command by command: a
+		// batch that meets a node without the library or the script
+		// (FUNCTION FLUSH, SCRIPT FLUSH), or without FUNCTION (the first
+		// call finds out), loads what it needs and is sent again, twice at
+		// most.
 		var cmds []*redis.Cmd
 		for try := 0; ; try++ {
-			if !loaded {
-				if err := s.Load(ctx, node).Err(); err != nil {
-					return nil, fmt.Errorf("load check_one: %w", err)
-				}
-				loaded = true
-			}
 			cmds = make([]*redis.Cmd, len(batch))
 			_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for i, id := range batch {
 					args[0] = id
-					cmds[i] = s.EvalSha(ctx, p, k.list, withJobPrefix(k, args)...)
+					cmds[i] = b.queueScript(ctx, p, s, k.list[:1], withJobPrefix(k, args))
 				}
 				return nil
 			})
-			flushed := slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return redis.HasErrorPrefix(c.Err(), "NOSCRIPT") })
-			if !flushed || try > 0 {
+			i := slices.IndexFunc(cmds, func(c *redis.Cmd) bool { return notRun(c.Err()) })
+			if i < 0 || try == 2 {
 				break
 			}
-			loaded = false
+			if err := b.loadFor(ctx, node, s, cmds[i].Err()); err != nil {
+				return nil, fmt.Errorf("load check_one: %w", err)
+			}
 		}
 		for i, id := range batch {
 			r, err := readCheckOne(cmds[i])

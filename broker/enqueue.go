@@ -212,7 +212,7 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 			group := groups[node]
 			_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, c := range group {
-					c.queue(ctx, p)
+					c.cmd = b.queueScript(ctx, p, c.script, c.keys, c.args)
 				}
 				// Pipeliner lacks Wait: the raw command, timeout in milliseconds.
 				acks := redis.NewIntCmd(ctx, "WAIT", b.opts.WaitReplicas, b.opts.WaitTimeout.Milliseconds())
@@ -226,8 +226,8 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 				err := c.cmd.Err()
 				switch {
 				case err == nil:
-				case round < rounds && c.unloaded():
-					_ = c.script.Load(ctx, node).Err()
+				case round < rounds && notRun(err):
+					_ = b.loadFor(ctx, node, c.script, err)
 					pending = append(pending, c)
 				case round < rounds && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK") ||
 					redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "CLUSTERDOWN")):

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -380,24 +381,55 @@ func lastMinute(now, current, previous int64) int64 {
 	return current + int64(math.Round(float64(previous)*float64(left)/float64(minute)))
 }
 
-// LoadScripts loads every script into the server's script cache: a check at
-// startup that the server runs them (and that an ACL user may), and what
-// ScriptsLoaded reports on later.
+// LoadScripts loads fenceq's FUNCTION library on every master, or, where
+// the server has no FUNCTION (or the user may not use it), every script
+// into the server's script cache: a check at startup that the server runs
+// them (and that an ACL user may), and what ScriptsLoaded reports on later.
 func (b *Broker) LoadScripts(ctx context.Context) error {
+	if !b.fnOff.Load() {
+		if err := b.loadLibrary(ctx); err != nil {
+			return fmt.Errorf("fenceq: load scripts: %w", err)
+		}
+		if !b.fnOff.Load() {
+			return nil
+		}
+	}
 	for _, s := range b.scripts.all() {
-		if err := s.Load(ctx, b.rdb).Err(); err != nil {
+		if err := s.eval.Load(ctx, b.rdb).Err(); err != nil {
 			return fmt.Errorf("fenceq: load scripts: %w", err)
 		}
 	}
 	return nil
 }
 
-// ScriptsLoaded reports whether the server's script cache holds every
-// script (a SCRIPT FLUSH empties it; the broker reloads on demand).
+// ScriptsLoaded reports whether every master holds fenceq's FUNCTION
+// library (FUNCTION FLUSH, or a restart without persistence, empties it),
+// or, without FUNCTION, whether the server's script cache holds every
+// script (a SCRIPT FLUSH empties it). The broker loads either on demand.
 func (b *Broker) ScriptsLoaded(ctx context.Context) (bool, error) {
+	if !b.fnOff.Load() {
+		var missing atomic.Bool // eachMaster runs f on the masters at once
+		err := b.eachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+			libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: b.scripts.libName}).Result()
+			if functionsUnsupported(err) {
+				b.fnOff.Store(true)
+				return nil
+			}
+			if err == nil && !slices.ContainsFunc(libs, func(l redis.Library) bool { return l.Name == b.scripts.libName }) {
+				missing.Store(true)
+			}
+			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("fenceq: check scripts: %w", err)
+		}
+		if !b.fnOff.Load() {
+			return !missing.Load(), nil
+		}
+	}
 	hashes := make([]string, 0, 16)
 	for _, s := range b.scripts.all() {
-		hashes = append(hashes, s.Hash())
+		hashes = append(hashes, s.eval.Hash())
 	}
 	ok, err := b.rdb.ScriptExists(ctx, hashes...).Result()
 	if err != nil {

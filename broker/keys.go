@@ -21,9 +21,10 @@ const (
 // get the same names from scriptKeys, which writes the Lua that defines
 // them; no script builds a key any other way.
 
-// queueKeyNames are a queue's fixed keys, in the order of every script's
-// KEYS (lib.lua reads them by name, K.ready0, from the table scriptKeys
-// writes):
+// queueKeyNames are a queue's fixed keys (lib.lua reads them by name,
+// K.ready0, from the table scriptKeys writes, which builds each from the
+// queue's base when a call first uses it; a script's one KEY is the first,
+// so that Redis Cluster routes it to the queue's slot):
 //
 //	ready0     LIST    pending jobs of priority 0, pushed at the head, claimed
 //	                   from the tail; a pending job cancelled leaves its entry
@@ -111,17 +112,33 @@ var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, ki
 const derivedSep = ":"
 
 // scriptKeys is the Lua that every script runs first: the names above as
-// lib.lua uses them. K maps each of queueKeyNames to its KEYS entry; BASE
-// is the queue's base, ARGV[1]; JOB the prefix of its job hashes; and
-// derived(kind, id) the key of one job's structure.
+// lib.lua uses them. begin_keys(base) starts a call of a script for the
+// queue whose base is base (ARGV[1]): BASE is that base; JOB the prefix of
+// its job hashes; K maps each of queueKeyNames to its key, built from BASE
+// on a call's first use (a name not in the list is an error, not nil); and
+// derived(kind, id) is the key of one job's structure. None of them
+// survives from one call to the next: a FUNCTION library keeps its
+// upvalues between calls (scripts.go), so begin_keys sets every one.
 func scriptKeys() string {
 	var s strings.Builder
-	s.WriteString("-- keys, written by broker/keys.go\nlocal K = {")
-	for i, name := range queueKeyNames {
-		fmt.Fprintf(&s, "%s = KEYS[%d], ", name, i+1)
+	s.WriteString("-- keys, written by broker/keys.go\nlocal BASE, JOB, K\nlocal KEY_NAMES = {")
+	for _, name := range queueKeyNames {
+		fmt.Fprintf(&s, "%s = true, ", name)
 	}
-	s.WriteString("}\nlocal BASE = ARGV[1]\n")
-	fmt.Fprintf(&s, "local JOB = BASE .. '%s%s'\n", kindJob, derivedSep)
+	s.WriteString(`}
+local K_META = {__index = function(t, name)
+  if not KEY_NAMES[name] then
+    error('fenceq: no queue key named ' .. tostring(name))
+  end
+  local key = BASE .. name
+  t[name] = key
+  return key
+end}
+local function begin_keys(base)
+  BASE = base
+`)
+	fmt.Fprintf(&s, "  JOB = base .. '%s%s'\n", kindJob, derivedSep)
+	s.WriteString("  K = setmetatable({}, K_META)\nend\n")
 	fmt.Fprintf(&s, "local function derived(kind, id)\n  return BASE .. kind .. '%s' .. id\nend\n", derivedSep)
 	return s.String()
 }
@@ -132,7 +149,7 @@ type queueKeys struct {
 	name       string
 	base       string      // "<prefix>:{<queue>}:", every script's ARGV[1]
 	job        string      // job hash prefix: job key = job + id
-	list       []string    // KEYS of every script: queueKeyNames, in order
+	list       []string    // queueKeyNames' keys, in order; a script's one KEY is the first
 	registered atomic.Bool // added to the queues set by this broker
 }
 

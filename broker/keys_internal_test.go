@@ -52,11 +52,15 @@ func TestScriptKeysMatchGo(t *testing.T) {
 	}
 	k := b.queueKeys("q")
 	src := scriptKeys() + `
+begin_keys(ARGV[1])
 local out = {JOB}
 for _, name in ipairs(ARGV) do
   if name ~= BASE then
-    table.insert(out, K[name] or derived(name, 'x'))
+    table.insert(out, KEY_NAMES[name] and K[name] or derived(name, 'x'))
   end
+end
+if pcall(function() return K['job'] end) then
+  return 'K.job is not a queue key: it must be an error'
 end
 return out`
 	args := []any{k.base}

@@ -172,8 +172,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 }
 
 // eval runs the script calls, one round trip for all of them: in one
-// pipeline (evalAll), or, alone, a single call by EVALSHA, falling back to
-// EVAL. It sends again those whose reply was lost (resending), the same
+// pipeline (evalAll), or, alone, a single call (runScript). It sends again those whose reply was lost (resending), the same
 // way. A call whose outcome stays unknown answers an *OutcomeUnknownError.
 func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 	resending(ctx, len(calls),
@@ -182,7 +181,7 @@ func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 			if alone && len(idx) == 1 {
 				c := calls[idx[0]]
 				c.sent = now
-				c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
+				c.cmd = b.runScript(ctx, c.script, c.keys, c.args)
 				return
 			}
 			some := make([]*scriptCall, len(idx))
@@ -202,7 +201,7 @@ func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 // runResend runs one script call for queue k as op (request: what an
 // *OutcomeUnknownError names to ask about), sent again while its reply is
 // lost (eval). The call's sent is when the send that answered went out.
-func (b *Broker) runResend(ctx context.Context, op, request string, s *redis.Script, k *queueKeys, args ...any) *scriptCall {
+func (b *Broker) runResend(ctx context.Context, op, request string, s *script, k *queueKeys, args ...any) *scriptCall {
 	c := newScriptCall(s, k, args)
 	c.op, c.request = op, request
 	b.eval(ctx, []*scriptCall{c}, true)

@@ -1,19 +1,39 @@
 package broker
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/scripts/lua"
 )
 
-// scripts are the atomic operations, each the key names (scriptKeys), then
-// lib.lua, the pieces it uses and its own file.
-type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, limits *redis.Script
+// A script is one atomic operation, sent one of two ways (functions.go
+// chooses): as a function of fenceq's FUNCTION library, loaded once per
+// server and called by FCALL (Redis 7 and later), or as a script of its own
+// by EVALSHA (Redis 6, miniredis, a user without FUNCTION). Both run the
+// same Lua: the key names (scriptKeys), lib.lua, the pieces it uses, then
+// its own file, which starts with begin(ARGV).
+type script struct {
+	name string        // the operation: its file's name without .lua
+	fn   string        // its function in the library: <library>_<name>
+	eval *redis.Script // the EVALSHA path's script
+}
 
-	list []*redis.Script // every one of the above, as loadScripts made them
+// scripts are the atomic operations and the library that holds them all.
+type scripts struct {
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, limits *script
+
+	list []*script // every one of the above, as loadScripts made them
+
+	// library is the FUNCTION LOAD source of every operation, libName its
+	// name: "fenceq_" and a hash of the source, so that two fenceq versions
+	// (dev builds too) on one server keep their own functions side by side.
+	library, libName string
 }
 
 // pieces are the library files an operation runs besides lib.lua.
@@ -22,6 +42,22 @@ var pieces = map[string][]string{
 	"ack":   {"take.lua"},
 	"fail":  {"take.lua"},
 }
+
+// functionFlags are the flags of the library's functions (Redis 7): the
+// ones that only read are no-writes, which Redis runs when it is out of
+// memory (as it ran the same scripts by EVALSHA, which declared nothing);
+// trim, which only deletes what retention lets go, is allow-oom for the
+// same reason. The others declare nothing: Redis refuses them whole when
+// it is out of memory, before they write anything.
+var functionFlags = map[string]string{
+	"browse": "no-writes", "range": "no-writes", "leases": "no-writes", "overview": "no-writes",
+	"throughput": "no-writes", "check_one": "no-writes",
+	"trim": "allow-oom",
+}
+
+// versionMark stands for the library's version in its source until the
+// version, a hash of the rest, is known.
+const versionMark = "@FENCEQ_VERSION@"
 
 func loadScripts() (*scripts, error) {
 	read := func(name string) (string, error) {
@@ -37,26 +73,74 @@ func loadScripts() (*scripts, error) {
 	}
 	lib = scriptKeys() + "\n-- lib.lua\n" + lib
 	var s scripts
-	for name, dst := range map[string]**redis.Script{
+	ops := map[string]**script{
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
 		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "range": &s.rangeAfter, "browse": &s.browse, "overview": &s.overview,
 		"throughput": &s.throughput, "check_one": &s.checkOne, "limits": &s.limits,
-	} {
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for name := range ops {
+			if !yield(name) {
+				return
+			}
+		}
+	})
+	// The library: lib.lua and every piece once, then each operation as
+	// a function whose body is its file.
+	var library strings.Builder
+	library.WriteString(lib)
+	var libPieces []string
+	for _, name := range names {
+		for _, p := range pieces[name] {
+			if !slices.Contains(libPieces, p) {
+				libPieces = append(libPieces, p)
+			}
+		}
+	}
+	for _, p := range libPieces {
+		part, err := read(p)
+		if err != nil {
+			return nil, err
+		}
+		library.WriteString("\n-- " + p + "\n" + part)
+	}
+	bodies := map[string]string{}
+	for _, name := range names {
+		body, err := read(name + ".lua")
+		if err != nil {
+			return nil, err
+		}
+		bodies[name] = body
+		flags := ""
+		if f := functionFlags[name]; f != "" {
+			flags = fmt.Sprintf("flags = {'%s'}, ", f)
+		}
+		fmt.Fprintf(&library, "\n-- %s.lua\nredis.register_function{function_name = 'fenceq_%s_%s', %scallback = function(KEYS, ARGV)\nbegin(ARGV)\n%s\nend}\n",
+			name, versionMark, name, flags, body)
+	}
+	sum := sha1.Sum([]byte(library.String()))
+	version := hex.EncodeToString(sum[:6])
+	s.libName = "fenceq_" + version
+	s.library = "#!lua name=" + s.libName + "\n" + strings.ReplaceAll(library.String(), versionMark, version)
+
+	for _, name := range names {
 		src := lib
-		for _, f := range append(pieces[name], name+".lua") {
+		for _, f := range pieces[name] {
 			part, err := read(f)
 			if err != nil {
 				return nil, err
 			}
 			src += "\n-- " + f + "\n" + part
 		}
-		*dst = redis.NewScript(src)
-		s.list = append(s.list, *dst)
+		src += "\n-- " + name + ".lua\nbegin(ARGV)\n" + bodies[name]
+		sc := &script{name: name, fn: s.libName + "_" + name, eval: redis.NewScript(src)}
+		*ops[name] = sc
+		s.list = append(s.list, sc)
 	}
 	return &s, nil
 }
 
 // all is every script, from the one table loadScripts fills them from (a
 // second list of them could miss a new one).
-func (s *scripts) all() []*redis.Script { return s.list }
+func (s *scripts) all() []*script { return s.list }

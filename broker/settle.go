@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // maxErrorBytes bounds the last_error a failure stores; a longer text (a
@@ -312,7 +310,7 @@ func (b *Broker) Release(ctx context.Context, l Lease) (Outcome, State, error) {
 
 // settle runs one guarded script that takes (id, gen, token) first and
 // answers {status, the job's state after the call}.
-func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l Lease, extra ...any) (Outcome, State, error) {
+func (b *Broker) settle(ctx context.Context, op string, script *script, l Lease, extra ...any) (Outcome, State, error) {
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, "", err
 	}

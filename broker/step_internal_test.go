@@ -85,10 +85,10 @@ func TestCountedCallsStepThemselves(t *testing.T) {
 	}
 	s := b.scripts
 	w := &scriptWork{most: map[string]int{}, calls: map[string]int{}, items: map[string]func([]any) int{
-		s.retry.Hash():  func(argv []any) int { return len(argv) - 2 }, // prefix, nonce, ids
-		s.reap.Hash():   func(argv []any) int { return toInt(argv[1]) },
-		s.trim.Hash():   func(argv []any) int { return toInt(argv[1]) },
-		s.leases.Hash(): func(argv []any) int { return toInt(argv[len(argv)-1]) },
+		s.retry.eval.Hash():  func(argv []any) int { return len(argv) - 2 }, // prefix, nonce, ids
+		s.reap.eval.Hash():   func(argv []any) int { return toInt(argv[1]) },
+		s.trim.eval.Hash():   func(argv []any) int { return toInt(argv[1]) },
+		s.leases.eval.Hash(): func(argv []any) int { return toInt(argv[len(argv)-1]) },
 	}}
 	c.AddHook(w)
 	ctx, q := context.Background(), "q"
@@ -135,11 +135,11 @@ func TestCountedCallsStepThemselves(t *testing.T) {
 	if err != nil || deleted != n {
 		t.Fatalf("Trim = %d, %v; want %d", deleted, err, n)
 	}
-	for name, sc := range map[string]*redis.Script{"retry": s.retry, "reap": s.reap, "trim": s.trim, "leases": s.leases} {
-		if w.calls[sc.Hash()] == 0 {
+	for name, sc := range map[string]*script{"retry": s.retry, "reap": s.reap, "trim": s.trim, "leases": s.leases} {
+		if w.calls[sc.eval.Hash()] == 0 {
 			t.Errorf("no %s script ran", name)
 		}
-		if m := w.most[sc.Hash()]; m > scriptStep {
+		if m := w.most[sc.eval.Hash()]; m > scriptStep {
 			t.Errorf("one %s script call handled %d items; at most %d (scriptStep) are allowed", name, m, scriptStep)
 		}
 	}

@@ -96,7 +96,7 @@ func TestACL(t *testing.T) {
 	addr := admin.Options().Addr
 	for _, args := range [][]any{
 		{"ACL", "SETUSER", "full", "on", ">pw", "~*", "&*", "+@all"},
-		{"ACL", "SETUSER", "noeval", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-eval", "-script"},
+		{"ACL", "SETUSER", "noeval", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-eval", "-script", "-fcall", "-fcall_ro", "-function"},
 	} {
 		if err := admin.Do(ctx, args...).Err(); err != nil {
 			t.Fatalf("%v: %v", args, err)

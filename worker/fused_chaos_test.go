@@ -41,7 +41,7 @@ func (f *flaky) roll() (skip, lose bool) {
 
 func isScript(cmd redis.Cmder) bool {
 	n := cmd.Name()
-	return n == "evalsha" || n == "eval"
+	return n == "evalsha" || n == "eval" || n == "fcall"
 }
 
 func (f *flaky) DialHook(next redis.DialHook) redis.DialHook { return next }

@@ -57,7 +57,7 @@ func (d *dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // script reports whether cmd ran a script whose reply looks like want.
 func scriptReply(cmd redis.Cmder, want func([]any) bool) bool {
 	name := cmd.Name()
-	if name != "evalsha" && name != "eval" {
+	if name != "evalsha" && name != "eval" && name != "fcall" {
 		return false
 	}
 	v, ok := cmd.(*redis.Cmd).Val().([]any)
@@ -196,7 +196,7 @@ func (f *failCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		args := cmd.Args()
-		if cmd.Name() != "evalsha" || len(args) < 3 {
+		if n := cmd.Name(); n != "evalsha" && n != "fcall" || len(args) < 3 {
 			return err
 		}
 		argv := args[3+int(toInt(args[2])):] // ARGV[1] is argv[0]

@@ -106,7 +106,7 @@ func (p *Pool) Start(ctx context.Context) error {
 	}
 	if err := p.b.LoadScripts(ctx); err != nil {
 		p.started.Store(false)
-		return fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)
+		return fmt.Errorf("%w; the Redis user needs FCALL and FUNCTION (Redis 7), or EVAL, EVALSHA and SCRIPT", err)
 	}
 	p.checkMemory(ctx)
 	if p.stopped.Load() {

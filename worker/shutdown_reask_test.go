@@ -94,7 +94,7 @@ func (s *stallReask) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			if err == nil && tookOne(cmd) && s.req.CompareAndSwap(nil, cmd.Args()[22]) {
+			if err == nil && tookOne(cmd) && s.req.CompareAndSwap(nil, cmd.Args()[3+toInt(cmd.Args()[2])+3]) { // past the KEYS
 				for _, c := range cmds {
 					c.SetErr(io.ErrUnexpectedEOF)
 				}

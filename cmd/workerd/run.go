@@ -113,7 +113,7 @@ func connectForRun(ctx context.Context, e *env, rf *redisFlags) (redis.Universal
 	}
 	if err := b.LoadScripts(ctx); err != nil {
 		rdb.Close()
-		return nil, nil, &configError{fmt.Errorf("%w; the Redis user needs EVAL, EVALSHA and SCRIPT", err)}
+		return nil, nil, &configError{fmt.Errorf("%w; the Redis user needs FCALL and FUNCTION (Redis 7), or EVAL, EVALSHA and SCRIPT", err)}
 	}
 	return rdb, b, nil
 }

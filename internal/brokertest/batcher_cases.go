@@ -42,7 +42,7 @@ func (gate) wait(ctx context.Context, cmds ...redis.Cmder) {
 		return
 	}
 	for _, c := range cmds {
-		if name := c.Name(); name == "evalsha" || name == "eval" {
+		if name := c.Name(); name == "evalsha" || name == "eval" || name == "fcall" {
 			h.once.Do(func() { close(h.entered) })
 			<-h.release
 			return

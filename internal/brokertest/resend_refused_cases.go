@@ -34,7 +34,7 @@ func (refuseResend) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h refuseResend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); n != "evalsha" && n != "eval" || ctx.Value(h.key) == nil {
+		if n := cmd.Name(); n != "evalsha" && n != "eval" && n != "fcall" || ctx.Value(h.key) == nil {
 			return next(ctx, cmd)
 		}
 		if h.sent.Add(1) > 1 {

@@ -41,7 +41,7 @@ func (meanwhile) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h meanwhile) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if n := cmd.Name(); (n == "evalsha" || n == "eval") && err == nil && h.drop(ctx) {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval" || n == "fcall") && err == nil && h.drop(ctx) {
 			h.fn()
 			cmd.SetErr(errReplyLost)
 			return errReplyLost

@@ -55,7 +55,7 @@ func testLeasesListEveryLeaseHeldThroughout(t *testing.T, nb NewBackend) {
 	later := s.claim(t, 100, long)
 	want(t, "leases taken", len(soon)+len(later), 200)
 
-	hook := &afterFirst{names: []string{"evalsha", "eval"}, fn: func() {
+	hook := &afterFirst{names: []string{"evalsha", "eval", "fcall"}, fn: func() {
 		acks := make([]broker.Ack, len(soon))
 		for i, l := range soon {
 			acks[i] = broker.Ack{Lease: l}
@@ -94,7 +94,7 @@ func testLeasesListEveryLeaseHeldThroughout(t *testing.T, nb NewBackend) {
 	second := s2.claim(t, 100, short)
 	want(t, "leases taken", len(first)+len(second), 200)
 	s2.Advance(past)
-	hook2 := &afterFirst{names: []string{"evalsha", "eval"}, fn: func() {
+	hook2 := &afterFirst{names: []string{"evalsha", "eval", "fcall"}, fn: func() {
 		r, err := s2.b.Reap(s2.ctx, s2.q, 100)
 		noErr(t, "Reap of the 100 oldest expired leases", err)
 		want(t, "leases reaped between the steps", len(r.Reaped), 100)
@@ -139,7 +139,7 @@ func testJobsListsEveryJobThatStayed(t *testing.T, nb NewBackend) {
 			ids = append(ids, e.ID)
 		}
 	}
-	hook := &afterFirst{names: []string{"zrange", "evalsha", "eval"}, fn: func() { // pending: range.lua
+	hook := &afterFirst{names: []string{"zrange", "evalsha", "eval", "fcall"}, fn: func() { // pending: range.lua
 		want(t, "jobs claimed between the chunks", len(s.claim(t, 500, long)), 500)
 	}}
 	lb := s.hookedBroker(t, hook)
@@ -264,7 +264,7 @@ func testRetryDeadSendsEachJobOnce(t *testing.T, nb NewBackend) {
 	}
 	kill(150)
 	s.Advance(2 * time.Millisecond)
-	hook := &afterFirst{names: []string{"evalsha", "eval"}, fn: func() { kill(100) }}
+	hook := &afterFirst{names: []string{"evalsha", "eval", "fcall"}, fn: func() { kill(100) }}
 	lb := s.hookedBroker(t, hook)
 	n, err := lb.RetryDead(s.ctx, s.q, 1000)
 	noErr(t, "RetryDead", err)
@@ -330,7 +330,7 @@ func testJobPageFilteredMissesNone(t *testing.T, nb NewBackend) {
 			noErr(t, "EnqueueMany", e.Err)
 		}
 	}
-	hook := &afterFirstRead{afterFirst{names: []string{"zrange", "evalsha", "eval"}, fn: func() { // pending: range.lua
+	hook := &afterFirstRead{afterFirst{names: []string{"zrange", "evalsha", "eval", "fcall"}, fn: func() { // pending: range.lua
 		want(t, "jobs claimed between the chunks", len(s.claim(t, 500, long)), 500)
 	}}}
 	lb := s.hookedBroker(t, hook)

@@ -60,6 +60,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ReadyIndex", testReadyIndex},
 		{"WakeBehindTombstones", testWakeBehindTombstones},
 		{"ScriptFlush", testScriptFlush},
+		{"PerCallState", testPerCallState},
+		{"LibraryDeleted", testLibraryDeleted},
 		{"RenewMany", testRenewMany},
 		{"AckMany", testAckMany},
 		{"AckClaim", testAckClaim},

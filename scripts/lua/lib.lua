@@ -3,15 +3,22 @@
 -- guard and the bounded cascade of dependents.
 --
 -- Key names live in one place, broker/keys.go, which also writes the lines
--- loaded before this file: K, the queue's keys by name, from KEYS (every
--- script receives the same ones, all under one queue's hash tag, so a
--- script touches exactly one Redis Cluster slot); BASE, the queue's key
--- prefix "<prefix>:{<queue>}:", which every script receives as ARGV[1];
--- JOB, the prefix of its job hashes (a job's hash is JOB .. id); and
+-- loaded before this file: begin_keys(base), which starts a call for the
+-- queue whose key prefix "<prefix>:{<queue>}:" is base (every script
+-- receives it as ARGV[1]); K, the queue's keys by name, built from BASE
+-- (all under one queue's hash tag, so a script touches exactly one Redis
+-- Cluster slot; a script's one KEY is one of them, for the routing); JOB,
+-- the prefix of its job hashes (a job's hash is JOB .. id); and
 -- derived(kind, id), the key of one job's (or request's) structure of a
 -- kind keys.go lists. Job keys and derived keys cannot be declared up front
 -- (claim and reap learn the ids from an index), but they share the hash tag
 -- and so the slot. keys.go says what each key holds.
+--
+-- Per-call state: broker/scripts.go loads this library once for all
+-- operations (a FUNCTION library, whose upvalues live from one call to the
+-- next) or as the prelude of each script (EVALSHA). Every call starts with
+-- begin(ARGV), which resets all that a call changes: a variable at this
+-- level that a call assigns must be declared below and reset in begin.
 --
 -- All times are milliseconds of Redis server time (TIME). Worker clocks never
 -- reach a script.
@@ -29,15 +36,24 @@
 -- batch its caller passed, plus at most a fixed budget of cascade steps.
 -- Nothing here recurses.
 
-local K = {
-  ready0 = KEYS[1], scheduled = KEYS[2], leases = KEYS[3], dead = KEYS[4],
-  done = KEYS[5], cancelled = KEYS[6], wake = KEYS[7], seq = KEYS[8], paused = KEYS[9],
-  limits = KEYS[10], starts = KEYS[11], events = KEYS[12], blocked = KEYS[13],
-  gen = KEYS[14], cascade = KEYS[15], stats = KEYS[16], ready_hi = KEYS[17], ready_lo = KEYS[18],
-}
+-- settings caches the queue's settings for one call (setting); cascading
+-- says that this call handed dependents to the cascade (finish);
+-- ready0_empty, that this call found ready0 empty (ready_pop).
+local settings, cascading, ready0_empty
+local INDEX -- below
+local INDEX_META
 -- LEGACY_READY is the ready index of earlier versions: one sorted set of
 -- every priority (keys.go's legacyReady), drained by ready_migrate.
-local LEGACY_READY = BASE .. 'ready'
+local LEGACY_READY
+local function begin(argv)
+  begin_keys(argv[1])
+  LEGACY_READY = BASE .. 'ready'
+  INDEX = setmetatable({}, INDEX_META) -- a library's load has no setmetatable
+  settings = nil
+  cascading = false
+  ready0_empty = false
+end
+
 -- STATUS is the first value of a reply. broker/status.go holds the same
 -- list, and a test checks that the two agree.
 local STATUS = {
@@ -54,12 +70,17 @@ local STATUS = {
   waiting = 10,      -- wait: the job has not finished; the caller is registered
 }
 
--- The index that must hold a job in each state (invariant 6). A pending
--- job is in one of three (ready_index says which); this names the list.
-local INDEX = {
-  pending = K.ready0, scheduled = K.scheduled, running = K.leases,
-  dead = K.dead, done = K.done, cancelled = K.cancelled, blocked = K.blocked,
+-- The index that must hold a job in each state (invariant 6): INDEX[state]
+-- is its key in this call's queue, nil for an unknown state. A pending job
+-- is in one of three (ready_index says which); this names the list.
+local INDEX_NAME = {
+  pending = 'ready0', scheduled = 'scheduled', running = 'leases',
+  dead = 'dead', done = 'done', cancelled = 'cancelled', blocked = 'blocked',
 }
+INDEX_META = {__index = function(_, state)
+  local name = INDEX_NAME[state]
+  return name and K[name]
+end}
 local FINAL = {done = true, dead = true, cancelled = true}
 
 local function now_ms()
@@ -133,7 +154,6 @@ end
 -- by broker.SetLimits and SetEvents; the ready index's flags, kept by the
 -- ready_ helpers below), all read once per script call, and the flags kept
 -- with them (set_flag), as strings, false when absent.
-local settings
 local function setting(name)
   if not settings then
     local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms', 'tombs', 'hi', 'lo', 'legacy',
@@ -295,7 +315,6 @@ local TOMB_SKIP = 1000
 -- there are tombstones (up to TOMB_SKIP): among them are n live ones, or
 -- the list ends; ready_unpop puts back those the claim did not use. A set
 -- found empty loses its flag.
-local ready0_empty = false -- this call found ready0 empty
 local function ready_pop(source, n)
   if source == 'list' then
     local k = n + math.min(setting('tombs'), TOMB_SKIP)
@@ -458,7 +477,6 @@ end
 -- readers show only for a running job (inspect.go's parseJob), so deleting
 -- it would cost every settlement a call for nothing.
 local OWED = {'gen', 'unique_until_done', 'waited', 'has_children', 'wait_until'}
-local cascading = false -- this script call handed dependents to the cascade
 local function finish(id, key, state, now, set, owed, filed)
   -- One read for everything a finished job may owe others; the flags are
   -- set only on jobs that have a unique key, Wait callers or dependents.
