@@ -109,11 +109,13 @@ func (p *Pool) settle(a *active, herr error) {
 // retrying transient errors, and logs and counts what came of it. herr is
 // what the handler returned (nil for outcomeNotRun).
 func (p *Pool) settleAs(a *active, o outcome, herr error) {
-	attrs := middleware.JobAttrs(a.job)
+	// The job's attributes are built only for a line that is logged: a
+	// success logs at debug, which is usually off.
+	attrs := func() slog.Attr { return middleware.JobAttrs(a.job) }
 	var call func(context.Context) (broker.Outcome, broker.State, error)
 	switch o {
 	case outcomeLeaseLost:
-		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs, slog.Any("handler_error", herr))
+		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs(), slog.Any("handler_error", herr))
 		if a.span != nil {
 			endAttempt(a.span, o, herr, broker.OK, "", nil)
 		}
@@ -167,14 +169,14 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 	switch {
 	case err != nil:
 		p.log.Error("fenceq could not settle a job; its lease will expire and a reaper will recover it",
-			attrs, slog.String("op", o.String()), slog.Any("error", err))
+			attrs(), slog.String("op", o.String()), slog.Any("error", err))
 	case res == broker.Stale:
 		p.stats.stale.Add(1)
 		p.log.Warn("fenceq stale settlement rejected: the job was taken over while its handler ran; nothing was stored",
-			attrs, slog.String("op", o.String()))
+			attrs(), slog.String("op", o.String()))
 	case o == outcomeUnhandled && state == broker.StateScheduled:
 		p.count(o, state)
-		p.log.Debug("fenceq gave back a job its handler has no handler for", attrs)
+		p.log.Debug("fenceq gave back a job its handler has no handler for", attrs())
 		if held, ok := p.unknownKinds.ok(a.lease.Kind); ok {
 			p.log.Warn("fenceq has no handler for a job's kind: it gave the job back, uncharged, to wait for a pool that has the kind; deploy one, or stop enqueueing the kind",
 				slog.String("kind", a.lease.Kind), slog.String("queue", a.lease.Queue), slog.String("id", a.lease.ID),
@@ -186,8 +188,10 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		if o == outcomeRetry || o == outcomeDead || o == outcomeUnhandled {
 			level = slog.LevelWarn
 		}
-		p.log.LogAttrs(context.Background(), level, "fenceq settled a job", attrs,
-			slog.String("op", o.String()), slog.String("state", string(state)), slog.Any("error", herr))
+		if ctx := context.Background(); p.log.Enabled(ctx, level) {
+			p.log.LogAttrs(ctx, level, "fenceq settled a job", attrs(),
+				slog.String("op", o.String()), slog.String("state", string(state)), slog.Any("error", herr))
+		}
 	}
 }
 
