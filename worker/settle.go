@@ -75,8 +75,6 @@ func (o outcome) String() string {
 // another kind (a handler's own routing), or from a handler a Mux ran, is
 // an error like any other.
 func outcomeOf(herr, cause error, job *handlers.Job) outcome {
-	var snooze *handlers.SnoozeError
-	var permanent *handlers.PermanentError
 	switch {
 	case errors.Is(cause, handlers.ErrLeaseLost):
 		return outcomeLeaseLost
@@ -84,6 +82,17 @@ func outcomeOf(herr, cause error, job *handlers.Job) outcome {
 		return outcomeInterrupted
 	case herr == nil:
 		return outcomeDone
+	}
+	return failedOutcome(herr, job)
+}
+
+// failedOutcome is outcomeOf for a handler that returned herr. Apart, so
+// that the targets errors.As fills (which live on the heap) are made only
+// for a failure, not for every success.
+func failedOutcome(herr error, job *handlers.Job) outcome {
+	var snooze *handlers.SnoozeError
+	var permanent *handlers.PermanentError
+	switch {
 	case handlers.NoHandler(job, herr):
 		return outcomeUnhandled
 	case errors.As(herr, &snooze):
