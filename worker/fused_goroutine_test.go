@@ -3,6 +3,7 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -30,19 +31,24 @@ func goroutineID(t *testing.T) int64 {
 	return id
 }
 
-// A pool of one slot working through a backlog sends each success's ack,
-// with the claim of the next job, from the handler's own goroutine, which
-// then runs the job it claimed: the whole backlog runs on one goroutine,
-// with no goroutine started and no hop to the acker per job.
+// A pool of one slot working through a backlog sends each settlement, with
+// the claim of the next job, from the handler's own goroutine, which then
+// runs the job it claimed: the whole backlog runs on one goroutine, with no
+// goroutine started and no hop to the acker per job. Successes (AckClaim)
+// and failures (FailClaim) alike.
 func TestFusedBacklogRunsOnOneGoroutine(t *testing.T) {
 	const n = 20
 	var mu sync.Mutex
 	seen := map[int64]int{}
+	ran := 0
 	b, p, _ := fusedRig(t, n, worker.Config{Concurrency: 1, Logger: slog.New(slog.DiscardHandler)}, func(context.Context, *handlers.Job) error {
 		id := goroutineID(t)
 		mu.Lock()
+		defer mu.Unlock()
 		seen[id]++
-		mu.Unlock()
+		if ran++; ran%2 == 0 {
+			return errors.New("every second job fails (dead: one attempt)")
+		}
 		return nil
 	})
 	if err := p.Start(context.Background()); err != nil {

@@ -223,7 +223,8 @@ func snoozeDelay(herr error) time.Duration {
 
 // settleThen runs a failure's settlement with a claim for a's slot after
 // it (fused), when the slot can be passed on to a job of a's queue, and
-// starts the job it took in that slot; else the settlement alone (plain).
+// adopts the job it took in that slot, for a's goroutine to run next
+// (a.next); else the settlement alone (plain).
 // When the fused call fails the claim is asked for again under its id,
 // as the acker does.
 func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
@@ -242,9 +243,13 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	} else {
 		p.dispatcher.took(spec, claimed)
 	}
-	for _, l := range claimed.Leases {
+	for i, l := range claimed.Leases {
 		a.passed.Store(true)
-		p.run(l)
+		if i == 0 && a.next == nil {
+			a.next = p.adopt(l) // run next by this goroutine (execute)
+		} else {
+			p.run(l)
+		}
 	}
 	return o, st, err
 }
