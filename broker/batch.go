@@ -77,11 +77,12 @@ func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls
 
 // scriptCall is one script call for one queue, sent with others.
 type scriptCall struct {
-	script *redis.Script
-	keys   []string   // the queue's KEYS
-	args   []any      // ARGV, the queue's key prefix first
-	cmd    *redis.Cmd // the answer, once sent
-	sent   time.Time  // when the send that answered went out (eval)
+	script  *redis.Script
+	keys    []string   // the queue's KEYS
+	keyArgs []any      // numkeys then keys, as arguments (queueKeys.keyArgs)
+	args    []any      // ARGV, the queue's key prefix first
+	cmd     *redis.Cmd // the answer, once sent
+	sent    time.Time  // when the send that answered went out (eval)
 	// What an *OutcomeUnknownError says of the call (eval): its operation,
 	// queue, and the request to ask about.
 	op, queueName, request string
@@ -95,16 +96,29 @@ func newScriptCall(s *redis.Script, k *queueKeys, parts ...[]any) *scriptCall {
 		n += len(p)
 	}
 	args := make([]any, 1, n)
-	args[0] = k.base
+	args[0] = k.baseArg
 	for _, p := range parts {
 		args = append(args, p...)
 	}
-	return &scriptCall{script: s, keys: k.list, args: args, queueName: k.name}
+	return &scriptCall{script: s, keys: k.list, keyArgs: k.keyArgs, args: args, queueName: k.name}
 }
 
-// queue adds the call to p, by EVALSHA.
-func (c *scriptCall) queue(ctx context.Context, p redis.Pipeliner) {
-	c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+// processor is where a command goes: a client, or a pipeline.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// queue sends the call to p (or adds it to p, a pipeline), by EVALSHA. It
+// builds the command as go-redis's Script.EvalSha does, but from the
+// queue's KEYS boxed once (queueKeys.keyArgs), not once per key per call.
+func (c *scriptCall) queue(ctx context.Context, p processor) {
+	args := make([]any, 0, 2+len(c.keyArgs)+len(c.args))
+	args = append(args, "evalsha", c.script.Hash())
+	args = append(args, c.keyArgs...)
+	args = append(args, c.args...)
+	c.cmd = redis.NewCmd(ctx, args...)
+	c.cmd.SetFirstKeyPos(3)
+	_ = p.Process(ctx, c.cmd)
 }
 
 // unloaded reports whether the call did not run because its node's script

@@ -100,10 +100,15 @@ func scriptKeys() string {
 // queueKeys are the key names of one queue, built once per queue and kept
 // in the broker's keyCache.
 type queueKeys struct {
-	name       string
-	base       string      // "<prefix>:{<queue>}:", every script's ARGV[1]
-	job        string      // job hash prefix: job key = job + id
-	list       []string    // KEYS of every script: queueKeyNames, in order
+	name string
+	base string   // "<prefix>:{<queue>}:", every script's ARGV[1]
+	job  string   // job hash prefix: job key = job + id
+	list []string // KEYS of every script: queueKeyNames, in order
+	// keyArgs is an EVALSHA's numkeys then list, and baseArg base, as
+	// command arguments: boxed once per queue, not once per key per call
+	// (scriptCall.queue).
+	keyArgs    []any
+	baseArg    any
 	registered atomic.Bool // added to the queues set by this broker
 }
 
@@ -160,6 +165,12 @@ func (b *Broker) newQueueKeys(queue string) *queueKeys {
 	for _, name := range queueKeyNames {
 		k.list = append(k.list, base+name)
 	}
+	k.keyArgs = make([]any, 0, 1+len(k.list))
+	k.keyArgs = append(k.keyArgs, len(k.list))
+	for _, key := range k.list {
+		k.keyArgs = append(k.keyArgs, key)
+	}
+	k.baseArg = base
 	return k
 }
 

@@ -182,7 +182,9 @@ func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 			if alone && len(idx) == 1 {
 				c := calls[idx[0]]
 				c.sent = now
-				c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
+				if c.queue(ctx, b.rdb); c.unloaded() {
+					c.cmd = c.script.Eval(ctx, b.rdb, c.keys, c.args...)
+				}
 				return
 			}
 			some := make([]*scriptCall, len(idx))
