@@ -71,7 +71,7 @@ func (b *Broker) pipeline(ctx context.Context, op string, s *redis.Script, calls
 	}
 	for i, c := range calls {
 		v, err := evals[i].cmd.Result()
-		c.reply, c.sent = newReply(op+" "+c.k.name, v, err), evals[i].sent
+		c.reply, c.sent = newQueueReply(op, c.k.name, v, err), evals[i].sent
 	}
 }
 

@@ -95,7 +95,7 @@ func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n in
 	}
 	c := b.runResend(ctx, "claim", requestID, b.scripts.claim, b.queueKeys(queue), lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget)
 	v, err := c.cmd.Result()
-	return readClaim(newReply("claim "+queue, v, err), queue, lease, c.sent)
+	return readClaim(newQueueReply("claim", queue, v, err), queue, lease, c.sent)
 }
 
 // readClaim reads take.lua's reply for a claim of the given lease duration

@@ -142,7 +142,7 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 		}
 		if call == claiming {
 			if v := r.next(); r.err == nil {
-				if res, err = readClaim(newReply("claim "+c.Queue, v, nil), c.Queue, c.Lease, call.sent); err != nil {
+				if res, err = readClaim(newQueueReply("claim", c.Queue, v, nil), c.Queue, c.Lease, call.sent); err != nil {
 					return nil, ClaimResult{}, err
 				}
 			}
@@ -289,11 +289,11 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
 	}
-	r := newReply(mode+" "+l.Queue, v, nil)
+	r := newQueueReply(mode, l.Queue, v, nil)
 	o, st := r.settled()
 	if c.N > 0 {
 		if cv := r.next(); r.err == nil {
-			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, call.sent)
+			res, err = readClaim(newQueueReply("claim", l.Queue, cv, nil), l.Queue, c.Lease, call.sent)
 		}
 	}
 	if err = cmp.Or(r.err, err); err != nil {
@@ -322,7 +322,7 @@ func (b *Broker) settle(ctx context.Context, op string, script *redis.Script, l 
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
 	}
-	r := newReply(op+" "+l.Queue, v, nil)
+	r := newQueueReply(op, l.Queue, v, nil)
 	o, st := r.settled()
 	if r.err != nil {
 		return Stale, "", r.err
