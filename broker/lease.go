@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -203,8 +202,8 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 	sent := time.Now()
 	calls, err := b.perQueue(ctx, "renew", b.scripts.renew, len(leases),
 		func(i int) string { return leases[i].Queue }, []any{lease.Milliseconds()},
-		func(i int) []any {
-			return []any{leases[i].ID, strconv.FormatInt(leases[i].Generation, 10), leases[i].token}
+		func(args []any, i int) []any {
+			return append(args, leases[i].ID, leases[i].Generation, leases[i].token)
 		})
 	if err != nil {
 		return nil, err

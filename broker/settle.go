@@ -95,9 +95,9 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	out := make([]Outcome, len(acks))
 	res := ClaimResult{NextDue: -1}
 	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
-		func(i int) []any {
-			l := acks[i].Lease
-			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, acks[i].Result}
+		func(args []any, i int) []any {
+			l := &acks[i].Lease
+			return append(args, l.ID, l.Generation, l.token, acks[i].Result)
 		})
 	if err != nil {
 		return nil, res, err
