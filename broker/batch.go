@@ -18,9 +18,9 @@ type queueCall struct {
 
 // perQueue groups n items by queue and runs the script once per queue, all
 // calls in one pipeline (see pipeline). head starts every call's
-// arguments; argsOf gives item i's.
+// arguments; argsOf appends item i's.
 func (b *Broker) perQueue(ctx context.Context, op string, s *script, n int,
-	queueOf func(i int) string, head []any, argsOf func(i int) []any) ([]*queueCall, error) {
+	queueOf func(i int) string, head []any, argsOf func(args []any, i int) []any) ([]*queueCall, error) {
 	calls, err := b.byQueue(n, queueOf, argsOf)
 	if err != nil {
 		return nil, err
@@ -30,23 +30,42 @@ func (b *Broker) perQueue(ctx context.Context, op string, s *script, n int,
 }
 
 // byQueue groups n items by queue, one call per queue in the order the
-// queues first appear; argsOf gives item i's arguments.
-func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(i int) []any) ([]*queueCall, error) {
+// queues first appear; argsOf appends item i's arguments to args. A batch
+// of a few queues (a pool's) finds its calls by a scan, with no map.
+func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(args []any, i int) []any) ([]*queueCall, error) {
+	const scanned = 8 // queues found by a scan; a map past that
 	var calls []*queueCall
-	seen := map[string]*queueCall{}
+	var seen map[string]*queueCall
 	for i := range n {
 		q := queueOf(i)
-		c := seen[q]
+		var c *queueCall
+		if seen != nil {
+			c = seen[q]
+		} else {
+			for _, call := range calls {
+				if call.k.name == q {
+					c = call
+					break
+				}
+			}
+		}
 		if c == nil {
 			if err := validName("queue", q); err != nil {
 				return nil, err
 			}
 			c = &queueCall{k: b.queueKeys(q)}
-			seen[q] = c
 			calls = append(calls, c)
+			if seen != nil {
+				seen[q] = c
+			} else if len(calls) > scanned {
+				seen = make(map[string]*queueCall, 2*len(calls))
+				for _, call := range calls {
+					seen[call.k.name] = call
+				}
+			}
 		}
 		c.idx = append(c.idx, i)
-		c.args = append(c.args, argsOf(i)...)
+		c.args = argsOf(c.args, i)
 	}
 	return calls, nil
 }
@@ -71,7 +90,7 @@ func (b *Broker) pipeline(ctx context.Context, op string, s *script, calls []*qu
 	}
 	for i, c := range calls {
 		v, err := evals[i].cmd.Result()
-		c.reply, c.sent = newReply(op+" "+c.k.name, v, err), evals[i].sent
+		c.reply, c.sent = newQueueReply(op, c.k.name, v, err), evals[i].sent
 	}
 }
 
@@ -95,7 +114,7 @@ func newScriptCall(s *script, k *queueKeys, parts ...[]any) *scriptCall {
 		n += len(p)
 	}
 	args := make([]any, 1, n)
-	args[0] = k.base
+	args[0] = k.baseArg
 	for _, p := range parts {
 		args = append(args, p...)
 	}

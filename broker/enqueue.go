@@ -321,7 +321,7 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 func (b *Broker) enqueued(c *enqueueCall) Enqueued {
 	queue, id := c.k.name, c.id
 	v, err := c.cmd.Result()
-	r := newReply("enqueue "+queue, v, err)
+	r := newQueueReply("enqueue", queue, v, err)
 	switch s := r.status(); s {
 	case statusOK:
 	case statusExists:

@@ -150,6 +150,7 @@ type queueKeys struct {
 	base       string      // "<prefix>:{<queue>}:", every script's ARGV[1]
 	job        string      // job hash prefix: job key = job + id
 	list       []string    // queueKeyNames' keys, in order; a script's one KEY is the first
+	baseArg    any         // base as a command argument, boxed once per queue
 	registered atomic.Bool // added to the queues set by this broker
 }
 
@@ -206,6 +207,7 @@ func (b *Broker) newQueueKeys(queue string) *queueKeys {
 	for _, name := range queueKeyNames {
 		k.list = append(k.list, base+name)
 	}
+	k.baseArg = base
 	return k
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -95,7 +94,7 @@ func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n in
 	}
 	c := b.runResend(ctx, "claim", requestID, b.scripts.claim, b.queueKeys(queue), lease.Milliseconds(), n, promoteLimit, requestID, cascadeBudget)
 	v, err := c.cmd.Result()
-	return readClaim(newReply("claim "+queue, v, err), queue, lease, c.sent)
+	return readClaim(newQueueReply("claim", queue, v, err), queue, lease, c.sent)
 }
 
 // readClaim reads take.lua's reply for a claim of the given lease duration
@@ -203,8 +202,8 @@ func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration)
 	sent := time.Now()
 	calls, err := b.perQueue(ctx, "renew", b.scripts.renew, len(leases),
 		func(i int) string { return leases[i].Queue }, []any{lease.Milliseconds()},
-		func(i int) []any {
-			return []any{leases[i].ID, strconv.FormatInt(leases[i].Generation, 10), leases[i].token}
+		func(args []any, i int) []any {
+			return append(args, leases[i].ID, leases[i].Generation, leases[i].token)
 		})
 	if err != nil {
 		return nil, err

@@ -9,24 +9,38 @@ import (
 // shape (a script and a broker of different versions) becomes an error, never
 // a panic.
 type reply struct {
-	op   string
-	vals []any
-	pos  int
-	err  error
+	op    string
+	queue string // "" or the queue op was about: its errors say "op queue"
+	vals  []any
+	pos   int
+	err   error
 }
 
-func newReply(op string, v any, err error) *reply {
-	r := &reply{op: op}
+func newReply(op string, v any, err error) *reply { return newQueueReply(op, "", v, err) }
+
+// newQueueReply is newReply for an operation about queue. The two are
+// joined only for an error, so that reading a good reply builds no
+// string.
+func newQueueReply(op, queue string, v any, err error) *reply {
+	r := &reply{op: op, queue: queue}
 	if err != nil {
-		r.err = fmt.Errorf("fenceq: %s: %w", op, err)
+		r.err = fmt.Errorf("fenceq: %s: %w", r.what(), err)
 		return r
 	}
 	vals, ok := v.([]any)
 	if !ok {
-		r.err = fmt.Errorf("fenceq: %s: unexpected reply %T", op, v)
+		r.err = fmt.Errorf("fenceq: %s: unexpected reply %T", r.what(), v)
 	}
 	r.vals = vals
 	return r
+}
+
+// what names the operation in the reply's errors.
+func (r *reply) what() string {
+	if r.queue == "" {
+		return r.op
+	}
+	return r.op + " " + r.queue
 }
 
 func (r *reply) more() bool { return r.err == nil && r.pos < len(r.vals) }
@@ -36,7 +50,7 @@ func (r *reply) next() any {
 		return nil
 	}
 	if r.pos >= len(r.vals) {
-		r.err = fmt.Errorf("fenceq: %s: reply ends after %d values", r.op, len(r.vals))
+		r.err = fmt.Errorf("fenceq: %s: reply ends after %d values", r.what(), len(r.vals))
 		return nil
 	}
 	v := r.vals[r.pos]
@@ -55,7 +69,7 @@ func (r *reply) str() string {
 		return ""
 	}
 	if r.err == nil {
-		r.err = fmt.Errorf("fenceq: %s: reply value %d is a %T, not a string", r.op, r.pos, v)
+		r.err = fmt.Errorf("fenceq: %s: reply value %d is a %T, not a string", r.what(), r.pos, v)
 	}
 	return ""
 }
@@ -66,7 +80,7 @@ func (r *reply) int() int64 {
 		return n
 	}
 	if r.err == nil {
-		r.err = fmt.Errorf("fenceq: %s: reply value %d is a %T, not an integer", r.op, r.pos, v)
+		r.err = fmt.Errorf("fenceq: %s: reply value %d is a %T, not an integer", r.what(), r.pos, v)
 	}
 	return 0
 }
@@ -113,7 +127,7 @@ func (r *reply) status() status { return status(r.int()) }
 // broker of different versions) as the reply's error.
 func (r *reply) unexpected(s status) {
 	if r.err == nil {
-		r.err = fmt.Errorf("fenceq: %s: unexpected reply status %v", r.op, s)
+		r.err = fmt.Errorf("fenceq: %s: unexpected reply status %v", r.what(), s)
 	}
 }
 

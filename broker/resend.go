@@ -148,7 +148,19 @@ func resending(ctx context.Context, n int, send func(idx []int), errOf func(i in
 	}
 }
 
+// allOfSmall backs allOf's answer for small batches: resending's callers
+// only read it.
+var allOfSmall = func() (a [64]int) {
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}()
+
 func allOf(n int) []int {
+	if n <= len(allOfSmall) {
+		return allOfSmall[:n:n]
+	}
 	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i
@@ -184,10 +196,15 @@ func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 				c.cmd = b.runScript(ctx, c.script, c.keys, c.args)
 				return
 			}
-			some := make([]*scriptCall, len(idx))
-			for n, i := range idx {
-				some[n] = calls[i]
-				some[n].sent = now
+			some := calls // the first send: all of them
+			if len(idx) < len(calls) {
+				some = make([]*scriptCall, len(idx))
+				for n, i := range idx {
+					some[n] = calls[i]
+				}
+			}
+			for _, c := range some {
+				c.sent = now
 			}
 			b.evalAll(ctx, some)
 		},

@@ -93,9 +93,9 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 	out := make([]Outcome, len(acks))
 	res := ClaimResult{NextDue: -1}
 	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
-		func(i int) []any {
-			l := acks[i].Lease
-			return []any{l.ID, strconv.FormatInt(l.Generation, 10), l.token, acks[i].Result}
+		func(args []any, i int) []any {
+			l := &acks[i].Lease
+			return append(args, l.ID, l.Generation, l.token, acks[i].Result)
 		})
 	if err != nil {
 		return nil, res, err
@@ -140,7 +140,7 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 		}
 		if call == claiming {
 			if v := r.next(); r.err == nil {
-				if res, err = readClaim(newReply("claim "+c.Queue, v, nil), c.Queue, c.Lease, call.sent); err != nil {
+				if res, err = readClaim(newQueueReply("claim", c.Queue, v, nil), c.Queue, c.Lease, call.sent); err != nil {
 					return nil, ClaimResult{}, err
 				}
 			}
@@ -287,11 +287,11 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 	if err != nil {
 		return Stale, "", res, fmt.Errorf("fenceq: %s job %q in queue %q: %w", mode, l.ID, l.Queue, err)
 	}
-	r := newReply(mode+" "+l.Queue, v, nil)
+	r := newQueueReply(mode, l.Queue, v, nil)
 	o, st := r.settled()
 	if c.N > 0 {
 		if cv := r.next(); r.err == nil {
-			res, err = readClaim(newReply("claim "+l.Queue, cv, nil), l.Queue, c.Lease, call.sent)
+			res, err = readClaim(newQueueReply("claim", l.Queue, cv, nil), l.Queue, c.Lease, call.sent)
 		}
 	}
 	if err = cmp.Or(r.err, err); err != nil {
@@ -320,7 +320,7 @@ func (b *Broker) settle(ctx context.Context, op string, script *script, l Lease,
 	if err != nil {
 		return Stale, "", fmt.Errorf("fenceq: %s job %q in queue %q: %w", op, l.ID, l.Queue, err)
 	}
-	r := newReply(op+" "+l.Queue, v, nil)
+	r := newQueueReply(op, l.Queue, v, nil)
 	o, st := r.settled()
 	if r.err != nil {
 		return Stale, "", r.err

@@ -42,23 +42,44 @@ type acker struct {
 	loop
 	p    *Pool
 	reqs chan *ackReq // successes to batch
+	// sending is held (full) while an ack call is in flight, the acker's
+	// batch or one handler's own (ack's direct path): a success that finds
+	// it free sends its ack itself, one that finds it held joins the next
+	// batch.
+	sending chan struct{}
 	// recovering counts the claims sent with acks whose answer is asked for
 	// again (recoverClaim); Shutdown waits for them with the dispatcher.
 	recovering sync.WaitGroup
 }
 
 func newAcker(p *Pool) *acker {
-	return &acker{loop: newLoop(), p: p, reqs: make(chan *ackReq, p.cfg.Concurrency)}
+	return &acker{loop: newLoop(), p: p, reqs: make(chan *ackReq, p.cfg.Concurrency), sending: make(chan struct{}, 1)}
 }
 
 func (k *acker) start() { k.run(k.batches) }
 
-// ack settles a's job as done through the acker, and waits for the answer.
-// The acker may have passed a's slot to a job it claimed meanwhile
-// (a.passed). A handler that Shutdown abandoned may get here after the
-// acker has exited: it gets errHalted, not a wait that never ends.
+// ack settles a's job as done, and waits for the answer. When no ack call
+// is in flight it sends its own at once, from the handler's goroutine, with
+// the claim of the next job for a's slot, which that goroutine then runs
+// (a.next): at concurrency 1 a job's ack and the next claim go to Redis
+// and back with no hop to another goroutine. Else it goes through the
+// acker, in the batch that forms while the call in flight is out. The
+// acker may have passed a's slot to a job it claimed meanwhile (a.passed).
+// A handler that Shutdown abandoned may get here after the acker has
+// exited: it gets errHalted, not a wait that never ends.
 func (k *acker) ack(a *active) (broker.Outcome, error) {
-	r := &ackReq{a: a, slot: !a.passed.Load(), out: make(chan ackResult, 1)}
+	select {
+	case <-k.p.halt:
+		return broker.Stale, errHalted
+	default:
+	}
+	r := &ackReq{a: a, slot: !a.passed.Load()}
+	select {
+	case k.sending <- struct{}{}:
+		return k.direct(r)
+	default:
+	}
+	r.out = make(chan ackResult, 1)
 	select {
 	case k.reqs <- r:
 	case <-k.p.halt:
@@ -79,10 +100,30 @@ func (k *acker) ack(a *active) (broker.Outcome, error) {
 	}
 }
 
+// direct sends r's ack as a batch of one, holding sending, and adopts
+// into r's slot the job it claims, for the caller's goroutine to run next.
+func (k *acker) direct(r *ackReq) (broker.Outcome, error) {
+	defer func() { <-k.sending }()
+	batch := [1]*ackReq{r}
+	acks := [1]broker.Ack{{Lease: r.a.lease, Result: r.a.job.Result()}}
+	outcomes, err := k.send(batch[:], acks[:], func(leases []broker.Lease) {
+		if len(leases) > 0 { // at most one: the claim was for r's slot alone
+			r.a.passed.Store(true)
+			r.a.next = k.p.adopt(leases[0])
+			for _, l := range leases[1:] {
+				k.p.run(l)
+			}
+		}
+	})
+	if err != nil {
+		return broker.Stale, err
+	}
+	return outcomes[0], nil
+}
+
 // batches is the loop: one batch of acks, perhaps with a claim, per round
 // trip.
 func (k *acker) batches() {
-	p := k.p
 	batch := make([]*ackReq, 0, maxAckBatch)
 	acks := make([]broker.Ack, 0, maxAckBatch)
 	for {
@@ -92,6 +133,9 @@ func (k *acker) batches() {
 		case <-k.quit:
 			return
 		}
+		// Wait for the call in flight (a handler's own), while the batch
+		// grows.
+		k.sending <- struct{}{}
 	collect:
 		for len(batch) < maxAckBatch {
 			select {
@@ -105,25 +149,8 @@ func (k *acker) batches() {
 		for _, r := range batch {
 			acks = append(acks, broker.Ack{Lease: r.a.lease, Result: r.a.job.Result()})
 		}
-		spec := k.fusedClaim(batch)
-		var outcomes []broker.Outcome
-		var claimed broker.ClaimResult
-		var err error
-		if spec.N == 0 {
-			outcomes, err = p.b.AckMany(context.Background(), acks)
-		} else {
-			sent := time.Now()
-			outcomes, claimed, err = p.b.AckClaim(context.Background(), acks, spec)
-			if err != nil {
-				// The claim may have run: its leases are asked for under its
-				// id, in the slots it was for, while the acker goes on.
-				k.recovering.Add(1)
-				go k.recoverClaim(spec, sent, hold(batch))
-			} else {
-				p.dispatcher.took(spec, claimed)
-				k.pass(batch, claimed.Leases)
-			}
-		}
+		outcomes, err := k.send(batch, acks, func(leases []broker.Lease) { k.pass(batch, leases) })
+		<-k.sending
 		for i, r := range batch {
 			if err != nil {
 				r.out <- ackResult{err: err}
@@ -132,6 +159,28 @@ func (k *acker) batches() {
 			}
 		}
 	}
+}
+
+// send sends a batch's acks, with a claim for the slots it frees
+// (fusedClaim), and gives what the claim took to pass. When the call fails
+// the claim may have run: its leases are asked for under its id, in the
+// slots it was for (recoverClaim), while the caller goes on.
+func (k *acker) send(batch []*ackReq, acks []broker.Ack, pass func([]broker.Lease)) ([]broker.Outcome, error) {
+	p := k.p
+	spec := k.fusedClaim(batch)
+	if spec.N == 0 {
+		return p.b.AckMany(context.Background(), acks)
+	}
+	sent := time.Now()
+	outcomes, claimed, err := p.b.AckClaim(context.Background(), acks, spec)
+	if err != nil {
+		k.recovering.Add(1)
+		go k.recoverClaim(spec, sent, hold(batch))
+		return nil, err
+	}
+	p.dispatcher.took(spec, claimed)
+	pass(claimed.Leases)
+	return outcomes, nil
 }
 
 // fusedClaim is the claim to send with a batch of acks: one job for each

@@ -26,6 +26,11 @@ type active struct {
 	// passed is set when the acker gave this job's slot to a job it claimed
 	// with the ack: the slot is not freed when this job ends.
 	passed atomic.Bool
+	// next is the job claimed into this job's slot by a settlement its own
+	// goroutine sent (acker.ack's direct path): that goroutine runs it
+	// next (execute), with no goroutine started and no hop to the acker.
+	// Written and read by that goroutine only.
+	next *active
 
 	mu            sync.Mutex
 	localDeadline time.Time   // when the lease certainly stops being ours

@@ -24,9 +24,20 @@ func (p *Pool) start(l broker.Lease) {
 }
 
 // run runs a claimed job in a slot its caller holds for it: one start took,
-// or one a finished job passed on (the acker's fused claim). A claim that
-// lands after Shutdown began is given straight back.
+// or one a finished job passed on (the acker's fused claim), in a goroutine
+// of its own. A claim that lands after Shutdown began is given straight
+// back.
 func (p *Pool) run(l broker.Lease) {
+	if a := p.adopt(l); a != nil {
+		go p.execute(a)
+	}
+}
+
+// adopt makes a claimed job one the pool holds, in a slot its caller holds
+// for it, and answers it for execute to run; nil when Shutdown is past
+// waiting for handlers: the job was then given straight back and its slot
+// freed.
+func (p *Pool) adopt(l broker.Lease) *active {
 	p.stats.claimed.Add(1)
 	ctx, cancel := context.WithCancelCause(p.jobsCtx)
 	var span trace.Span
@@ -57,16 +68,27 @@ func (p *Pool) run(l broker.Lease) {
 		a.expiry.Stop()
 		a.cancel(context.Canceled)
 		<-p.slots
-		return
+		return nil
 	}
-	if p.dispatcher.stopping() {
-		go p.finishWith(a, func() { p.settleAs(a, outcomeNotRun, nil) })
-		return
+	return a
+}
+
+// execute runs the handler of a job adopt answered, and settles it; then,
+// in the same goroutine, the job its settlement claimed into its slot
+// (a.next: an ack sent by the handler's own goroutine, see acker.ack), and
+// so on. A job that comes after the dispatcher stopped is given back unrun.
+func (p *Pool) execute(a *active) {
+	for a != nil {
+		if p.dispatcher.stopping() {
+			p.finishWith(a, func() { p.settleAs(a, outcomeNotRun, nil) })
+		} else {
+			p.finishWith(a, func() {
+				err := p.handler.ProcessJob(handlers.WithJob(a.ctx, a.job), a.job)
+				p.settle(a, err)
+			})
+		}
+		a = a.next
 	}
-	go p.finishWith(a, func() {
-		err := p.handler.ProcessJob(handlers.WithJob(ctx, a.job), a.job)
-		p.settle(a, err)
-	})
 }
 
 // freeSlot gives a slot back and nudges the dispatcher.

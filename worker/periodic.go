@@ -162,7 +162,7 @@ func (sr *scheduler) enqueueTick(s *schedule, tick time.Time) {
 	p := sr.p
 	j := s.Job
 	j.ID = tickID(s.Name, tick)
-	err := p.retry("enqueue periodic", slog.String("periodic", s.Name), func(ctx context.Context) error {
+	err := p.retry("enqueue periodic", func() slog.Attr { return slog.String("periodic", s.Name) }, func(ctx context.Context) error {
 		_, err := p.b.Enqueue(ctx, j)
 		return err
 	})

@@ -13,17 +13,22 @@ import (
 
 // retry runs op until it succeeds or fails for a reason retrying cannot fix,
 // backing off on transient Redis errors (broker.IsTransient). It gives up
-// only when the pool halts at the end of Shutdown.
-func (p *Pool) retry(what string, attrs slog.Attr, op func(context.Context) error) error {
+// only when the pool halts at the end of Shutdown. attrs says what op is
+// about in its warning; it is called only when one is logged, so that an
+// op that succeeds at once (every settlement, nearly) builds nothing.
+func (p *Pool) retry(what string, attrs func() slog.Attr, op func(context.Context) error) error {
 	delay := 20 * time.Millisecond
-	logged := newThrottle(10 * time.Second)
+	var logged *throttle // made at the first transient error
 	for {
 		err := op(context.Background())
 		if err == nil || !broker.IsTransient(err) || errors.Is(err, errHalted) {
 			return err
 		}
+		if logged == nil {
+			logged = newThrottle(10 * time.Second)
+		}
 		if logged.ok() {
-			p.log.Warn("fenceq: Redis unavailable; retrying", slog.String("op", what), attrs, slog.Any("error", err))
+			p.log.Warn("fenceq: Redis unavailable; retrying", slog.String("op", what), attrs(), slog.Any("error", err))
 		}
 		if !p.sleep(delay, nil) {
 			return fmt.Errorf("pool stopped while retrying: %w", err)

@@ -75,8 +75,6 @@ func (o outcome) String() string {
 // another kind (a handler's own routing), or from a handler a Mux ran, is
 // an error like any other.
 func outcomeOf(herr, cause error, job *handlers.Job) outcome {
-	var snooze *handlers.SnoozeError
-	var permanent *handlers.PermanentError
 	switch {
 	case errors.Is(cause, handlers.ErrLeaseLost):
 		return outcomeLeaseLost
@@ -84,6 +82,17 @@ func outcomeOf(herr, cause error, job *handlers.Job) outcome {
 		return outcomeInterrupted
 	case herr == nil:
 		return outcomeDone
+	}
+	return failedOutcome(herr, job)
+}
+
+// failedOutcome is outcomeOf for a handler that returned herr. Apart, so
+// that the targets errors.As fills (which live on the heap) are made only
+// for a failure, not for every success.
+func failedOutcome(herr error, job *handlers.Job) outcome {
+	var snooze *handlers.SnoozeError
+	var permanent *handlers.PermanentError
+	switch {
 	case handlers.NoHandler(job, herr):
 		return outcomeUnhandled
 	case errors.As(herr, &snooze):
@@ -109,11 +118,13 @@ func (p *Pool) settle(a *active, herr error) {
 // retrying transient errors, and logs and counts what came of it. herr is
 // what the handler returned (nil for outcomeNotRun).
 func (p *Pool) settleAs(a *active, o outcome, herr error) {
-	attrs := middleware.JobAttrs(a.job)
+	// The job's attributes are built only for a line that is logged: a
+	// success logs at debug, which is usually off.
+	attrs := func() slog.Attr { return middleware.JobAttrs(a.job) }
 	var call func(context.Context) (broker.Outcome, broker.State, error)
 	switch o {
 	case outcomeLeaseLost:
-		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs, slog.Any("handler_error", herr))
+		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs(), slog.Any("handler_error", herr))
 		if a.span != nil {
 			endAttempt(a.span, o, herr, broker.OK, "", nil)
 		}
@@ -167,14 +178,14 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 	switch {
 	case err != nil:
 		p.log.Error("fenceq could not settle a job; its lease will expire and a reaper will recover it",
-			attrs, slog.String("op", o.String()), slog.Any("error", err))
+			attrs(), slog.String("op", o.String()), slog.Any("error", err))
 	case res == broker.Stale:
 		p.stats.stale.Add(1)
 		p.log.Warn("fenceq stale settlement rejected: the job was taken over while its handler ran; nothing was stored",
-			attrs, slog.String("op", o.String()))
+			attrs(), slog.String("op", o.String()))
 	case o == outcomeUnhandled && state == broker.StateScheduled:
 		p.count(o, state)
-		p.log.Debug("fenceq gave back a job its handler has no handler for", attrs)
+		p.log.Debug("fenceq gave back a job its handler has no handler for", attrs())
 		if held, ok := p.unknownKinds.ok(a.lease.Kind); ok {
 			p.log.Warn("fenceq has no handler for a job's kind: it gave the job back, uncharged, to wait for a pool that has the kind; deploy one, or stop enqueueing the kind",
 				slog.String("kind", a.lease.Kind), slog.String("queue", a.lease.Queue), slog.String("id", a.lease.ID),
@@ -186,8 +197,10 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		if o == outcomeRetry || o == outcomeDead || o == outcomeUnhandled {
 			level = slog.LevelWarn
 		}
-		p.log.LogAttrs(context.Background(), level, "fenceq settled a job", attrs,
-			slog.String("op", o.String()), slog.String("state", string(state)), slog.Any("error", herr))
+		if ctx := context.Background(); p.log.Enabled(ctx, level) {
+			p.log.LogAttrs(ctx, level, "fenceq settled a job", attrs(),
+				slog.String("op", o.String()), slog.String("state", string(state)), slog.Any("error", herr))
+		}
 	}
 }
 
@@ -210,7 +223,8 @@ func snoozeDelay(herr error) time.Duration {
 
 // settleThen runs a failure's settlement with a claim for a's slot after
 // it (fused), when the slot can be passed on to a job of a's queue, and
-// starts the job it took in that slot; else the settlement alone (plain).
+// adopts the job it took in that slot, for a's goroutine to run next
+// (a.next); else the settlement alone (plain).
 // When the fused call fails the claim is asked for again under its id,
 // as the acker does.
 func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
@@ -229,9 +243,13 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	} else {
 		p.dispatcher.took(spec, claimed)
 	}
-	for _, l := range claimed.Leases {
+	for i, l := range claimed.Leases {
 		a.passed.Store(true)
-		p.run(l)
+		if i == 0 && a.next == nil {
+			a.next = p.adopt(l) // run next by this goroutine (execute)
+		} else {
+			p.run(l)
+		}
 	}
 	return o, st, err
 }
