@@ -66,3 +66,47 @@ func testReadyIndex(t *testing.T, nb NewBackend) {
 	want(t, "claim order", fmt.Sprint(order), "[high a c d low]")
 	pending("after claiming all", 0)
 }
+
+// A claim skips at most a bounded number of tombstones (lib.lua's
+// TOMB_SKIP, 1000) beyond the n it asks for. A claim that popped only
+// tombstones and stopped before the list's end leaves pending jobs behind
+// them; like a claim that leaves work behind, it must leave a wake-up for
+// the next worker, or an idle pool, blocked since its claim took nothing,
+// finds the job only at its next poll, one step of tombstones per poll.
+func testWakePastTombSkip(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	const tombs = 1100 // more than one claim skips
+	jobs := make([]broker.Job, tombs)
+	for i := range jobs {
+		jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("t%d", i)}
+	}
+	for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+		noErr(t, "EnqueueMany", e.Err)
+	}
+	for _, j := range jobs {
+		_, err := s.b.Cancel(s.ctx, s.q, j.ID)
+		noErr(t, "Cancel", err)
+	}
+	wake := s.queueKey("wake")
+	noErr(t, "DEL wake", s.Client.Del(s.ctx, wake).Err())
+	s.enqueue(t, broker.Job{ID: "live"})
+	// A worker: it claims when woken, and blocks when its claim took
+	// nothing and no wake-up is waiting.
+	for round := 0; ; round++ {
+		woken, err := s.Client.LPop(s.ctx, wake).Result()
+		if err != nil || woken == "" {
+			c, cerr := s.b.Counts(s.ctx, s.q)
+			noErr(t, "Counts", cerr)
+			t.Fatalf("round %d: no wake-up left, and the pending job behind the tombstones is not claimed (pending: %d)", round, c.Pending)
+		}
+		ls := s.claim(t, 1, long)
+		if len(ls) == 1 {
+			want(t, "claimed", ls[0].ID, "live")
+			break
+		}
+		if round > 10 {
+			t.Fatalf("no claim found the job in %d rounds", round)
+		}
+	}
+	s.consistent(t)
+}

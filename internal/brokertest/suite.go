@@ -59,6 +59,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"CorruptJobHashes", testCorrupt},
 		{"ReadyIndex", testReadyIndex},
 		{"WakeBehindTombstones", testWakeBehindTombstones},
+		{"WakePastTombSkip", testWakePastTombSkip},
 		{"ScriptFlush", testScriptFlush},
 		{"PerCallState", testPerCallState},
 		{"LibraryDeleted", testLibraryDeleted},
