@@ -135,6 +135,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
 
   local until_ms = now + lease_ms
   local claimed = 0
+  local skipped = false -- tombstones popped: the list may hold jobs past them
   local ids = {}
   -- Paused: the flag, or the key itself when the flag is unreadable or
   -- this claim rechecks (even one that would take nothing).
@@ -221,6 +222,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
       end
       if source == 'list' then
         ready_popped(dead)
+        skipped = skipped or dead > 0
       end
     end
   end
@@ -237,8 +239,10 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
 
   -- Chain the wake-up: work left behind wakes the next blocked worker. A
   -- token already waiting wakes one, so ready's size is read only when
-  -- there is none (the same tokens as wake() after it).
-  if claimed > 0 and redis.call('LLEN', K.wake) == 0 and ready_any() then
+  -- there is none (the same tokens as wake() after it). A claim that
+  -- skipped tombstones chains it too, even one that took nothing: it may
+  -- have stopped at TOMB_SKIP with pending jobs behind them.
+  if (claimed > 0 or skipped) and redis.call('LLEN', K.wake) == 0 and ready_any() then
     redis.call('RPUSH', K.wake, '1')
   end
   next_due(limited_for)
