@@ -165,7 +165,7 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 		// the index's entries are not its jobs.
 		page.Jobs = slices.DeleteFunc(page.Jobs, func(j JobInfo) bool { return j.State != StatePending })
 		var count func() int64
-		if _, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if _, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { // one moment: see countPending
 			count = countPending(ctx, p, k)
 			return nil
 		}); err != nil {

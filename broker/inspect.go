@@ -185,7 +185,10 @@ func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
 	k := b.queueKeys(queue)
 	cmds := make([]*redis.IntCmd, len(States))
 	var pending func() int64
-	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// One transaction: ready0's length and its tombstones are read at one
+	// moment (countPending), so that a claim between them cannot make
+	// tombstones count as pending jobs.
+	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, s := range States {
 			if s == StatePending {
 				pending = countPending(ctx, p, k)
@@ -215,7 +218,9 @@ func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
 // countPending queues on p the reads of the pending count (lib.lua's
 // ready_count): the lengths of the parts of the ready index, less ready0's
 // tombstones, plus an earlier version's index still to be moved. The
-// function answers it once p ran.
+// function answers it once p ran. p must be a transaction (TxPipelined):
+// a claim between the LLEN and the read of the tombstones, which pops
+// some, would make them count as pending jobs.
 func countPending(ctx context.Context, p redis.Pipeliner, k *queueKeys) func() int64 {
 	list := p.LLen(ctx, k.key("ready0"))
 	tombs := p.HMGet(ctx, k.key("limits"), "tombs") // HMGET: an absent field is no error
