@@ -168,9 +168,13 @@ func (k *acker) batches() {
 func (k *acker) send(batch []*ackReq, acks []broker.Ack, pass func([]broker.Lease)) ([]broker.Outcome, error) {
 	p := k.p
 	spec := k.fusedClaim(batch)
+	if spec.N > 0 && !p.fusedBegin() {
+		spec = broker.ClaimSpec{}
+	}
 	if spec.N == 0 {
 		return p.b.AckMany(context.Background(), acks)
 	}
+	defer p.fused.Done()
 	sent := time.Now()
 	outcomes, claimed, err := p.b.AckClaim(context.Background(), acks, spec)
 	if err != nil {

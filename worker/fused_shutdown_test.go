@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,5 +101,80 @@ func TestShutdownDuringFusedCall(t *testing.T) {
 					first.State, first.Attempt, second.State, second.Attempt, runs.Load())
 			}
 		})
+	}
+}
+
+// loseAfterHalt loses the reply of the first fused ack-and-claim call that
+// took a job, and of each re-send of it, once the pool has halted: the
+// call is held until then, so that Shutdown stops waiting for the handler
+// whose ack it is (abandoned) while it is out.
+type loseAfterHalt struct {
+	halted func() <-chan struct{}
+	ran    chan struct{} // closed when the call has run
+	lost   atomic.Bool
+}
+
+func (s *loseAfterHalt) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (s *loseAfterHalt) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (s *loseAfterHalt) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if err != nil || !tookOne(cmd) {
+				continue
+			}
+			if s.lost.CompareAndSwap(false, true) {
+				close(s.ran)
+				<-s.halted()
+			}
+			for _, c := range cmds {
+				c.SetErr(io.ErrUnexpectedEOF)
+			}
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+}
+
+// A handler succeeds and its own goroutine sends the ack with the claim of
+// the next job (the direct path); the call is out when Shutdown gives up
+// waiting for that handler (abandons it), and its reply is lost. The claim
+// is asked for again under its id (recoverClaim), and Shutdown must wait
+// for that, as it did when the acker sent every ack: when it returns the
+// job the claim took is given back (pending, uncharged), not left running
+// under a pool that has stopped, for a reaper to charge an attempt.
+func TestShutdownWaitsForAbandonedHandlersFusedClaim(t *testing.T) {
+	worker.SetAbandonAfter(t, 50*time.Millisecond)
+	var p *worker.Pool
+	s := &loseAfterHalt{halted: func() <-chan struct{} { return worker.Halted(p) }, ran: make(chan struct{})}
+	b, p, ids := fusedRig(t, 2, worker.Config{Concurrency: 1, LeaseDuration: time.Minute, ShutdownTimeout: 10 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)},
+		func(context.Context, *handlers.Job) error { return nil }, s)
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-s.ran // the first job is acked, the second claimed; the reply is held
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Counts(ctx, worker.QueueDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Job(ctx, worker.QueueDefault, ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Running != 0 || second.State != broker.StatePending || second.Attempt != 0 {
+		t.Errorf("Shutdown returned with %d jobs running; the one the lost claim took is %s on attempt %d: want it given back, pending on attempt 0",
+			c.Running, second.State, second.Attempt)
+	}
+	// Without Shutdown waiting, the asking goes on after it: let it end
+	// before the test's server does.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if c, err := b.Counts(ctx, worker.QueueDefault); err != nil || c.Running == 0 {
+			break
+		}
 	}
 }

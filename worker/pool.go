@@ -38,6 +38,13 @@ type Pool struct {
 	active map[*active]struct{}
 	closed bool // set by Shutdown: run starts no more handlers
 
+	// fused counts the settlements sent with a claim (acker.send,
+	// settleThen), registered under mu while closed is unset: Shutdown
+	// waits for them before the claims they leave to be asked for again
+	// (waitClaims), also those a handler's own goroutine sends after
+	// Shutdown stopped waiting for it (abandoned).
+	fused sync.WaitGroup
+
 	slots     chan struct{} // one token per running handler
 	slotFreed chan struct{} // nudges the dispatcher when a slot frees
 	handlers  sync.WaitGroup
@@ -267,6 +274,7 @@ func (p *Pool) waitClaims(ctx context.Context) error {
 	go func() {
 		p.dispatcher.wait()
 		p.maintenance.wait()
+		p.fused.Wait() // before recovering: a lost claim's asking is added first
 		p.acker.recovering.Wait()
 		close(claimsDone)
 	}()
@@ -290,6 +298,19 @@ func (p *Pool) abandon(level slog.Level, why string) {
 		cancel()
 		p.log.Log(context.Background(), level, why, middleware.JobAttrs(a.job), slog.String("release", o.String()), slog.Any("error", err))
 	}
+}
+
+// fusedBegin registers a settlement about to send a claim with it, and
+// reports whether it may: not once Shutdown is past waiting for handlers,
+// whose claims it would give back anyway. fused.Done ends it.
+func (p *Pool) fusedBegin() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.fused.Add(1)
+	return true
 }
 
 func (p *Pool) queueNames() []string {

@@ -233,9 +233,10 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	if !a.passed.Load() {
 		spec = p.dispatcher.claimSpec(1)
 	}
-	if spec.N == 0 || spec.Queue != a.lease.Queue {
+	if spec.N == 0 || spec.Queue != a.lease.Queue || !p.fusedBegin() {
 		return plain()
 	}
+	defer p.fused.Done()
 	sent := time.Now()
 	o, st, claimed, err := fused(spec)
 	if err != nil {
