@@ -140,16 +140,28 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 			}
 		}
 	}
+	// The tombstones counted before ready0 is read: a claim between the two
+	// takes entries and their count together, so the count read can only
+	// be high, never hide an entry nobody counted.
+	tombs, err := node.HGet(ctx, k.key("limits"), "tombs").Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("fenceq: check queue %q: read the tombstone count: %w", queue, err)
+	}
 	entries, err := node.LRange(ctx, k.key("ready0"), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: check queue %q: read pending index: %w", queue, err)
+	}
+	// And after: a cancel between the two adds an entry and its count.
+	if after, err := node.HGet(ctx, k.key("limits"), "tombs").Int(); err == nil {
+		tombs = max(tombs, after)
 	}
 	inList := make(map[string]bool, len(entries))
 	for _, id := range entries {
 		inList[id] = true
 	}
 
-	suspects := map[string]string{} // id: the problem the scan saw
+	suspects := map[string]string{}  // id: the problem the scan saw
+	livePending := map[string]bool{} // ids ready0 lists for a job pending there
 	seen := map[string]bool{}
 	var blocked []string
 	var cursor uint64
@@ -180,6 +192,7 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 				r.until, _ = vals[1].(string)
 				if p, _ := vals[2].(string); inList[id] && r.state == string(StatePending) && inReady0(p) {
 					r.where = addState(r.where, StatePending)
+					livePending[id] = true
 				}
 			}
 			if p := r.problem(k); p != "" {
@@ -198,10 +211,40 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 			suspects[id] = reading{where: where}.problem(k)
 		}
 	}
+	// ready0's entries that are not a job pending there are tombstones, and
+	// the settings count them (lib.lua's ready_remove). More of them than
+	// that count: entries nobody cancelled, for a job hash deleted behind
+	// fenceq's back, among those whose hash is missing.
+	dead, orphans := len(entries), []string{}
+	counted := make(map[string]bool, len(entries))
+	for _, id := range entries {
+		switch {
+		case !seen[id]:
+			if !counted[id] {
+				orphans = append(orphans, id)
+			}
+		case livePending[id] && !counted[id]:
+			dead--
+		}
+		counted[id] = true
+	}
+	// check_one cannot tell such an entry from a tombstone (it reads one
+	// id), so the count is the evidence: they are reported as the scan saw
+	// them.
+	var extra []Inconsistency
+	if dead > tombs {
+		for _, id := range orphans {
+			if _, ok := suspects[id]; !ok {
+				extra = append(extra, Inconsistency{ID: id, Problem: fmt.Sprintf(
+					"listed in ready0 but the job hash does not exist (%d entries of ready0 are no pending job, %d counted as tombstones)", dead, tombs)})
+			}
+		}
+	}
 	out, err := b.recheck(ctx, node, k, suspects, recheckMax)
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: check queue %q: %w", queue, err)
 	}
+	out = append(out, extra...)
 	for _, id := range blocked {
 		stuck, err := b.stuck(ctx, node, k, id)
 		if err != nil {
