@@ -8,11 +8,13 @@ import (
 	"strings"
 )
 
-// MinRedisMajor.MinRedisMinor is the oldest Redis fenceq runs on: 6.0
-// brought the fractional BLPOP timeouts WaitForWork blocks with (so that an
-// idle pool picks up a new job in about a millisecond). The scripts need
-// 5.0 (ZPOPMIN, effects replication of TIME); fenceq is tested on 7.0.
-const MinRedisMajor, MinRedisMinor = 6, 0
+// MinRedisMajor.MinRedisMinor is the oldest Redis fenceq runs on: 6.2
+// brought RPOP with a count, which a claim pops the ready list (ready0)
+// with, and 6.0 the fractional BLPOP timeouts WaitForWork blocks with (so
+// that an idle pool picks up a new job in about a millisecond) and LPOS,
+// which Check and the listings find a list entry with. fenceq is tested on
+// 7.0, where every operation is a FUNCTION (on 6.2, EVALSHA).
+const MinRedisMajor, MinRedisMinor = 6, 2
 
 var (
 	// ErrUnreachable is wrapped by CheckServer's error when the server does

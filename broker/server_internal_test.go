@@ -12,9 +12,9 @@ func TestParseVersion(t *testing.T) {
 			t.Errorf("parseVersion(%q) = %d.%d, want %d.%d", v, ma, mi, want[0], want[1])
 		}
 	}
-	for v, ok := range map[string]bool{"5.0.7": false, "6.0.0": true, "7.0.15": true, "": true, "4.0": false} {
+	for v, ok := range map[string]bool{"5.0.7": false, "6.0.0": false, "6.2.0": true, "7.0.15": true, "": true, "4.0": false} {
 		err := checkVersion(v)
-		if (err == nil) != ok || err != nil && !strings.Contains(err.Error(), "needs Redis 6.0 or newer") {
+		if (err == nil) != ok || err != nil && !strings.Contains(err.Error(), "needs Redis 6.2 or newer") {
 			t.Errorf("checkVersion(%q) = %v", v, err)
 		}
 		if err != nil && !errors.Is(err, ErrServerTooOld) {
