@@ -440,7 +440,7 @@ func (b *Broker) RedisTime(ctx context.Context, queue string) (time.Time, error)
 	if err := validName("queue", queue); err != nil {
 		return time.Time{}, err
 	}
-	node, err := b.nodeFor(ctx, b.queueKeys(queue).key("leases"))
+	node, err := b.nodeFor(ctx, b.queueKeys(queue).leases())
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -195,7 +195,7 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 		groups := map[redis.Cmdable][]*enqueueCall{}
 		var nodes []redis.Cmdable
 		for _, c := range pending {
-			node, err := b.nodeFor(ctx, c.k.key("ready0"))
+			node, err := b.nodeFor(ctx, c.k.ready0())
 			if err != nil {
 				c.cmd = redis.NewCmd(ctx)
 				c.cmd.SetErr(err)

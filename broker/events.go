@@ -39,12 +39,12 @@ func (b *Broker) SetEvents(ctx context.Context, queue string, keep int) error {
 	var err error
 	if keep == 0 {
 		_, err = b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HDel(ctx, k.key("limits"), "events")
-			p.Del(ctx, k.key("events"))
+			p.HDel(ctx, k.limits(), "events")
+			p.Del(ctx, k.events())
 			return nil
 		})
 	} else {
-		err = b.rdb.HSet(ctx, k.key("limits"), "events", keep).Err()
+		err = b.rdb.HSet(ctx, k.limits(), "events", keep).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("fenceq: set events of queue %q: %w", queue, err)
@@ -57,7 +57,7 @@ func (b *Broker) EventsKept(ctx context.Context, queue string) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
 	}
-	n, err := b.rdb.HGet(ctx, b.queueKeys(queue).key("limits"), "events").Int()
+	n, err := b.rdb.HGet(ctx, b.queueKeys(queue).limits(), "events").Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -73,7 +73,7 @@ func (b *Broker) Events(ctx context.Context, queue, after string, count int, wai
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
-	args := &redis.XReadArgs{Streams: []string{b.queueKeys(queue).key("events"), after}, Count: int64(max(count, 1)), Block: -1}
+	args := &redis.XReadArgs{Streams: []string{b.queueKeys(queue).events(), after}, Count: int64(max(count, 1)), Block: -1}
 	if wait > 0 {
 		args.Block = min(wait, b.maxBlock())
 	}
@@ -98,7 +98,7 @@ func (b *Broker) RecentEvents(ctx context.Context, queue string, n int) ([]Event
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
-	ms, err := b.rdb.XRevRangeN(ctx, b.queueKeys(queue).key("events"), "+", "-", int64(max(n, 1))).Result()
+	ms, err := b.rdb.XRevRangeN(ctx, b.queueKeys(queue).events(), "+", "-", int64(max(n, 1))).Result()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: read events of queue %q: %w", queue, err)
 	}

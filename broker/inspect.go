@@ -222,9 +222,9 @@ func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
 // a claim between the LLEN and the read of the tombstones, which pops
 // some, would make them count as pending jobs.
 func countPending(ctx context.Context, p redis.Pipeliner, k *queueKeys) func() int64 {
-	list := p.LLen(ctx, k.key("ready0"))
-	tombs := p.HMGet(ctx, k.key("limits"), "tombs") // HMGET: an absent field is no error
-	sets := []*redis.IntCmd{p.ZCard(ctx, k.key("ready_hi")), p.ZCard(ctx, k.key("ready_lo")), p.ZCard(ctx, k.key(legacyReady))}
+	list := p.LLen(ctx, k.ready0())
+	tombs := p.HMGet(ctx, k.limits(), "tombs") // HMGET: an absent field is no error
+	sets := []*redis.IntCmd{p.ZCard(ctx, k.readyHi()), p.ZCard(ctx, k.readyLo()), p.ZCard(ctx, k.legacy())}
 	return func() int64 {
 		var t int64
 		if v := tombs.Val(); len(v) == 1 {

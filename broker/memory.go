@@ -79,7 +79,7 @@ func (b *Broker) Footprint(ctx context.Context, queue string) (Footprint, error)
 
 func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error) {
 	k := b.queueKeys(queue)
-	node, err := b.nodeFor(ctx, k.key("ready0"))
+	node, err := b.nodeFor(ctx, k.ready0())
 	if err != nil {
 		return Footprint{}, err
 	}
@@ -104,7 +104,7 @@ func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error)
 			if s == StatePending {
 				// The newest of priority 0, nearly every job: at ready0's head.
 				pending = countPending(ctx, p, k)
-				newest[s] = p.LRange(ctx, k.key("ready0"), 0, FootprintSamples-1)
+				newest[s] = p.LRange(ctx, k.ready0(), 0, FootprintSamples-1)
 				continue
 			}
 			cards[s] = p.ZCard(ctx, k.index(s))
@@ -265,7 +265,7 @@ func (b *Broker) QueueMemory(ctx context.Context, queue string) (ServerMemory, e
 	if err := validName("queue", queue); err != nil {
 		return ServerMemory{}, err
 	}
-	key := b.queueKeys(queue).key("ready0")
+	key := b.queueKeys(queue).ready0()
 	if c, ok := b.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, key)
 		if err != nil {

@@ -42,7 +42,7 @@ func TestOverviewWithAStatsKeyThatIsNoHash(t *testing.T) {
 	if _, err := b.Enqueue(ctx, Job{Queue: "q", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, b.queueKeys("q").key("stats"), "x", 0).Err(); err != nil {
+	if err := rdb.Set(ctx, b.queueKeys("q").stats(), "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	o, err := b.Overview(ctx, "q")

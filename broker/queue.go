@@ -18,10 +18,10 @@ func (b *Broker) Pause(ctx context.Context, queue string) error {
 	}
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, k.key("paused"), "1", 0)
+		p.Set(ctx, k.paused(), "1", 0)
 		// The flag a claim reads with its settings (lib.lua's set_flag),
 		// so that an unpaused queue's claims do not read the key.
-		p.HSet(ctx, k.key("limits"), "paused", "1")
+		p.HSet(ctx, k.limits(), "paused", "1")
 		return nil
 	})
 	if err != nil {
@@ -38,10 +38,10 @@ func (b *Broker) Resume(ctx context.Context, queue string) error {
 	}
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.key("paused"))
-		p.HSet(ctx, k.key("limits"), "paused", "0")
-		p.RPush(ctx, k.key("wake"), "1")
-		p.LTrim(ctx, k.key("wake"), 0, 0) // one token is enough; see lib.lua's wake
+		p.Del(ctx, k.paused())
+		p.HSet(ctx, k.limits(), "paused", "0")
+		p.RPush(ctx, k.wake(), "1")
+		p.LTrim(ctx, k.wake(), 0, 0) // one token is enough; see lib.lua's wake
 		return nil
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func (b *Broker) Paused(ctx context.Context, queue string) (bool, error) {
 	if err := validName("queue", queue); err != nil {
 		return false, err
 	}
-	n, err := b.rdb.Exists(ctx, b.queueKeys(queue).key("paused")).Result()
+	n, err := b.rdb.Exists(ctx, b.queueKeys(queue).paused()).Result()
 	if err != nil {
 		return false, fmt.Errorf("fenceq: read whether queue %q is paused: %w", queue, err)
 	}
@@ -221,7 +221,7 @@ func (b *Broker) setLimits(ctx context.Context, queue string, l Limits, running,
 		return &ValidationError{Field: "limits", Value: fmt.Sprintf("%+v", l), Reason: "counts must not be negative, and Rate and Per (at least 1ms) go together"}
 	}
 	k := b.queueKeys(queue)
-	key := k.key("limits")
+	key := k.limits()
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		switch {
 		case !running:
@@ -237,8 +237,8 @@ func (b *Broker) setLimits(ctx context.Context, queue string, l Limits, running,
 		default:
 			p.HDel(ctx, key, "rate", "period_ms")
 		}
-		p.RPush(ctx, k.key("wake"), "1") // pools blocked by the old limits look again
-		p.LTrim(ctx, k.key("wake"), 0, 0)
+		p.RPush(ctx, k.wake(), "1") // pools blocked by the old limits look again
+		p.LTrim(ctx, k.wake(), 0, 0)
 		return nil
 	})
 	if err != nil {
@@ -252,7 +252,7 @@ func (b *Broker) Limits(ctx context.Context, queue string) (Limits, error) {
 	if err := validName("queue", queue); err != nil {
 		return Limits{}, err
 	}
-	v, err := b.rdb.HMGet(ctx, b.queueKeys(queue).key("limits"), "max_running", "rate", "period_ms").Result()
+	v, err := b.rdb.HMGet(ctx, b.queueKeys(queue).limits(), "max_running", "rate", "period_ms").Result()
 	if err != nil {
 		return Limits{}, fmt.Errorf("fenceq: read limits of queue %q: %w", queue, err)
 	}

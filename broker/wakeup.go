@@ -36,7 +36,7 @@ func (b *Broker) WaitForWork(ctx context.Context, queues []string, limit time.Du
 		if err := validName("queue", q); err != nil {
 			return "", err
 		}
-		args = append(args, b.queueKeys(q).key("wake"))
+		args = append(args, b.queueKeys(q).wake())
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
