@@ -47,38 +47,12 @@
 // # Data model
 //
 // Every key of a queue carries the hash tag {queue}, so each script touches a
-// single Redis Cluster slot and no script touches two queues:
-//
-//	<prefix>:{<queue>}:job:<id>   HASH  one job: kind, payload, meta
-//	                                    (Job.Metadata as a JSON object, only
-//	                                    when set), state, attempt,
-//	                                    max_attempts, gen, token, lease_until,
-//	                                    last_error, errors (the last 10
-//	                                    attempts' errors, JSON), renewals, ...
-//	<prefix>:{<queue>}:blocked    ZSET  jobs waiting for the jobs they depend on
-//	<prefix>:{<queue>}:ready      ZSET  pending jobs, by priority then FIFO
-//	<prefix>:{<queue>}:scheduled  ZSET  delayed jobs and retries, by run_at
-//	<prefix>:{<queue>}:leases     ZSET  running jobs, by lease_until
-//	<prefix>:{<queue>}:dead       ZSET  dead jobs, by finished_at
-//	<prefix>:{<queue>}:done       ZSET  done jobs, by finished_at
-//	<prefix>:{<queue>}:cancelled  ZSET  cancelled jobs, by finished_at
-//	<prefix>:{<queue>}:wake       LIST  wake-up token for blocked workers
-//	<prefix>:{<queue>}:seq        STRING FIFO sequence of ready
-//	<prefix>:{<queue>}:gen        STRING the queue's generation counter
-//	<prefix>:{<queue>}:cascade    LIST  finished jobs whose dependents are
-//	                                    still to be released or cancelled
-//	<prefix>:{<queue>}:stats      HASH  jobs done and attempts failed per minute
-//	                                    ("<minute>:d", "<minute>:f") over the
-//	                                    last ThroughputKept; "head": the newest
-//	                                    minute
-//	<prefix>:{<queue>}:paused, :limits, :starts, :events, :unique:<key>,
-//	  :children:<id>, :cascade:<n>, :finished:<id>, :final:<n>:<id>,
-//	  :waiter:<nonce>, :claim:<request id>
-//	                                    flow control, events, unique keys,
-//	                                    dependents, Wait's wake-ups, waited-on
-//	                                    jobs trimmed before their callers read
-//	                                    them, and the leases a claim request took
-//	<prefix>:queues               SET   every queue this prefix has seen
+// single Redis Cluster slot and no script touches two queues. A queue's keys
+// are "<prefix>:{<queue>}:<name>" and a job's "<prefix>:{<queue>}:<kind>:<id>"
+// (the job hash is kind "job"); <prefix>:queues is the SET of every queue the
+// prefix has seen. The one list of names, with what each key holds, is in
+// broker/keys.go, which also writes the Lua that names them (docs/architecture.md,
+// "Keys and replies").
 //
 // Every one of them is bounded by default; docs/operations.md gives each
 // bound.
