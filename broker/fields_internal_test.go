@@ -110,3 +110,22 @@ return out`
 		seen[f] = true
 	}
 }
+
+// browse.lua answers the fields Go's listedFields reads, in that order.
+func TestBrowseFieldsMatchGo(t *testing.T) {
+	src, err := lua.FS.ReadFile("browse.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)local FIELDS = \{(.*?)\}`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("browse.lua has no FIELDS table")
+	}
+	var got []string
+	for _, f := range fieldLiteral.FindAllStringSubmatch(string(m[1]), -1) {
+		got = append(got, f[1])
+	}
+	if !slices.Equal(got, listedFields) {
+		t.Fatalf("browse.lua FIELDS = %q, listedFields = %q", got, listedFields)
+	}
+}
