@@ -130,7 +130,7 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 			_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for i, e := range entries {
 					if id := e.Member.(string); strings.HasPrefix(id, q.IDPrefix) {
-						kinds[i] = p.HGet(ctx, k.job+id, "kind")
+						kinds[i] = p.HGet(ctx, k.job+id, fieldKind)
 					}
 				}
 				return nil
@@ -227,8 +227,8 @@ func (b *Broker) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *
 }
 
 // listedFields are the fields browse.lua answers, in its order.
-var listedFields = []string{"kind", "state", "attempt", "max_attempts", "gen", "priority", "run_at", "lease_until",
-	"created_at", "claimed_at", "finished_at", "cancel", "renewals", "last_error"}
+var listedFields = []string{fieldKind, fieldState, fieldAttempt, fieldMaxAttempts, fieldGen, fieldPriority,
+	fieldRunAt, fieldLeaseUntil, fieldCreatedAt, fieldClaimedAt, fieldFinishedAt, fieldCancel, fieldRenewals, fieldLastError}
 
 // readJobs reads what a listing shows of the jobs (browse.lua) in one
 // script call, leaving out those gone meanwhile or unreadable (Check
@@ -300,7 +300,7 @@ func listedJob(queue, id string, reply any) (JobInfo, error) {
 			h[listedFields[f]] = s
 		}
 	}
-	h["last_error"] = validPrefix(h["last_error"])
+	h[fieldLastError] = validPrefix(h[fieldLastError])
 	return parseJob(queue, id, h)
 }
 
@@ -355,7 +355,7 @@ func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (Job
 	var children *redis.StringSliceCmd
 	var nChildren *redis.IntCmd
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HMGet(ctx, k.job+id, "depends_on", "on_parent_failure", "unique_until_done")
+		fields = p.HMGet(ctx, k.job+id, fieldDependsOn, fieldOnParentFailure, fieldUniqueUntilDone)
 		children = p.SRandMemberN(ctx, k.derived(kindChildren, id), int64(limit))
 		nChildren = p.SCard(ctx, k.derived(kindChildren, id))
 		return nil
@@ -398,10 +398,10 @@ func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (Job
 	kidState := make([]*redis.SliceCmd, len(kids))
 	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, d := range deps {
-			depState[i] = p.HGet(ctx, k.job+d, "state")
+			depState[i] = p.HGet(ctx, k.job+d, fieldState)
 		}
 		for i, c := range kids {
-			kidState[i] = p.HMGet(ctx, k.job+c.id, "state", "inc")
+			kidState[i] = p.HMGet(ctx, k.job+c.id, fieldState, fieldInc)
 		}
 		return nil
 	})

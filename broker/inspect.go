@@ -86,10 +86,10 @@ func (b *Broker) Job(ctx context.Context, queue, id string) (JobInfo, error) {
 
 func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	j := JobInfo{
-		Queue: queue, ID: id, Kind: h["kind"], Payload: []byte(h["payload"]),
-		State: State(h["state"]), LastError: h["last_error"],
-		Result: []byte(h["result"]), Progress: []byte(h["progress"]),
-		CancelRequested: h["cancel"] == "1",
+		Queue: queue, ID: id, Kind: h[fieldKind], Payload: []byte(h[fieldPayload]),
+		State: State(h[fieldState]), LastError: h[fieldLastError],
+		Result: []byte(h[fieldResult]), Progress: []byte(h[fieldProgress]),
+		CancelRequested: h[fieldCancel] == "1",
 	}
 	bad := func(reason string) (JobInfo, error) {
 		return j, &CorruptJobError{Queue: queue, ID: id, Reason: reason}
@@ -97,10 +97,10 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	if j.State == StateRunning {
 		// The hash keeps a settled claim's token (to answer its re-send);
 		// only a running job has a valid one.
-		j.ClaimID = claimID(h["token"])
+		j.ClaimID = claimID(h[fieldToken])
 	}
 	if !j.State.valid() {
-		return bad(fmt.Sprintf("field state is %q, not one of %v", h["state"], States))
+		return bad(fmt.Sprintf("field state is %q, not one of %v", h[fieldState], States))
 	}
 	if j.Kind == "" {
 		return bad("field kind is missing")
@@ -109,9 +109,9 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 		name     string
 		required bool
 	}{
-		{"attempt", true}, {"max_attempts", true}, {"gen", true}, {"priority", false},
-		{"lease_until", false}, {"run_at", false}, {"created_at", false},
-		{"claimed_at", false}, {"finished_at", false},
+		{fieldAttempt, true}, {fieldMaxAttempts, true}, {fieldGen, true}, {fieldPriority, false},
+		{fieldLeaseUntil, false}, {fieldRunAt, false}, {fieldCreatedAt, false},
+		{fieldClaimedAt, false}, {fieldFinishedAt, false},
 	}
 	vals := make(map[string]int64, len(ints))
 	for _, f := range ints {
@@ -128,19 +128,19 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 		}
 		vals[f.name] = n
 	}
-	j.Attempt, j.MaxAttempts, j.Priority = int(vals["attempt"]), int(vals["max_attempts"]), int(vals["priority"])
-	j.Generation = vals["gen"]
-	j.RunAt, j.CreatedAt = msTime(vals["run_at"]), msTime(vals["created_at"])
+	j.Attempt, j.MaxAttempts, j.Priority = int(vals[fieldAttempt]), int(vals[fieldMaxAttempts]), int(vals[fieldPriority])
+	j.Generation = vals[fieldGen]
+	j.RunAt, j.CreatedAt = msTime(vals[fieldRunAt]), msTime(vals[fieldCreatedAt])
 	if j.State == StateRunning {
 		// A finished job keeps its last lease's end (lib.lua's finish
 		// does not spend a call deleting it): it is no lease.
-		j.LeaseUntil = msTime(vals["lease_until"])
+		j.LeaseUntil = msTime(vals[fieldLeaseUntil])
 	}
-	j.ClaimedAt, j.FinishedAt = msTime(vals["claimed_at"]), msTime(vals["finished_at"])
-	j.Errors = parseErrors(h["errors"])
-	j.Metadata, _ = decodeMetadata(h["meta"])
+	j.ClaimedAt, j.FinishedAt = msTime(vals[fieldClaimedAt]), msTime(vals[fieldFinishedAt])
+	j.Errors = parseErrors(h[fieldErrors])
+	j.Metadata, _ = decodeMetadata(h[fieldMeta])
 	// A display counter: garbage reads as 0 rather than failing the read.
-	if n, err := strconv.Atoi(h["renewals"]); err == nil && n > 0 {
+	if n, err := strconv.Atoi(h[fieldRenewals]); err == nil && n > 0 {
 		j.Renewals = n
 	}
 	return j, nil
