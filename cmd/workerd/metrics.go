@@ -125,7 +125,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, q := range m.queues {
-		c, err := m.b.Counts(ctx, q)
+		c, err := m.b.Inspector().Counts(ctx, q)
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(depthDesc, errors.Join(errors.New("read queue "+q), err))
 			continue
@@ -144,7 +144,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // that does not report them (miniredis, or INFO denied by an ACL) leaves
 // the two gauges out; a read that fails fails the scrape, as depth does.
 func (m *metrics) collectMemory(ctx context.Context, ch chan<- prometheus.Metric) {
-	ms, err := m.b.ServerMemory(ctx)
+	ms, err := m.b.Inspector().ServerMemory(ctx)
 	switch {
 	case errors.Is(err, broker.ErrNoMemoryInfo):
 		return
