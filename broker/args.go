@@ -163,7 +163,7 @@ func overlay(base, top EnqueueOptions) EnqueueOptions {
 // Enqueue's: the job's id, or with a unique key another job holds, the
 // holder's id and a *UniqueHeldError; a *DuplicateError for an id taken; a
 // *ValidationError for args JobFor refuses or options Enqueue refuses.
-func (b *Broker) EnqueueArgs(ctx context.Context, args Args, opts *EnqueueOptions) (string, error) {
+func (b *Client) EnqueueArgs(ctx context.Context, args Args, opts *EnqueueOptions) (string, error) {
 	j, err := JobFor(args, opts)
 	if err != nil {
 		return "", err

@@ -51,7 +51,7 @@ const recheckBatch = 100
 // every index, in one script), and reported only if it is still wrong then.
 // At most CheckRecheckMax suspects are read again; the rest are reported
 // Unconfirmed, after the confirmed ones.
-func (b *Broker) Check(ctx context.Context, queue string) ([]Inconsistency, error) {
+func (b *Inspector) Check(ctx context.Context, queue string) ([]Inconsistency, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (r reading) problem(k *queueKeys) string {
 }
 
 // check is Check, reading at most recheckMax suspects again.
-func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inconsistency, error) {
+func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Inconsistency, error) {
 	k := b.queueKeys(queue)
 	node, err := b.nodeFor(ctx, k.ready0())
 	if err != nil {
@@ -287,7 +287,7 @@ func addState(where []State, s State) []State {
 // (check_one.lua), in pipelines of recheckBatch, and answers those still
 // wrong; the suspects past the cap come back Unconfirmed, with the
 // problem the scan saw.
-func (b *Broker) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, suspects map[string]string, recheckMax int) ([]Inconsistency, error) {
+func (b *core) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, suspects map[string]string, recheckMax int) ([]Inconsistency, error) {
 	if len(suspects) == 0 {
 		return nil, nil
 	}
@@ -377,7 +377,7 @@ func readCheckOne(c *redis.Cmd) (reading, error) {
 
 // nodeFor answers the client that serves key: on a Cluster, its master, so
 // SCAN walks the right node; otherwise the client itself.
-func (b *Broker) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
+func (b *core) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
 	if c, ok := b.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, key)
 		if err != nil {
@@ -404,7 +404,7 @@ func globEscape(s string) string {
 // and the queue's cascade: a job that waits although none of its
 // dependencies is still open, and no cascade is left to settle it, would
 // wait forever. It answers why, or "" for a job that is fine.
-func (b *Broker) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id string) (string, error) {
+func (b *core) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id string) (string, error) {
 	f, err := node.HMGet(ctx, k.job+id, "state", "depends_on").Result()
 	if err != nil {
 		return "", err

@@ -52,7 +52,7 @@ func TestCheckRecheckAfterScriptFlush(t *testing.T) {
 	}
 	f := &flushOnce{rdb: rdb}
 	rdb.AddHook(f)
-	bad, err := b.Check(ctx, "q")
+	bad, err := b.Inspector().Check(ctx, "q")
 	if err != nil {
 		t.Fatal(err)
 	}

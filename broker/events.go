@@ -28,7 +28,7 @@ type Event struct {
 // events, or off when keep is 0 (the stream is then deleted). Each event is
 // one XADD in the script that causes it: a cost on the hot path, so it is
 // off by default.
-func (b *Broker) SetEvents(ctx context.Context, queue string, keep int) error {
+func (b *Inspector) SetEvents(ctx context.Context, queue string, keep int) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (b *Broker) SetEvents(ctx context.Context, queue string, keep int) error {
 }
 
 // EventsKept is how many events the queue keeps, 0 when events are off.
-func (b *Broker) EventsKept(ctx context.Context, queue string) (int, error) {
+func (b *Inspector) EventsKept(ctx context.Context, queue string) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
 	}
@@ -69,7 +69,7 @@ func (b *Broker) EventsKept(ctx context.Context, queue string) (int, error) {
 // (0: do not wait). It answers no events, and no error, when none came.
 // To follow the stream, pass the StreamID of the last event read: "$"
 // again would skip every event that came between two calls.
-func (b *Broker) Events(ctx context.Context, queue, after string, count int, wait time.Duration) ([]Event, error) {
+func (b *Inspector) Events(ctx context.Context, queue, after string, count int, wait time.Duration) ([]Event, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (b *Broker) Events(ctx context.Context, queue, after string, count int, wai
 }
 
 // RecentEvents answers the last n events of queue, oldest first.
-func (b *Broker) RecentEvents(ctx context.Context, queue string, n int) ([]Event, error) {
+func (b *Inspector) RecentEvents(ctx context.Context, queue string, n int) ([]Event, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}

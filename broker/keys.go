@@ -196,7 +196,7 @@ type keyCache struct {
 	old map[string]*queueKeys // the previous generation, under mu
 }
 
-func (b *Broker) queueKeys(queue string) *queueKeys {
+func (b *core) queueKeys(queue string) *queueKeys {
 	c := &b.keys
 	if k, ok := c.cur.Load(queue); ok {
 		return k.(*queueKeys)
@@ -224,7 +224,7 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 	return k
 }
 
-func (b *Broker) newQueueKeys(queue string) *queueKeys {
+func (b *core) newQueueKeys(queue string) *queueKeys {
 	base := b.opts.Prefix + ":{" + queue + "}:"
 	k := &queueKeys{name: queue, base: base}
 	k.job = k.derived(kindJob, "")
@@ -275,15 +275,15 @@ func (k *queueKeys) index(s State) string {
 	return k.key(name)
 }
 
-func (b *Broker) queuesKey() string { return b.opts.Prefix + ":queues" }
+func (b *core) queuesKey() string { return b.opts.Prefix + ":queues" }
 
 // sessionKey is a signed-in dashboard session's key (session.go), outside
 // every queue's slot: a STRING that expires with the session.
-func (b *Broker) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }
+func (b *core) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }
 
 // QueueExists answers whether a broker with this prefix has enqueued to
 // queue (whether Queues lists it), in one SISMEMBER whatever their number.
-func (b *Broker) QueueExists(ctx context.Context, queue string) (bool, error) {
+func (b *Inspector) QueueExists(ctx context.Context, queue string) (bool, error) {
 	if err := validName("queue", queue); err != nil {
 		return false, err
 	}
@@ -300,7 +300,7 @@ func ValidateQueue(queue string) error { return validName("queue", queue) }
 
 // register adds the queue to the queues set, once per broker and queue. The
 // set lives outside every queue's slot, so it cannot be written by a script.
-func (b *Broker) register(ctx context.Context, k *queueKeys) error {
+func (b *core) register(ctx context.Context, k *queueKeys) error {
 	if k.registered.Load() {
 		return nil
 	}

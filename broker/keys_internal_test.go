@@ -96,7 +96,7 @@ func TestQueueKeysBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	hot := b.queueKeys("hot")
@@ -105,11 +105,11 @@ func TestQueueKeysBounded(t *testing.T) {
 	}
 	const bound = 2 * queueKeysCached
 	for i := range 3 * bound {
-		if _, err := b.Limits(ctx, fmt.Sprintf("name-%d", i)); err != nil {
+		if _, err := b.Inspector().Limits(ctx, fmt.Sprintf("name-%d", i)); err != nil {
 			t.Fatal(err)
 		}
 		if i%100 == 0 {
-			if _, err := b.Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
+			if _, err := b.Client().Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -146,16 +146,16 @@ func TestQueueExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, Job{Queue: "mail", Kind: "k"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: "mail", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	for q, want := range map[string]bool{"mail": true, "nope": false} {
-		if ok, err := b.QueueExists(ctx, q); err != nil || ok != want {
+		if ok, err := b.Inspector().QueueExists(ctx, q); err != nil || ok != want {
 			t.Errorf("QueueExists(%q) = %v, %v; want %v", q, ok, err, want)
 		}
 	}
 	var ve *ValidationError
-	if _, err := b.QueueExists(ctx, "a{b}"); !errors.As(err, &ve) {
+	if _, err := b.Inspector().QueueExists(ctx, "a{b}"); !errors.As(err, &ve) {
 		t.Errorf("QueueExists of a name with braces: %v, want a *ValidationError", err)
 	}
 }

@@ -4,7 +4,7 @@
 //
 // An embedded pool registers in one line:
 //
-//	c, err := metrics.Register(prometheus.DefaultRegisterer, b, pool, "emails")
+//	c, err := metrics.Register(prometheus.DefaultRegisterer, b.Inspector(), pool, "emails")
 //
 // That exports the pool's counters (fenceq_jobs_claimed_total, …), the
 // depth of the queues named (fenceq_queue_jobs) and Redis's memory. Handler

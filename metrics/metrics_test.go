@@ -66,11 +66,11 @@ func TestRegisterEmbeddedPool(t *testing.T) {
 	t.Cleanup(func() { _ = pool.Shutdown(context.Background()) })
 
 	reg := prometheus.NewRegistry()
-	if _, err := metrics.Register(reg, b, pool, "q"); err != nil {
+	if _, err := metrics.Register(reg, b.Inspector(), pool, "q"); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 
-	if _, err := b.Enqueue(t.Context(), broker.Job{Queue: "q", Kind: "k"}); err != nil {
+	if _, err := b.Client().Enqueue(t.Context(), broker.Job{Queue: "q", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	<-ran

@@ -83,7 +83,7 @@ func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j 
 		// moves it.
 		j.Metadata = broker.WithTraceContext(ctx, j.Metadata)
 	}
-	if err := b.ValidateJob(j); err != nil {
+	if err := b.Client().ValidateJob(j); err != nil {
 		return "", err
 	}
 	if j.ID == "" {

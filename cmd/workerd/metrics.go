@@ -21,7 +21,7 @@ type workerdMetrics struct {
 func newMetrics(b *broker.Broker, queues []string) *workerdMetrics {
 	var r metrics.Reader
 	if b != nil {
-		r = b
+		r = b.Inspector()
 	}
 	m := &workerdMetrics{reg: prometheus.NewRegistry(), c: metrics.New(r, queues...)}
 	m.reg.MustRegister(m.c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

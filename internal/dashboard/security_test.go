@@ -53,7 +53,7 @@ func TestUnknownQueue404(t *testing.T) {
 	if after := r.mr.Keys(); strings.Join(after, " ") != strings.Join(before, " ") {
 		t.Errorf("requests about an unknown queue changed the keys from\n%q to\n%q", before, after)
 	}
-	if ok, err := r.b.Paused(context.Background(), "nope"); err != nil || ok {
+	if ok, err := r.b.Inspector().Paused(context.Background(), "nope"); err != nil || ok {
 		t.Errorf("the unknown queue is paused=%v (%v)", ok, err)
 	}
 }
@@ -112,7 +112,7 @@ func TestSignOutRevokes(t *testing.T) {
 			t.Errorf("the copied cookie's pause after sign-out answered %d, want 403", code)
 		}
 	}
-	if paused, err := r.b.Paused(context.Background(), "mail"); err != nil || paused {
+	if paused, err := r.b.Inspector().Paused(context.Background(), "mail"); err != nil || paused {
 		t.Errorf("after sign-out, a replayed cookie paused the queue (paused=%v, %v)", paused, err)
 	}
 	if code, body := r.get(r.client(), "/ui/"); code != http.StatusOK || strings.Contains(body, `name="csrf"`) {

@@ -290,7 +290,7 @@ func (s *Server) queueExists(ctx context.Context, queue string) (bool, error) {
 	if queue == "" {
 		return false, nil
 	}
-	ok, err := s.b.QueueExists(ctx, queue)
+	ok, err := s.b.Inspector().QueueExists(ctx, queue)
 	if ve := (*broker.ValidationError)(nil); errors.As(err, &ve) {
 		return false, nil // a name no queue can have
 	}
