@@ -36,12 +36,12 @@ func TestAckClaim256(t *testing.T) {
 			for i := range jobs {
 				jobs[i] = broker.Job{Queue: "q", Kind: "k", Payload: []byte("p"), MaxAttempts: 1}
 			}
-			for _, e := range b.EnqueueMany(ctx, jobs) {
+			for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 				if e.Err != nil {
 					t.Fatal(e.Err)
 				}
 			}
-			first, err := b.Claim(ctx, "q", n, time.Minute)
+			first, err := b.Leases().Claim(ctx, "q", n, time.Minute)
 			if err != nil || len(first.Leases) != n {
 				t.Fatalf("claim: %d %v", len(first.Leases), err)
 			}
@@ -50,7 +50,7 @@ func TestAckClaim256(t *testing.T) {
 				acks = append(acks, broker.Ack{Lease: l, Result: []byte("r")}, broker.Ack{Lease: l, Result: []byte("other")})
 			}
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "q", N: n, Lease: time.Minute}
-			os, res, err := b.AckClaim(ctx, acks, spec)
+			os, res, err := b.Leases().AckClaim(ctx, acks, spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,23 +62,23 @@ func TestAckClaim256(t *testing.T) {
 			if len(res.Leases) != n {
 				t.Fatalf("claimed %d", len(res.Leases))
 			}
-			again, err := b.ClaimRequest(ctx, spec.RequestID, "q", n, time.Minute)
+			again, err := b.Leases().ClaimRequest(ctx, spec.RequestID, "q", n, time.Minute)
 			if err != nil || len(again.Leases) != n || again.Leases[n-1].ClaimID() != res.Leases[n-1].ClaimID() {
 				t.Fatalf("claim alone again: %d %v", len(again.Leases), err)
 			}
-			_, whole, err := b.AckClaim(ctx, nil, spec)
+			_, whole, err := b.Leases().AckClaim(ctx, nil, spec)
 			if err != nil || len(whole.Leases) != n {
 				t.Fatalf("whole again: %d %v", len(whole.Leases), err)
 			}
-			cs, _ := b.Counts(ctx, "q")
+			cs, _ := b.Inspector().Counts(ctx, "q")
 			if cs.Done != n || cs.Running != int64(n) || cs.Pending != 0 {
 				t.Fatalf("counts %+v", cs)
 			}
-			j, _ := b.Job(ctx, "q", first.Leases[0].ID)
+			j, _ := b.Inspector().Job(ctx, "q", first.Leases[0].ID)
 			if string(j.Result) != "r" {
 				t.Fatalf("result %q: the duplicate ack overwrote it", j.Result)
 			}
-			bad, err := b.Check(ctx, "q")
+			bad, err := b.Inspector().Check(ctx, "q")
 			if err != nil || len(bad) > 0 {
 				t.Fatalf("check: %v %v", bad, err)
 			}
@@ -123,23 +123,23 @@ func TestBatchPastUnpack(t *testing.T) {
 			for i := range jobs {
 				jobs[i] = broker.Job{Queue: "q", Kind: "k", Payload: []byte("p"), MaxAttempts: 1}
 			}
-			for _, e := range b.EnqueueMany(ctx, jobs) {
+			for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 				if e.Err != nil {
 					t.Fatal(e.Err)
 				}
 			}
-			res, err := b.Claim(ctx, "q", n, time.Minute)
+			res, err := b.Leases().Claim(ctx, "q", n, time.Minute)
 			if err != nil || len(res.Leases) != n {
 				t.Fatalf("claim: %d %v", len(res.Leases), err)
 			}
-			if cs, _ := b.Counts(ctx, "q"); cs.Running != int64(n) || cs.Pending != 0 {
+			if cs, _ := b.Inspector().Counts(ctx, "q"); cs.Running != int64(n) || cs.Pending != 0 {
 				t.Fatalf("after the claim: counts %+v", cs)
 			}
 			acks := make([]broker.Ack, n)
 			for i, l := range res.Leases {
 				acks[i] = broker.Ack{Lease: l}
 			}
-			os, err := b.AckMany(ctx, acks)
+			os, err := b.Leases().AckMany(ctx, acks)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,10 +148,10 @@ func TestBatchPastUnpack(t *testing.T) {
 					t.Fatalf("ack %d: %v", i, o)
 				}
 			}
-			if cs, _ := b.Counts(ctx, "q"); cs.Done != int64(n) || cs.Running != 0 {
+			if cs, _ := b.Inspector().Counts(ctx, "q"); cs.Done != int64(n) || cs.Running != 0 {
 				t.Fatalf("after the acks: counts %+v", cs)
 			}
-			bad, err := b.Check(ctx, "q")
+			bad, err := b.Inspector().Check(ctx, "q")
 			if err != nil || len(bad) > 0 {
 				t.Fatalf("check: %v %v", bad, err)
 			}

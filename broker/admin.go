@@ -26,7 +26,7 @@ type Released struct {
 // worker's ack or renew racing this call is stale from now on. A running job
 // becomes pending again with its attempt refunded (or cancelled when that
 // was requested); a job in any other state keeps it.
-func (b *Broker) ReleaseUnowned(ctx context.Context, queue, id string) (Released, error) {
+func (b *Inspector) ReleaseUnowned(ctx context.Context, queue, id string) (Released, error) {
 	if err := validID(queue, id); err != nil {
 		return Released{}, err
 	}
@@ -44,7 +44,7 @@ func (b *Broker) ReleaseUnowned(ctx context.Context, queue, id string) (Released
 // handler's context is cancelled) and settles it as cancelled; until then
 // the state stays running. A finished job is left as it is. Cancel answers
 // the job's state after the call.
-func (b *Broker) Cancel(ctx context.Context, queue, id string) (State, error) {
+func (b *Inspector) Cancel(ctx context.Context, queue, id string) (State, error) {
 	if err := validID(queue, id); err != nil {
 		return "", err
 	}
@@ -64,7 +64,7 @@ func (b *Broker) Cancel(ctx context.Context, queue, id string) (State, error) {
 // that could not go back as enqueue would let it in (a dependency missing
 // or failed, its unique key held by another job): both answer an error
 // saying why. Retry is safe to re-send: Redis recognises the request.
-func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
+func (b *Inspector) Retry(ctx context.Context, queue, id string) (State, error) {
 	if err := validID(queue, id); err != nil {
 		return "", err
 	}
@@ -99,7 +99,7 @@ func (b *Broker) Retry(ctx context.Context, queue, id string) (State, error) {
 // so a job sent back that dies again meanwhile is not sent back again by
 // this call. On an error it answers how many the steps before sent;
 // calling it again goes on, since a retried job is no longer dead.
-func (b *Broker) RetryDead(ctx context.Context, queue string, limit int) (int, error) {
+func (b *Inspector) RetryDead(ctx context.Context, queue string, limit int) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
 	}
@@ -152,7 +152,7 @@ type retried struct {
 
 // retry runs retry.lua for ids of one queue. Its error is the script
 // call's; each job's refusal is in its answer.
-func (b *Broker) retry(ctx context.Context, queue string, ids []string) ([]retried, error) {
+func (b *core) retry(ctx context.Context, queue string, ids []string) ([]retried, error) {
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, NewRequestID())
 	for _, id := range ids {
@@ -205,7 +205,7 @@ type ReapResult struct {
 // and limit is not spent: a limit of 100 or less is one round trip, and no
 // limit blocks Redis for longer than one step. On an error it answers what
 // the steps before did, with the error.
-func (b *Broker) Reap(ctx context.Context, queue string, limit int) (ReapResult, error) {
+func (b *Leases) Reap(ctx context.Context, queue string, limit int) (ReapResult, error) {
 	if err := validName("queue", queue); err != nil {
 		return ReapResult{}, err
 	}
@@ -240,7 +240,7 @@ type reapStep struct {
 }
 
 // reap runs one step of Reap: reap.lua with limit n.
-func (b *Broker) reap(ctx context.Context, queue string, n int) (reapStep, error) {
+func (b *core) reap(ctx context.Context, queue string, n int) (reapStep, error) {
 	v, err := b.run(ctx, b.scripts.reap, b.queueKeys(queue), n).Result()
 	r := newReply("reap "+queue, v, err)
 	res := reapStep{ReapResult: ReapResult{Now: r.time()}}

@@ -228,7 +228,7 @@ func TestJobForRefuses(t *testing.T) {
 				}
 			}
 			b, ctx := browseBroker(t)
-			if id, err2 := b.EnqueueArgs(ctx, c.args, nil); id != "" || err2 == nil || err2.Error() != err.Error() {
+			if id, err2 := b.Client().EnqueueArgs(ctx, c.args, nil); id != "" || err2 == nil || err2.Error() != err.Error() {
 				t.Errorf("EnqueueArgs: %q, %v; want JobFor's error", id, err2)
 			}
 		})
@@ -240,14 +240,14 @@ func TestEnqueueArgs(t *testing.T) {
 	march := invoiceArgs{Customer: "c42", Month: "2031-03"}
 
 	// The job it depends on by default, so that it is blocked, not refused.
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "billing", Kind: "close", ID: "close-2031-03"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "billing", Kind: "close", ID: "close-2031-03"}); err != nil {
 		t.Fatal(err)
 	}
-	id, err := b.EnqueueArgs(ctx, march, &broker.EnqueueOptions{Priority: 9})
+	id, err := b.Client().EnqueueArgs(ctx, march, &broker.EnqueueOptions{Priority: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := b.Job(ctx, "billing", id)
+	j, err := b.Inspector().Job(ctx, "billing", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestEnqueueArgs(t *testing.T) {
 	}
 
 	t.Run("a held unique key answers the holder", func(t *testing.T) {
-		again, err := b.EnqueueArgs(ctx, march, nil)
+		again, err := b.Client().EnqueueArgs(ctx, march, nil)
 		var held *broker.UniqueHeldError
 		if !errors.As(err, &held) || again != id || held.HolderID != id || held.Key != "invoice-c42-2031-03" {
 			t.Fatalf("second enqueue: %q, %v; want the holder %q and a *UniqueHeldError", again, err, id)
@@ -268,15 +268,15 @@ func TestEnqueueArgs(t *testing.T) {
 	})
 	t.Run("a taken id is a duplicate", func(t *testing.T) {
 		opts := &broker.EnqueueOptions{ID: "signup-1"}
-		if _, err := b.EnqueueArgs(ctx, signupArgs{Email: "a@example.com"}, opts); err != nil {
+		if _, err := b.Client().EnqueueArgs(ctx, signupArgs{Email: "a@example.com"}, opts); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.EnqueueArgs(ctx, signupArgs{Email: "b@example.com"}, opts); !errors.Is(err, broker.ErrJobExists) {
+		if _, err := b.Client().EnqueueArgs(ctx, signupArgs{Email: "b@example.com"}, opts); !errors.Is(err, broker.ErrJobExists) {
 			t.Fatalf("second enqueue with id signup-1: %v; want ErrJobExists", err)
 		}
 	})
 	t.Run("options Enqueue refuses", func(t *testing.T) {
-		id, err := b.EnqueueArgs(ctx, signupArgs{}, &broker.EnqueueOptions{Priority: 1000})
+		id, err := b.Client().EnqueueArgs(ctx, signupArgs{}, &broker.EnqueueOptions{Priority: 1000})
 		var ve *broker.ValidationError
 		if id != "" || !errors.As(err, &ve) || ve.Field != "priority" {
 			t.Fatalf("priority 1000: %q, %v; want a *ValidationError on priority", id, err)

@@ -19,7 +19,7 @@ type queueCall struct {
 // perQueue groups n items by queue and runs the script once per queue, all
 // calls in one pipeline (see pipeline). head starts every call's
 // arguments; argsOf appends item i's.
-func (b *Broker) perQueue(ctx context.Context, op string, s *script, n int,
+func (b *core) perQueue(ctx context.Context, op string, s *script, n int,
 	queueOf func(i int) string, head []any, argsOf func(args []any, i int) []any) ([]*queueCall, error) {
 	calls, err := b.byQueue(n, queueOf, argsOf)
 	if err != nil {
@@ -32,7 +32,7 @@ func (b *Broker) perQueue(ctx context.Context, op string, s *script, n int,
 // byQueue groups n items by queue, one call per queue in the order the
 // queues first appear; argsOf appends item i's arguments to args. A batch
 // of a few queues (a pool's) finds its calls by a scan, with no map.
-func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(args []any, i int) []any) ([]*queueCall, error) {
+func (b *core) byQueue(n int, queueOf func(i int) string, argsOf func(args []any, i int) []any) ([]*queueCall, error) {
 	const scanned = 8 // queues found by a scan; a map past that
 	var calls []*queueCall
 	var seen map[string]*queueCall
@@ -74,7 +74,7 @@ func (b *Broker) byQueue(n int, queueOf func(i int) string, argsOf func(args []a
 // arguments, all calls in one round trip (evalAll). With resend, a call
 // whose reply was lost is sent again (eval); resend(c) names the call's
 // operation and request for an *OutcomeUnknownError.
-func (b *Broker) pipeline(ctx context.Context, op string, s *script, calls []*queueCall, head func(c *queueCall) []any,
+func (b *core) pipeline(ctx context.Context, op string, s *script, calls []*queueCall, head func(c *queueCall) []any,
 	resend func(c *queueCall) (op, request string)) {
 	evals := make([]*scriptCall, len(calls))
 	for i, c := range calls {
@@ -126,7 +126,7 @@ func newScriptCall(s *script, k *queueKeys, parts ...[]any) *scriptCall {
 // because its node lacks the script or the library (each node of a Cluster
 // has its own; SCRIPT FLUSH, FUNCTION FLUSH and a restart empty them), or
 // has no FUNCTION, is run again on its own, which loads what it needs.
-func (b *Broker) evalAll(ctx context.Context, calls []*scriptCall) {
+func (b *core) evalAll(ctx context.Context, calls []*scriptCall) {
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
 			c.cmd = b.queueScript(ctx, p, c.script, c.keys, c.args)

@@ -98,10 +98,21 @@ func (o Options) validate() error {
 	return nil
 }
 
-// Broker runs fenceq's operations against one Redis deployment: a single
-// node, Sentinel or Cluster, through go-redis's UniversalClient. It is safe
-// for concurrent use and holds no goroutines.
+// Broker is one connection to one Redis deployment: a single node,
+// Sentinel or Cluster, through go-redis's UniversalClient. It holds the
+// connection-level calls; the operations are on three views that share its
+// state: Client for producers, Inspector for operators and dashboards,
+// Leases for the lease protocol a worker uses. It is safe for concurrent use
+// and holds no goroutines.
 type Broker struct {
+	*core
+	client    *Client
+	inspector *Inspector
+	leases    *Leases
+}
+
+// core is the state a Broker and its views share.
+type core struct {
 	rdb     redis.UniversalClient
 	opts    Options
 	keys    keyCache // the key names of the queues in use (keys.go)
@@ -120,12 +131,21 @@ func New(rdb redis.UniversalClient, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{rdb: rdb, opts: opts, scripts: sc}
+	c := &core{rdb: rdb, opts: opts, scripts: sc}
 	if opts.TracerProvider != nil {
-		b.tracer = opts.TracerProvider.Tracer(TracerScope)
+		c.tracer = opts.TracerProvider.Tracer(TracerScope)
 	}
-	return b, nil
+	return &Broker{core: c, client: &Client{c}, inspector: &Inspector{c}, leases: &Leases{c}}, nil
 }
+
+// Client is the producers' view: enqueue a job, wait for its end.
+func (b *Broker) Client() *Client { return b.client }
+
+// Inspector is the operators' view: read and change queues and jobs.
+func (b *Broker) Inspector() *Inspector { return b.inspector }
+
+// Leases is the lease protocol a worker uses.
+func (b *Broker) Leases() *Leases { return b.leases }
 
 // TracerProvider is Options.TracerProvider: nil when the broker does not
 // trace. A worker.Pool traces its attempts with it.
@@ -137,7 +157,7 @@ func (b *Broker) Prefix() string { return b.opts.Prefix }
 // run executes one script for one queue (runScript): its one KEY is the
 // queue's first, for the routing; the script builds the others from the
 // queue's key prefix, ARGV[1].
-func (b *Broker) run(ctx context.Context, s *script, k *queueKeys, args ...any) *redis.Cmd {
+func (b *core) run(ctx context.Context, s *script, k *queueKeys, args ...any) *redis.Cmd {
 	return b.runScript(ctx, s, k.list[:1], withJobPrefix(k, args))
 }
 

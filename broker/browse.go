@@ -80,7 +80,7 @@ type Page struct {
 // stays valid while jobs come and go: a page goes on after the job it
 // names, or, when that job left the index, after its place; so does each
 // thousand entries of a filtered page after the one before.
-func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, error) {
+func (b *Inspector) JobPage(ctx context.Context, queue string, q JobQuery) (Page, error) {
 	if err := validName("queue", queue); err != nil {
 		return Page{}, err
 	}
@@ -130,7 +130,7 @@ func (b *Broker) JobPage(ctx context.Context, queue string, q JobQuery) (Page, e
 			_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for i, e := range entries {
 					if id := e.Member.(string); strings.HasPrefix(id, q.IDPrefix) {
-						kinds[i] = p.HGet(ctx, k.job+id, "kind")
+						kinds[i] = p.HGet(ctx, k.job+id, fieldKind)
 					}
 				}
 				return nil
@@ -201,7 +201,7 @@ func parseCursor(after string) (*redis.Z, error) {
 // after its place (range.lua, lib.lua's rank_after: the rule of every
 // listing that steps), so a cursor stays valid while jobs come and go, and
 // the chunks of a filtered page miss none that stayed.
-func (b *Broker) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *redis.Z, n int) (int64, int64, []redis.Z, error) {
+func (b *core) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *redis.Z, n int) (int64, int64, []redis.Z, error) {
 	if last != nil {
 		return b.runRange(ctx, k, q.State, q.Newest, last.Score, last.Member.(string), "", n)
 	}
@@ -227,13 +227,13 @@ func (b *Broker) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *
 }
 
 // listedFields are the fields browse.lua answers, in its order.
-var listedFields = []string{"kind", "state", "attempt", "max_attempts", "gen", "priority", "run_at", "lease_until",
-	"created_at", "claimed_at", "finished_at", "cancel", "renewals", "last_error"}
+var listedFields = []string{fieldKind, fieldState, fieldAttempt, fieldMaxAttempts, fieldGen, fieldPriority,
+	fieldRunAt, fieldLeaseUntil, fieldCreatedAt, fieldClaimedAt, fieldFinishedAt, fieldCancel, fieldRenewals, fieldLastError}
 
 // readJobs reads what a listing shows of the jobs (browse.lua) in one
 // script call, leaving out those gone meanwhile or unreadable (Check
 // reports those).
-func (b *Broker) readJobs(ctx context.Context, k *queueKeys, queue string, ids []string) ([]JobInfo, error) {
+func (b *core) readJobs(ctx context.Context, k *queueKeys, queue string, ids []string) ([]JobInfo, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -256,7 +256,7 @@ func (b *Broker) readJobs(ctx context.Context, k *queueKeys, queue string, ids [
 // but not its payload, result, progress, error history, metadata or
 // claim, which Job reads. It is for what polls a job often, to show its
 // figures: a job with a 1 MiB payload costs a few hundred bytes a read.
-func (b *Broker) JobListed(ctx context.Context, queue, id string) (JobInfo, error) {
+func (b *Inspector) JobListed(ctx context.Context, queue, id string) (JobInfo, error) {
 	if err := validID(queue, id); err != nil {
 		return JobInfo{}, err
 	}
@@ -268,7 +268,7 @@ func (b *Broker) JobListed(ctx context.Context, queue, id string) (JobInfo, erro
 }
 
 // browse runs browse.lua on ids, answering one reply per id.
-func (b *Broker) browse(ctx context.Context, k *queueKeys, queue string, ids []string) ([]any, error) {
+func (b *core) browse(ctx context.Context, k *queueKeys, queue string, ids []string) ([]any, error) {
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, ListedErrorBytes)
 	for _, id := range ids {
@@ -300,7 +300,7 @@ func listedJob(queue, id string, reply any) (JobInfo, error) {
 			h[listedFields[f]] = s
 		}
 	}
-	h["last_error"] = validPrefix(h["last_error"])
+	h[fieldLastError] = validPrefix(h[fieldLastError])
 	return parseJob(queue, id, h)
 }
 
@@ -343,7 +343,7 @@ type JobLinks struct {
 
 // JobLinks reads a job's dependencies, its waiting dependents (up to limit
 // of each) and its unique key, in two round trips, whatever their numbers.
-func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (JobLinks, error) {
+func (b *Inspector) JobLinks(ctx context.Context, queue, id string, limit int) (JobLinks, error) {
 	if err := validID(queue, id); err != nil {
 		return JobLinks{}, err
 	}
@@ -355,7 +355,7 @@ func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (Job
 	var children *redis.StringSliceCmd
 	var nChildren *redis.IntCmd
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HMGet(ctx, k.job+id, "depends_on", "on_parent_failure", "unique_until_done")
+		fields = p.HMGet(ctx, k.job+id, fieldDependsOn, fieldOnParentFailure, fieldUniqueUntilDone)
 		children = p.SRandMemberN(ctx, k.derived(kindChildren, id), int64(limit))
 		nChildren = p.SCard(ctx, k.derived(kindChildren, id))
 		return nil
@@ -398,10 +398,10 @@ func (b *Broker) JobLinks(ctx context.Context, queue, id string, limit int) (Job
 	kidState := make([]*redis.SliceCmd, len(kids))
 	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, d := range deps {
-			depState[i] = p.HGet(ctx, k.job+d, "state")
+			depState[i] = p.HGet(ctx, k.job+d, fieldState)
 		}
 		for i, c := range kids {
-			kidState[i] = p.HMGet(ctx, k.job+c.id, "state", "inc")
+			kidState[i] = p.HMGet(ctx, k.job+c.id, fieldState, fieldInc)
 		}
 		return nil
 	})
@@ -436,11 +436,11 @@ func uniq(ids []string) []string {
 
 // RedisTime is the clock of the server that holds queue: the clock of every
 // lease deadline in that queue.
-func (b *Broker) RedisTime(ctx context.Context, queue string) (time.Time, error) {
+func (b *Inspector) RedisTime(ctx context.Context, queue string) (time.Time, error) {
 	if err := validName("queue", queue); err != nil {
 		return time.Time{}, err
 	}
-	node, err := b.nodeFor(ctx, b.queueKeys(queue).key("leases"))
+	node, err := b.nodeFor(ctx, b.queueKeys(queue).leases())
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -30,7 +30,7 @@ func enqueueN(t *testing.T, b *broker.Broker, ctx context.Context, queue string,
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("job-%03d", i)
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: queue, Kind: kind(i), ID: id}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: queue, Kind: kind(i), ID: id}); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -52,7 +52,7 @@ func walk(t *testing.T, b *broker.Broker, ctx context.Context, queue string, q b
 	var all []string
 	pages := 0
 	for {
-		p, err := b.JobPage(ctx, queue, q)
+		p, err := b.Inspector().JobPage(ctx, queue, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,15 +87,15 @@ func TestJobPage(t *testing.T) {
 	t.Run("a cursor goes on after its job even when jobs before it left", func(t *testing.T) {
 		b, ctx := browseBroker(t)
 		ids := enqueueN(t, b, ctx, "q", 10, func(int) string { return "k" })
-		p, err := b.JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Limit: 4})
+		p, err := b.Inspector().JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Limit: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Claim three jobs: the ranks of the rest shift by three.
-		if _, err := b.Claim(ctx, "q", 3, time.Minute); err != nil {
+		if _, err := b.Leases().Claim(ctx, "q", 3, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		next, err := b.JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Limit: 4, After: p.Next})
+		next, err := b.Inspector().JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Limit: 4, After: p.Next})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,10 +103,10 @@ func TestJobPage(t *testing.T) {
 			t.Fatalf("after claims, next page = %v, want %v", got, ids[4:8])
 		}
 		// The job the cursor names leaves too: the page goes on from its place.
-		if _, err := b.Cancel(ctx, "q", ids[7]); err != nil {
+		if _, err := b.Inspector().Cancel(ctx, "q", ids[7]); err != nil {
 			t.Fatal(err)
 		}
-		after, err := b.JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Limit: 4, After: next.Next})
+		after, err := b.Inspector().JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Limit: 4, After: next.Next})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestJobPage(t *testing.T) {
 			}
 			return "common"
 		})
-		p, err := b.JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Kind: "rare", Limit: 5, Examine: 15})
+		p, err := b.Inspector().JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Kind: "rare", Limit: 5, Examine: 15})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,14 +135,14 @@ func TestJobPage(t *testing.T) {
 		if want := []string{ids[9], ids[19], ids[29], ids[39]}; !slices.Equal(got, want) {
 			t.Fatalf("continuing a truncated filter found %v, want %v", got, want)
 		}
-		none, err := b.JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Kind: "nothing", Examine: 1000})
+		none, err := b.Inspector().JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Kind: "nothing", Examine: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(none.Jobs) != 0 || none.Truncated || none.Next != "" || none.Examined != 40 {
 			t.Fatalf("a filter matching nothing in a short index: %+v; want no jobs, 40 examined, the end", none)
 		}
-		exact, err := b.JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Kind: "nothing", Examine: 40})
+		exact, err := b.Inspector().JobPage(ctx, "q", broker.JobQuery{State: broker.StatePending, Kind: "nothing", Examine: 40})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestJobPage(t *testing.T) {
 			{State: "nope"}, {State: broker.StateDone, Limit: broker.PageLimitMax + 1},
 			{State: broker.StateDone, After: "not a cursor"}, {State: broker.StateDone, Examine: -1},
 		} {
-			if _, err := b.JobPage(ctx, "q", q); err == nil {
+			if _, err := b.Inspector().JobPage(ctx, "q", q); err == nil {
 				t.Errorf("JobPage(%+v) answered no error", q)
 			}
 		}
@@ -181,11 +181,11 @@ func TestJobLinks(t *testing.T) {
 		{Queue: "q", Kind: "k", ID: "other"},
 		{Queue: "q", Kind: "k", ID: "child", DependsOn: []string{"parent", "other", "parent"}, RunIfDependencyFails: true, UniqueKey: "u1"},
 	} {
-		if _, err := b.Enqueue(ctx, j); err != nil {
+		if _, err := b.Client().Enqueue(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	child, err := b.JobLinks(ctx, "q", "child", 10)
+	child, err := b.Inspector().JobLinks(ctx, "q", "child", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestJobLinks(t *testing.T) {
 	if !slices.Equal(child.DependsOn, wantDeps) || child.DependsOnTotal != 2 || !child.RunIfDependencyFails || child.UniqueKey != "u1" {
 		t.Fatalf("child's links = %+v; want deps %v, run anyway, unique key u1", child, wantDeps)
 	}
-	parent, err := b.JobLinks(ctx, "q", "parent", 10)
+	parent, err := b.Inspector().JobLinks(ctx, "q", "parent", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,10 +201,10 @@ func TestJobLinks(t *testing.T) {
 		t.Fatalf("parent's links = %+v; want child waiting", parent)
 	}
 	// Once the child no longer waits (cancelled), it is not listed.
-	if _, err := b.Cancel(ctx, "q", "child"); err != nil {
+	if _, err := b.Inspector().Cancel(ctx, "q", "child"); err != nil {
 		t.Fatal(err)
 	}
-	parent, err = b.JobLinks(ctx, "q", "parent", 10)
+	parent, err = b.Inspector().JobLinks(ctx, "q", "parent", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ const recheckBatch = 100
 // every index, in one script), and reported only if it is still wrong then.
 // At most CheckRecheckMax suspects are read again; the rest are reported
 // Unconfirmed, after the confirmed ones.
-func (b *Broker) Check(ctx context.Context, queue string) ([]Inconsistency, error) {
+func (b *Inspector) Check(ctx context.Context, queue string) ([]Inconsistency, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (r reading) problem(k *queueKeys) string {
 	case len(r.where) == 0:
 		want := k.index(state)
 		if state == StatePending {
-			want = strings.Join([]string{k.key("ready_hi"), k.key("ready0"), k.key("ready_lo")}, " or ")
+			want = strings.Join([]string{k.readyHi(), k.ready0(), k.readyLo()}, " or ")
 		}
 		return fmt.Sprintf("job is %s but in no index (want %s)", state, want)
 	case len(r.where) > 1:
@@ -108,9 +108,9 @@ func (r reading) problem(k *queueKeys) string {
 }
 
 // check is Check, reading at most recheckMax suspects again.
-func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inconsistency, error) {
+func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Inconsistency, error) {
 	k := b.queueKeys(queue)
-	node, err := b.nodeFor(ctx, k.key("ready0"))
+	node, err := b.nodeFor(ctx, k.ready0())
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 	for _, s := range States {
 		keys := []string{k.index(s)}
 		if s == StatePending {
-			keys = []string{k.key("ready_hi"), k.key("ready_lo"), k.key(legacyReady)}
+			keys = []string{k.readyHi(), k.readyLo(), k.legacy()}
 		}
 		for _, key := range keys {
 			zs, err := node.ZRangeWithScores(ctx, key, 0, -1).Result()
@@ -143,16 +143,16 @@ func (b *Broker) check(ctx context.Context, queue string, recheckMax int) ([]Inc
 	// The tombstones counted before ready0 is read: a claim between the two
 	// takes entries and their count together, so the count read can only
 	// be high, never hide an entry nobody counted.
-	tombs, err := node.HGet(ctx, k.key("limits"), "tombs").Int()
+	tombs, err := node.HGet(ctx, k.limits(), "tombs").Int()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("fenceq: check queue %q: read the tombstone count: %w", queue, err)
 	}
-	entries, err := node.LRange(ctx, k.key("ready0"), 0, -1).Result()
+	entries, err := node.LRange(ctx, k.ready0(), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: check queue %q: read pending index: %w", queue, err)
 	}
 	// And after: a cancel between the two adds an entry and its count.
-	if after, err := node.HGet(ctx, k.key("limits"), "tombs").Int(); err == nil {
+	if after, err := node.HGet(ctx, k.limits(), "tombs").Int(); err == nil {
 		tombs = max(tombs, after)
 	}
 	inList := make(map[string]bool, len(entries))
@@ -287,7 +287,7 @@ func addState(where []State, s State) []State {
 // (check_one.lua), in pipelines of recheckBatch, and answers those still
 // wrong; the suspects past the cap come back Unconfirmed, with the
 // problem the scan saw.
-func (b *Broker) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, suspects map[string]string, recheckMax int) ([]Inconsistency, error) {
+func (b *core) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, suspects map[string]string, recheckMax int) ([]Inconsistency, error) {
 	if len(suspects) == 0 {
 		return nil, nil
 	}
@@ -377,7 +377,7 @@ func readCheckOne(c *redis.Cmd) (reading, error) {
 
 // nodeFor answers the client that serves key: on a Cluster, its master, so
 // SCAN walks the right node; otherwise the client itself.
-func (b *Broker) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
+func (b *core) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
 	if c, ok := b.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, key)
 		if err != nil {
@@ -404,7 +404,7 @@ func globEscape(s string) string {
 // and the queue's cascade: a job that waits although none of its
 // dependencies is still open, and no cascade is left to settle it, would
 // wait forever. It answers why, or "" for a job that is fine.
-func (b *Broker) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id string) (string, error) {
+func (b *core) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id string) (string, error) {
 	f, err := node.HMGet(ctx, k.job+id, "state", "depends_on").Result()
 	if err != nil {
 		return "", err
@@ -421,7 +421,7 @@ func (b *Broker) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id
 		for _, d := range deps {
 			states = append(states, p.HGet(ctx, k.job+d, "state"))
 		}
-		cascading = p.LLen(ctx, k.key("cascade"))
+		cascading = p.LLen(ctx, k.cascade())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {

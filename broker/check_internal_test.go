@@ -18,7 +18,7 @@ func TestCheckRecheckCap(t *testing.T) {
 	ctx := context.Background()
 	k := b.queueKeys("q")
 	for i := range 5 {
-		if err := rdb.ZAdd(ctx, k.key("done"), redis.Z{Score: 1, Member: fmt.Sprintf("ghost-%d", i)}).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, k.done(), redis.Z{Score: 1, Member: fmt.Sprintf("ghost-%d", i)}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,12 +47,12 @@ func TestCheckRecheckCap(t *testing.T) {
 func TestCheckRecheckAfterScriptFlush(t *testing.T) {
 	b, rdb := checkBroker(t)
 	ctx := context.Background()
-	if err := rdb.ZAdd(ctx, b.queueKeys("q").key("done"), redis.Z{Score: 1, Member: "ghost"}).Err(); err != nil {
+	if err := rdb.ZAdd(ctx, b.queueKeys("q").done(), redis.Z{Score: 1, Member: "ghost"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	f := &flushOnce{rdb: rdb}
 	rdb.AddHook(f)
-	bad, err := b.Check(ctx, "q")
+	bad, err := b.Inspector().Check(ctx, "q")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,19 +58,19 @@ func TestCountsPendingBetweenReads(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := b.Enqueue(ctx, Job{Queue: "q", Kind: "k", ID: id}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, Job{Queue: "q", Kind: "k", ID: id}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Cancel(ctx, "q", id); err != nil {
+		if _, err := b.Inspector().Cancel(ctx, "q", id); err != nil {
 			t.Fatal(err)
 		}
 	}
 	hook.between = func() {
-		if _, err := b.Claim(ctx, "q", 1, time.Minute); err != nil {
+		if _, err := b.Leases().Claim(ctx, "q", 1, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c, err := b.Counts(ctx, "q")
+	c, err := b.Inspector().Counts(ctx, "q")
 	if err != nil {
 		t.Fatal(err)
 	}

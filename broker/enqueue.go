@@ -65,9 +65,9 @@ type Job struct {
 
 // ValidateJob checks a job as Enqueue would, without writing anything: a
 // template (a periodic job's) can be refused at startup.
-func (b *Broker) ValidateJob(j Job) error { return b.validate(&j) }
+func (b *Client) ValidateJob(j Job) error { return b.validate(&j) }
 
-func (b *Broker) validate(j *Job) error {
+func (b *core) validate(j *Job) error {
 	if err := validName("queue", j.Queue); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
 // *ValidationError (errors.Is ErrInvalid) and write nothing. With
 // Options.WaitReplicas, an error wrapping ErrNotReplicated says the job was
 // stored but not replicated in time.
-func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
+func (b *Client) Enqueue(ctx context.Context, j Job) (string, error) {
 	var span trace.Span
 	if b.tracer != nil { // off, tracing costs this check alone
 		span = b.traceEnqueue(ctx, &j)
@@ -146,7 +146,7 @@ func (b *Broker) Enqueue(ctx context.Context, j Job) (string, error) {
 }
 
 // enqueue is Enqueue's work, with Enqueue's answer.
-func (b *Broker) enqueue(ctx context.Context, j Job) Enqueued {
+func (b *core) enqueue(ctx context.Context, j Job) Enqueued {
 	c, err := b.prepare(ctx, &j)
 	if err != nil {
 		return Enqueued{Err: err}
@@ -168,7 +168,7 @@ type enqueueCall struct {
 // send runs the calls' scripts in one round trip, sending again those
 // whose reply was lost (eval), or with Options.WaitReplicas, each followed
 // by WAIT (enqueueDurably, which sends no call again that may have run).
-func (b *Broker) send(ctx context.Context, calls []*enqueueCall) {
+func (b *core) send(ctx context.Context, calls []*enqueueCall) {
 	switch {
 	case b.opts.WaitReplicas > 0:
 		b.enqueueDurably(ctx, calls)
@@ -189,13 +189,13 @@ func (b *Broker) send(ctx context.Context, calls []*enqueueCall) {
 // call that did not run (NOSCRIPT, or MOVED and the like after a failover or
 // resharding) is tried again a few times, after loading the script or
 // refreshing the slot map; a call that may have run is never repeated.
-func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
+func (b *core) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 	const rounds = 5
 	for round := 1; len(pending) > 0; round++ {
 		groups := map[redis.Cmdable][]*enqueueCall{}
 		var nodes []redis.Cmdable
 		for _, c := range pending {
-			node, err := b.nodeFor(ctx, c.k.key("ready0"))
+			node, err := b.nodeFor(ctx, c.k.ready0())
 			if err != nil {
 				c.cmd = redis.NewCmd(ctx)
 				c.cmd.SetErr(err)
@@ -253,7 +253,7 @@ func (b *Broker) enqueueDurably(ctx context.Context, pending []*enqueueCall) {
 
 // answer reads a sent call's answers: the script's, then, on the durable
 // path, WAIT's.
-func (b *Broker) answer(c *enqueueCall) Enqueued {
+func (b *core) answer(c *enqueueCall) Enqueued {
 	e := b.enqueued(c)
 	if b.opts.WaitReplicas == 0 || e.Err != nil {
 		return e // nothing written is nothing to wait for
@@ -271,7 +271,7 @@ func (b *Broker) answer(c *enqueueCall) Enqueued {
 
 // prepare validates j, gives it an id when it has none, registers its queue
 // and builds the enqueue script's arguments.
-func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
+func (b *core) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 	if err := b.validate(j); err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ func (b *Broker) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 }
 
 // enqueued reads the enqueue script's answer to c.
-func (b *Broker) enqueued(c *enqueueCall) Enqueued {
+func (b *core) enqueued(c *enqueueCall) Enqueued {
 	queue, id := c.k.name, c.id
 	v, err := c.cmd.Result()
 	r := newQueueReply("enqueue", queue, v, err)
@@ -361,7 +361,7 @@ type Enqueued struct {
 // the first send created answers as created; one it refused (nothing was
 // written) is judged again, so a job whose dependency a later job of the
 // same batch created is enqueued the second time.
-func (b *Broker) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
+func (b *Client) EnqueueMany(ctx context.Context, jobs []Job) []Enqueued {
 	out := make([]Enqueued, len(jobs))
 	calls := make([]*enqueueCall, 0, len(jobs))
 	at := make([]int, 0, len(jobs)) // each call's position in jobs

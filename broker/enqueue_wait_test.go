@@ -25,14 +25,14 @@ func TestEnqueueWaitReplicasMiniredis(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	id, err := b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k"})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k"})
 	if !errors.Is(err, broker.ErrNotReplicated) || !strings.Contains(err.Error(), "0 of 1 replicas") {
 		t.Fatalf("Enqueue: %v, want ErrNotReplicated saying 0 of 1", err)
 	}
-	if j, err := b.Job(ctx, "q", id); err != nil || j.State != broker.StatePending {
+	if j, err := b.Inspector().Job(ctx, "q", id); err != nil || j.State != broker.StatePending {
 		t.Fatalf("the job should be stored anyway: %+v %v", j, err)
 	}
-	res := b.EnqueueMany(ctx, []broker.Job{{Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k", ID: id}, {Queue: "", Kind: "k"}})
+	res := b.Client().EnqueueMany(ctx, []broker.Job{{Queue: "q", Kind: "k"}, {Queue: "q", Kind: "k", ID: id}, {Queue: "", Kind: "k"}})
 	if !errors.Is(res[0].Err, broker.ErrNotReplicated) || !errors.Is(res[1].Err, broker.ErrJobExists) || !errors.Is(res[2].Err, broker.ErrInvalid) {
 		t.Fatalf("EnqueueMany: %+v", res)
 	}

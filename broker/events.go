@@ -28,7 +28,7 @@ type Event struct {
 // events, or off when keep is 0 (the stream is then deleted). Each event is
 // one XADD in the script that causes it: a cost on the hot path, so it is
 // off by default.
-func (b *Broker) SetEvents(ctx context.Context, queue string, keep int) error {
+func (b *Inspector) SetEvents(ctx context.Context, queue string, keep int) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
@@ -39,12 +39,12 @@ func (b *Broker) SetEvents(ctx context.Context, queue string, keep int) error {
 	var err error
 	if keep == 0 {
 		_, err = b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HDel(ctx, k.key("limits"), "events")
-			p.Del(ctx, k.key("events"))
+			p.HDel(ctx, k.limits(), "events")
+			p.Del(ctx, k.events())
 			return nil
 		})
 	} else {
-		err = b.rdb.HSet(ctx, k.key("limits"), "events", keep).Err()
+		err = b.rdb.HSet(ctx, k.limits(), "events", keep).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("fenceq: set events of queue %q: %w", queue, err)
@@ -53,11 +53,11 @@ func (b *Broker) SetEvents(ctx context.Context, queue string, keep int) error {
 }
 
 // EventsKept is how many events the queue keeps, 0 when events are off.
-func (b *Broker) EventsKept(ctx context.Context, queue string) (int, error) {
+func (b *Inspector) EventsKept(ctx context.Context, queue string) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
 	}
-	n, err := b.rdb.HGet(ctx, b.queueKeys(queue).key("limits"), "events").Int()
+	n, err := b.rdb.HGet(ctx, b.queueKeys(queue).limits(), "events").Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -69,11 +69,11 @@ func (b *Broker) EventsKept(ctx context.Context, queue string) (int, error) {
 // (0: do not wait). It answers no events, and no error, when none came.
 // To follow the stream, pass the StreamID of the last event read: "$"
 // again would skip every event that came between two calls.
-func (b *Broker) Events(ctx context.Context, queue, after string, count int, wait time.Duration) ([]Event, error) {
+func (b *Inspector) Events(ctx context.Context, queue, after string, count int, wait time.Duration) ([]Event, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
-	args := &redis.XReadArgs{Streams: []string{b.queueKeys(queue).key("events"), after}, Count: int64(max(count, 1)), Block: -1}
+	args := &redis.XReadArgs{Streams: []string{b.queueKeys(queue).events(), after}, Count: int64(max(count, 1)), Block: -1}
 	if wait > 0 {
 		args.Block = min(wait, b.maxBlock())
 	}
@@ -94,11 +94,11 @@ func (b *Broker) Events(ctx context.Context, queue, after string, count int, wai
 }
 
 // RecentEvents answers the last n events of queue, oldest first.
-func (b *Broker) RecentEvents(ctx context.Context, queue string, n int) ([]Event, error) {
+func (b *Inspector) RecentEvents(ctx context.Context, queue string, n int) ([]Event, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
-	ms, err := b.rdb.XRevRangeN(ctx, b.queueKeys(queue).key("events"), "+", "-", int64(max(n, 1))).Result()
+	ms, err := b.rdb.XRevRangeN(ctx, b.queueKeys(queue).events(), "+", "-", int64(max(n, 1))).Result()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: read events of queue %q: %w", queue, err)
 	}

@@ -24,24 +24,24 @@ func Example() {
 	ctx := context.Background()
 	b, _ := broker.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), broker.Options{})
 
-	id, _ := b.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", ID: "welcome-42"})
-	first, _ := b.Claim(ctx, "emails", 1, 30*time.Second)
+	id, _ := b.Client().Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", ID: "welcome-42"})
+	first, _ := b.Leases().Claim(ctx, "emails", 1, 30*time.Second)
 	a := first.Leases[0]
 	fmt.Println("A holds", a.ID, "at generation", a.Generation)
 
 	// An operator force-releases the job (or A's lease expires and is
 	// reaped), and worker B claims it.
-	_, _ = b.ReleaseUnowned(ctx, "emails", id)
-	second, _ := b.Claim(ctx, "emails", 1, 30*time.Second)
+	_, _ = b.Inspector().ReleaseUnowned(ctx, "emails", id)
+	second, _ := b.Leases().Claim(ctx, "emails", 1, 30*time.Second)
 	bl := second.Leases[0]
 	fmt.Println("B holds", bl.ID, "at generation", bl.Generation)
 
-	late, _ := b.Ack(ctx, a, []byte("from A"))
+	late, _ := b.Leases().Ack(ctx, a, []byte("from A"))
 	fmt.Println("A's late ack:", late)
-	ok, _ := b.Ack(ctx, bl, []byte("from B"))
+	ok, _ := b.Leases().Ack(ctx, bl, []byte("from B"))
 	fmt.Println("B's ack:", ok)
 
-	j, _ := b.Job(ctx, "emails", id)
+	j, _ := b.Inspector().Job(ctx, "emails", id)
 	fmt.Printf("%s: %s, result %q\n", j.ID, j.State, j.Result)
 	// Output:
 	// A holds welcome-42 at generation 1
@@ -78,7 +78,7 @@ func ExampleBatcher() {
 	_, err := bt.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", ID: "welcome-7"})
 	fmt.Println(errors.Is(err, broker.ErrJobExists))
 
-	c, _ := b.Counts(ctx, "emails")
+	c, _ := b.Inspector().Counts(ctx, "emails")
 	fmt.Println(c.Pending, "pending")
 	// Output:
 	// true
@@ -111,7 +111,7 @@ func (a DigestArgs) EnqueueOptions() broker.EnqueueOptions {
 
 // EnqueueArgs enqueues a value of an args type: kind and payload come from
 // the value, options from the type's defaults overlaid by the caller's.
-func ExampleBroker_EnqueueArgs() {
+func ExampleClient_EnqueueArgs() {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
 		panic(err)
@@ -120,16 +120,16 @@ func ExampleBroker_EnqueueArgs() {
 	ctx := context.Background()
 	b, _ := broker.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), broker.Options{})
 
-	id, _ := b.EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
-	j, _ := b.Job(ctx, broker.QueueDefault, id)
+	id, _ := b.Client().EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
+	j, _ := b.Inspector().Job(ctx, broker.QueueDefault, id)
 	fmt.Printf("%s job in queue %s: %s\n", j.Kind, j.Queue, j.Payload)
 
 	digest := DigestArgs{User: "ada", Day: "2030-01-01"}
-	first, _ := b.EnqueueArgs(ctx, digest, &broker.EnqueueOptions{Priority: 10})
-	j, _ = b.Job(ctx, "emails", first)
+	first, _ := b.Client().EnqueueArgs(ctx, digest, &broker.EnqueueOptions{Priority: 10})
+	j, _ = b.Inspector().Job(ctx, "emails", first)
 	fmt.Printf("%s job in queue %s, priority %d, %d attempts\n", j.Kind, j.Queue, j.Priority, j.MaxAttempts)
 
-	again, err := b.EnqueueArgs(ctx, digest, nil)
+	again, err := b.Client().EnqueueArgs(ctx, digest, nil)
 	fmt.Println("same day again:", errors.Is(err, broker.ErrUniqueHeld), again == first)
 	// Output:
 	// welcome job in queue default: {"to":"ada@example.com"}

@@ -70,7 +70,7 @@ func notRun(err error) bool {
 
 // eachMaster runs f on every master of a Cluster (every shard of a Ring),
 // or on the one server otherwise.
-func (b *Broker) eachMaster(ctx context.Context, f func(ctx context.Context, c redis.Cmdable) error) error {
+func (b *core) eachMaster(ctx context.Context, f func(ctx context.Context, c redis.Cmdable) error) error {
 	switch c := b.rdb.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(ctx, n) })
@@ -84,7 +84,7 @@ func (b *Broker) eachMaster(ctx context.Context, f func(ctx context.Context, c r
 // there already is this one: the name is a hash of the source. A server or
 // user without FUNCTION turns functions off and answers nil: the caller
 // goes on by EVALSHA.
-func (b *Broker) loadLibraryOn(ctx context.Context, c redis.Cmdable) error {
+func (b *core) loadLibraryOn(ctx context.Context, c redis.Cmdable) error {
 	err := c.FunctionLoad(ctx, b.scripts.library).Err()
 	switch {
 	case err == nil || redis.HasErrorPrefix(err, "Library '"+b.scripts.libName+"' already exists"):
@@ -97,7 +97,7 @@ func (b *Broker) loadLibraryOn(ctx context.Context, c redis.Cmdable) error {
 }
 
 // loadLibrary loads the library on every master.
-func (b *Broker) loadLibrary(ctx context.Context) error {
+func (b *core) loadLibrary(ctx context.Context) error {
 	return b.eachMaster(ctx, b.loadLibraryOn)
 }
 
@@ -105,7 +105,7 @@ func (b *Broker) loadLibrary(ctx context.Context) error {
 // when the server lacks it, or by EVALSHA (falling back to EVAL, which
 // loads the script) when functions are off or the library is missing
 // again right after its load.
-func (b *Broker) runScript(ctx context.Context, s *script, keys []string, args []any) *redis.Cmd {
+func (b *core) runScript(ctx context.Context, s *script, keys []string, args []any) *redis.Cmd {
 	if !b.fnOff.Load() {
 		cmd := b.rdb.FCall(ctx, s.fn, keys, args...)
 		switch err := cmd.Err(); {
@@ -134,7 +134,7 @@ func (b *Broker) runScript(ctx context.Context, s *script, keys []string, args [
 // queueScript adds a script call to p: by FCALL, or by EVALSHA when
 // functions are off. A call that did not run (notRun) is for the caller to
 // run again, with runScript or after loading.
-func (b *Broker) queueScript(ctx context.Context, p redis.Pipeliner, s *script, keys []string, args []any) *redis.Cmd {
+func (b *core) queueScript(ctx context.Context, p redis.Pipeliner, s *script, keys []string, args []any) *redis.Cmd {
 	if b.fnOff.Load() {
 		return s.eval.EvalSha(ctx, p, keys, args...)
 	}
@@ -144,7 +144,7 @@ func (b *Broker) queueScript(ctx context.Context, p redis.Pipeliner, s *script, 
 // loadFor readies node to run s again after err, an answer that it did
 // not run (notRun): the library loaded there, or, with functions off (err
 // may have just said so), s in its script cache.
-func (b *Broker) loadFor(ctx context.Context, node redis.Cmdable, s *script, err error) error {
+func (b *core) loadFor(ctx context.Context, node redis.Cmdable, s *script, err error) error {
 	if functionsUnsupported(err) {
 		b.fnOff.Store(true)
 	}

@@ -67,7 +67,7 @@ type AttemptError struct {
 
 // Job reads one job. It answers an error wrapping ErrJobNotFound when there
 // is none, and a *CorruptJobError when its hash cannot be read as a job.
-func (b *Broker) Job(ctx context.Context, queue, id string) (JobInfo, error) {
+func (b *Inspector) Job(ctx context.Context, queue, id string) (JobInfo, error) {
 	if err := validID(queue, id); err != nil {
 		return JobInfo{}, err
 	}
@@ -86,10 +86,10 @@ func (b *Broker) Job(ctx context.Context, queue, id string) (JobInfo, error) {
 
 func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	j := JobInfo{
-		Queue: queue, ID: id, Kind: h["kind"], Payload: []byte(h["payload"]),
-		State: State(h["state"]), LastError: h["last_error"],
-		Result: []byte(h["result"]), Progress: []byte(h["progress"]),
-		CancelRequested: h["cancel"] == "1",
+		Queue: queue, ID: id, Kind: h[fieldKind], Payload: []byte(h[fieldPayload]),
+		State: State(h[fieldState]), LastError: h[fieldLastError],
+		Result: []byte(h[fieldResult]), Progress: []byte(h[fieldProgress]),
+		CancelRequested: h[fieldCancel] == "1",
 	}
 	bad := func(reason string) (JobInfo, error) {
 		return j, &CorruptJobError{Queue: queue, ID: id, Reason: reason}
@@ -97,10 +97,10 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	if j.State == StateRunning {
 		// The hash keeps a settled claim's token (to answer its re-send);
 		// only a running job has a valid one.
-		j.ClaimID = claimID(h["token"])
+		j.ClaimID = claimID(h[fieldToken])
 	}
 	if !j.State.valid() {
-		return bad(fmt.Sprintf("field state is %q, not one of %v", h["state"], States))
+		return bad(fmt.Sprintf("field state is %q, not one of %v", h[fieldState], States))
 	}
 	if j.Kind == "" {
 		return bad("field kind is missing")
@@ -109,9 +109,9 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 		name     string
 		required bool
 	}{
-		{"attempt", true}, {"max_attempts", true}, {"gen", true}, {"priority", false},
-		{"lease_until", false}, {"run_at", false}, {"created_at", false},
-		{"claimed_at", false}, {"finished_at", false},
+		{fieldAttempt, true}, {fieldMaxAttempts, true}, {fieldGen, true}, {fieldPriority, false},
+		{fieldLeaseUntil, false}, {fieldRunAt, false}, {fieldCreatedAt, false},
+		{fieldClaimedAt, false}, {fieldFinishedAt, false},
 	}
 	vals := make(map[string]int64, len(ints))
 	for _, f := range ints {
@@ -128,19 +128,19 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 		}
 		vals[f.name] = n
 	}
-	j.Attempt, j.MaxAttempts, j.Priority = int(vals["attempt"]), int(vals["max_attempts"]), int(vals["priority"])
-	j.Generation = vals["gen"]
-	j.RunAt, j.CreatedAt = msTime(vals["run_at"]), msTime(vals["created_at"])
+	j.Attempt, j.MaxAttempts, j.Priority = int(vals[fieldAttempt]), int(vals[fieldMaxAttempts]), int(vals[fieldPriority])
+	j.Generation = vals[fieldGen]
+	j.RunAt, j.CreatedAt = msTime(vals[fieldRunAt]), msTime(vals[fieldCreatedAt])
 	if j.State == StateRunning {
 		// A finished job keeps its last lease's end (lib.lua's finish
 		// does not spend a call deleting it): it is no lease.
-		j.LeaseUntil = msTime(vals["lease_until"])
+		j.LeaseUntil = msTime(vals[fieldLeaseUntil])
 	}
-	j.ClaimedAt, j.FinishedAt = msTime(vals["claimed_at"]), msTime(vals["finished_at"])
-	j.Errors = parseErrors(h["errors"])
-	j.Metadata, _ = decodeMetadata(h["meta"])
+	j.ClaimedAt, j.FinishedAt = msTime(vals[fieldClaimedAt]), msTime(vals[fieldFinishedAt])
+	j.Errors = parseErrors(h[fieldErrors])
+	j.Metadata, _ = decodeMetadata(h[fieldMeta])
 	// A display counter: garbage reads as 0 rather than failing the read.
-	if n, err := strconv.Atoi(h["renewals"]); err == nil && n > 0 {
+	if n, err := strconv.Atoi(h[fieldRenewals]); err == nil && n > 0 {
 		j.Renewals = n
 	}
 	return j, nil
@@ -178,7 +178,7 @@ type Counts struct {
 }
 
 // Counts reads the size of each index of queue in one round trip.
-func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
+func (b *Inspector) Counts(ctx context.Context, queue string) (Counts, error) {
 	if err := validName("queue", queue); err != nil {
 		return Counts{}, err
 	}
@@ -222,9 +222,9 @@ func (b *Broker) Counts(ctx context.Context, queue string) (Counts, error) {
 // a claim between the LLEN and the read of the tombstones, which pops
 // some, would make them count as pending jobs.
 func countPending(ctx context.Context, p redis.Pipeliner, k *queueKeys) func() int64 {
-	list := p.LLen(ctx, k.key("ready0"))
-	tombs := p.HMGet(ctx, k.key("limits"), "tombs") // HMGET: an absent field is no error
-	sets := []*redis.IntCmd{p.ZCard(ctx, k.key("ready_hi")), p.ZCard(ctx, k.key("ready_lo")), p.ZCard(ctx, k.key(legacyReady))}
+	list := p.LLen(ctx, k.ready0())
+	tombs := p.HMGet(ctx, k.limits(), "tombs") // HMGET: an absent field is no error
+	sets := []*redis.IntCmd{p.ZCard(ctx, k.readyHi()), p.ZCard(ctx, k.readyLo()), p.ZCard(ctx, k.legacy())}
 	return func() int64 {
 		var t int64
 		if v := tombs.Val(); len(v) == 1 {
@@ -241,7 +241,7 @@ func countPending(ctx context.Context, p redis.Pipeliner, k *queueKeys) func() i
 
 // Queues lists, sorted, every queue that a broker with this prefix has
 // enqueued to.
-func (b *Broker) Queues(ctx context.Context) ([]string, error) {
+func (b *Inspector) Queues(ctx context.Context) ([]string, error) {
 	qs, err := b.rdb.SMembers(ctx, b.queuesKey()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: list queues: %w", err)
@@ -266,7 +266,7 @@ func (l LeaseInfo) Expired() bool { return l.Left <= 0 }
 // ExpiredLeases lists up to limit leases of queue that expired and are not
 // yet reaped, oldest first: after a deploy, a long list that does not shrink
 // means no live worker is reaping this queue. Like Leases, it reads in steps.
-func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
+func (b *Inspector) ExpiredLeases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
 	return b.leases(ctx, queue, "expired", limit)
 }
 
@@ -277,11 +277,11 @@ func (b *Broker) ExpiredLeases(ctx context.Context, queue string, limit int) ([]
 // seen, and one that ended meanwhile may still be listed. Each step goes on
 // just after the lease the one before read last, so every lease held
 // throughout the listing is listed (up to limit).
-func (b *Broker) Leases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
+func (b *Inspector) Leases(ctx context.Context, queue string, limit int) ([]LeaseInfo, error) {
 	return b.leases(ctx, queue, "all", limit)
 }
 
-func (b *Broker) leases(ctx context.Context, queue, which string, limit int) ([]LeaseInfo, error) {
+func (b *core) leases(ctx context.Context, queue, which string, limit int) ([]LeaseInfo, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ type Overview struct {
 
 // Overview reads a queue's counts, the age of its next job and its recent
 // throughput, in one round trip and on Redis's clock.
-func (b *Broker) Overview(ctx context.Context, queue string) (Overview, error) {
+func (b *Inspector) Overview(ctx context.Context, queue string) (Overview, error) {
 	if err := validName("queue", queue); err != nil {
 		return Overview{}, err
 	}
@@ -455,7 +455,7 @@ func (b *Broker) ScriptsLoaded(ctx context.Context) (bool, error) {
 // one command's work grows with limit. Each step goes on just after the
 // entry the one before read last (see rangeAfter), so every job that stays
 // in the state throughout is listed (up to limit).
-func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int) ([]JobInfo, error) {
+func (b *Inspector) Jobs(ctx context.Context, queue string, state State, limit int) ([]JobInfo, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -512,7 +512,7 @@ func (b *Broker) Jobs(ctx context.Context, queue string, state State, limit int)
 // just after last, the entry the step before read last (range.lua, one
 // script call: lib.lua's rank_after, as JobPage's cursor). With a bound,
 // no entry scored above it is read.
-func (b *Broker) rangeAfter(ctx context.Context, queue string, state State, last *redis.Z, bound string, n int) ([]redis.Z, error) {
+func (b *core) rangeAfter(ctx context.Context, queue string, state State, last *redis.Z, bound string, n int) ([]redis.Z, error) {
 	k := b.queueKeys(queue)
 	if state == StatePending {
 		var after float64
@@ -537,7 +537,7 @@ func (b *Broker) rangeAfter(ctx context.Context, queue string, state State, last
 
 // runRange runs range.lua: the index's size, the rank it goes on at after
 // (score, id), and the n entries from there (none with n = 0).
-func (b *Broker) runRange(ctx context.Context, k *queueKeys, state State, newest bool, after float64, id, bound string, n int) (card, rank int64, out []redis.Z, err error) {
+func (b *core) runRange(ctx context.Context, k *queueKeys, state State, newest bool, after float64, id, bound string, n int) (card, rank int64, out []redis.Z, err error) {
 	rev := "0"
 	if newest {
 		rev = "1"

@@ -84,13 +84,13 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	children  SET     "<incarnation>:<child id>" of the jobs that wait for the job
 //	cascade   SET     the same, taken from a finished job, being settled (id: a
 //	                  number from gen)
-//	finished  LIST    a wake-up for Broker.Wait callers of the job; expires
+//	finished  LIST    a wake-up for Client.Wait callers of the job; expires
 //	                  lib.lua's WAIT_KEEP_MS after it finished
 //	final     HASH    a waited-on job trimmed before its callers read it: its
 //	                  hash, renamed by trim.lua; expires at its 'wait_until'
 //	                  (id: "<n>:<job id>", n from 1 to lib.lua's
 //	                  WAIT_KEEP_RECORDS, one per job under the id)
-//	waiter    LIST    ends one Broker.Wait call's blocking pop when its context
+//	waiter    LIST    ends one Client.Wait call's blocking pop when its context
 //	                  is cancelled (id: a nonce of the call); expires in 10 s
 //	claim     STRING  the ids one claim request took, for its re-send (id: the
 //	                  request id)
@@ -111,19 +111,38 @@ var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, ki
 // derivedSep separates a derived key's kind from its id.
 const derivedSep = ":"
 
+// stateIndex names the index that holds a job in each state (invariant 6).
+// A pending job is in one of pendingKeys; pendingIndex is the one Lua's
+// INDEX names for it (lib.lua's ready_index says which holds a given job).
+var stateIndex = map[State]string{
+	StateBlocked: "blocked", StateScheduled: "scheduled", StateRunning: "leases",
+	StateDone: "done", StateDead: "dead", StateCancelled: "cancelled",
+}
+
+const pendingIndex = "ready0"
+
 // scriptKeys is the Lua that every script runs first: the names above as
 // lib.lua uses them. begin_keys(base) starts a call of a script for the
 // queue whose base is base (ARGV[1]): BASE is that base; JOB the prefix of
 // its job hashes; K maps each of queueKeyNames to its key, built from BASE
-// on a call's first use (a name not in the list is an error, not nil); and
-// derived(kind, id) is the key of one job's structure. None of them
-// survives from one call to the next: a FUNCTION library keeps its
-// upvalues between calls (scripts.go), so begin_keys sets every one.
+// on a call's first use (a name not in the list is an error, not nil);
+// LEGACY_READY is legacyReady's key; INDEX[state] is the key of the index
+// that holds a job in that state (stateIndex, pendingIndex), nil for an
+// unknown state; and derived(kind, id) is the key of one job's structure.
+// None of them survives from one call to the next: a FUNCTION library
+// keeps its upvalues between calls (scripts.go), so begin_keys sets every
+// one.
 func scriptKeys() string {
 	var s strings.Builder
-	s.WriteString("-- keys, written by broker/keys.go\nlocal BASE, JOB, K\nlocal KEY_NAMES = {")
+	s.WriteString("-- keys, written by broker/keys.go\nlocal BASE, JOB, K, LEGACY_READY, INDEX\nlocal KEY_NAMES = {")
 	for _, name := range queueKeyNames {
 		fmt.Fprintf(&s, "%s = true, ", name)
+	}
+	fmt.Fprintf(&s, "}\nlocal INDEX_NAME = {%s = '%s', ", StatePending, pendingIndex)
+	for _, st := range States {
+		if name := stateIndex[st]; name != "" {
+			fmt.Fprintf(&s, "%s = '%s', ", st, name)
+		}
 	}
 	s.WriteString(`}
 local K_META = {__index = function(t, name)
@@ -134,11 +153,16 @@ local K_META = {__index = function(t, name)
   t[name] = key
   return key
 end}
+local INDEX_META = {__index = function(_, state)
+  local name = INDEX_NAME[state]
+  return name and K[name]
+end}
 local function begin_keys(base)
   BASE = base
 `)
 	fmt.Fprintf(&s, "  JOB = base .. '%s%s'\n", kindJob, derivedSep)
-	s.WriteString("  K = setmetatable({}, K_META)\nend\n")
+	fmt.Fprintf(&s, "  LEGACY_READY = base .. '%s'\n", legacyReady)
+	s.WriteString("  K = setmetatable({}, K_META)\n  INDEX = setmetatable({}, INDEX_META)\nend\n")
 	fmt.Fprintf(&s, "local function derived(kind, id)\n  return BASE .. kind .. '%s' .. id\nend\n", derivedSep)
 	return s.String()
 }
@@ -172,7 +196,7 @@ type keyCache struct {
 	old map[string]*queueKeys // the previous generation, under mu
 }
 
-func (b *Broker) queueKeys(queue string) *queueKeys {
+func (b *core) queueKeys(queue string) *queueKeys {
 	c := &b.keys
 	if k, ok := c.cur.Load(queue); ok {
 		return k.(*queueKeys)
@@ -200,7 +224,7 @@ func (b *Broker) queueKeys(queue string) *queueKeys {
 	return k
 }
 
-func (b *Broker) newQueueKeys(queue string) *queueKeys {
+func (b *core) newQueueKeys(queue string) *queueKeys {
 	base := b.opts.Prefix + ":{" + queue + "}:"
 	k := &queueKeys{name: queue, base: base}
 	k.job = k.derived(kindJob, "")
@@ -211,8 +235,30 @@ func (b *Broker) newQueueKeys(queue string) *queueKeys {
 	return k
 }
 
-// key is one of the queue's keys by its name in queueKeyNames ("wake",
-// "limits", ...).
+// The queue's keys, one method per name of queueKeyNames (keys_internal_test
+// checks that each builds its name's key), and legacy for legacyReady.
+func (k *queueKeys) ready0() string    { return k.base + "ready0" }
+func (k *queueKeys) scheduled() string { return k.base + "scheduled" }
+func (k *queueKeys) leases() string    { return k.base + "leases" }
+func (k *queueKeys) dead() string      { return k.base + "dead" }
+func (k *queueKeys) done() string      { return k.base + "done" }
+func (k *queueKeys) cancelled() string { return k.base + "cancelled" }
+func (k *queueKeys) wake() string      { return k.base + "wake" }
+func (k *queueKeys) seq() string       { return k.base + "seq" }
+func (k *queueKeys) paused() string    { return k.base + "paused" }
+func (k *queueKeys) limits() string    { return k.base + "limits" }
+func (k *queueKeys) starts() string    { return k.base + "starts" }
+func (k *queueKeys) events() string    { return k.base + "events" }
+func (k *queueKeys) blocked() string   { return k.base + "blocked" }
+func (k *queueKeys) gen() string       { return k.base + "gen" }
+func (k *queueKeys) cascade() string   { return k.base + "cascade" }
+func (k *queueKeys) stats() string     { return k.base + "stats" }
+func (k *queueKeys) readyHi() string   { return k.base + "ready_hi" }
+func (k *queueKeys) readyLo() string   { return k.base + "ready_lo" }
+func (k *queueKeys) legacy() string    { return k.base + legacyReady }
+
+// key is one of the queue's keys by its name in queueKeyNames, for the
+// code that walks a list of names (pendingKeys, stateIndex).
 func (k *queueKeys) key(name string) string { return k.base + name }
 
 // derived is the key of kind (one of derivedKinds) for id, as lib.lua's
@@ -222,25 +268,22 @@ func (k *queueKeys) derived(kind, id string) string { return k.base + kind + der
 // index is the key of the sorted set that holds jobs in state s; "" for
 // StatePending, whose jobs are in pendingKeys (and perhaps legacyReady).
 func (k *queueKeys) index(s State) string {
-	name := map[State]string{
-		StateBlocked: "blocked", StateScheduled: "scheduled", StateRunning: "leases",
-		StateDone: "done", StateDead: "dead", StateCancelled: "cancelled",
-	}[s]
+	name := stateIndex[s]
 	if name == "" {
 		return ""
 	}
 	return k.key(name)
 }
 
-func (b *Broker) queuesKey() string { return b.opts.Prefix + ":queues" }
+func (b *core) queuesKey() string { return b.opts.Prefix + ":queues" }
 
 // sessionKey is a signed-in dashboard session's key (session.go), outside
 // every queue's slot: a STRING that expires with the session.
-func (b *Broker) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }
+func (b *core) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }
 
 // QueueExists answers whether a broker with this prefix has enqueued to
 // queue (whether Queues lists it), in one SISMEMBER whatever their number.
-func (b *Broker) QueueExists(ctx context.Context, queue string) (bool, error) {
+func (b *Inspector) QueueExists(ctx context.Context, queue string) (bool, error) {
 	if err := validName("queue", queue); err != nil {
 		return false, err
 	}
@@ -257,7 +300,7 @@ func ValidateQueue(queue string) error { return validName("queue", queue) }
 
 // register adds the queue to the queues set, once per broker and queue. The
 // set lives outside every queue's slot, so it cannot be written by a script.
-func (b *Broker) register(ctx context.Context, k *queueKeys) error {
+func (b *core) register(ctx context.Context, k *queueKeys) error {
 	if k.registered.Load() {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -95,7 +96,7 @@ func TestQueueKeysBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	hot := b.queueKeys("hot")
@@ -104,11 +105,11 @@ func TestQueueKeysBounded(t *testing.T) {
 	}
 	const bound = 2 * queueKeysCached
 	for i := range 3 * bound {
-		if _, err := b.Limits(ctx, fmt.Sprintf("name-%d", i)); err != nil {
+		if _, err := b.Inspector().Limits(ctx, fmt.Sprintf("name-%d", i)); err != nil {
 			t.Fatal(err)
 		}
 		if i%100 == 0 {
-			if _, err := b.Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
+			if _, err := b.Client().Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -145,16 +146,95 @@ func TestQueueExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, Job{Queue: "mail", Kind: "k"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: "mail", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	for q, want := range map[string]bool{"mail": true, "nope": false} {
-		if ok, err := b.QueueExists(ctx, q); err != nil || ok != want {
+		if ok, err := b.Inspector().QueueExists(ctx, q); err != nil || ok != want {
 			t.Errorf("QueueExists(%q) = %v, %v; want %v", q, ok, err, want)
 		}
 	}
 	var ve *ValidationError
-	if _, err := b.QueueExists(ctx, "a{b}"); !errors.As(err, &ve) {
+	if _, err := b.Inspector().QueueExists(ctx, "a{b}"); !errors.As(err, &ve) {
 		t.Errorf("QueueExists of a name with braces: %v, want a *ValidationError", err)
+	}
+}
+
+// lib.lua and the scripts declare no key of their own: every key name
+// they use comes from the preamble scriptKeys writes (K, INDEX, LEGACY_READY,
+// JOB, derived), so a key name is defined once, in keys.go.
+func TestScriptsDeclareNoKeys(t *testing.T) {
+	own := regexp.MustCompile(`BASE\s*\.\.|\bINDEX_NAME\b|\bKEY_NAMES\b|\blocal\s+(K|INDEX|LEGACY_READY|JOB)\b|\b(K|INDEX|LEGACY_READY|JOB)\s*=[^=]`)
+	files, err := lua.FS.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		src, err := lua.FS.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			code, _, _ := strings.Cut(line, "--")
+			if m := own.FindString(code); m != "" {
+				t.Errorf("%s:%d defines a key of its own (%q); keys.go's scriptKeys is the one definition", f.Name(), i+1, m)
+			}
+		}
+	}
+}
+
+// The preamble's INDEX names, for each state, the key Go's index names
+// (pendingIndex for StatePending), and legacyReady's key as LEGACY_READY.
+func TestScriptIndexMatchesGo(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := New(rdb, Options{Prefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := b.queueKeys("q")
+	src := scriptKeys() + `
+begin_keys(ARGV[1])
+local out = {LEGACY_READY}
+for i = 2, #ARGV do
+  table.insert(out, INDEX[ARGV[i]] or '')
+end
+table.insert(out, INDEX['no-such-state'] or 'nil')
+return out`
+	args := []any{k.base}
+	want := []string{k.legacy()}
+	for _, s := range States {
+		args = append(args, string(s))
+		if s == StatePending {
+			want = append(want, k.key(pendingIndex))
+		} else {
+			want = append(want, k.index(s))
+		}
+	}
+	want = append(want, "nil")
+	got, err := redis.NewScript(src).Run(context.Background(), rdb, k.list, args...).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Lua's INDEX\n%q\nGo's index\n%q", got, want)
+	}
+}
+
+// Each accessor builds the key of its name in queueKeyNames.
+func TestQueueKeyAccessors(t *testing.T) {
+	k := &queueKeys{base: "p:{q}:"}
+	got := []string{k.ready0(), k.scheduled(), k.leases(), k.dead(), k.done(), k.cancelled(), k.wake(), k.seq(),
+		k.paused(), k.limits(), k.starts(), k.events(), k.blocked(), k.gen(), k.cascade(), k.stats(), k.readyHi(), k.readyLo()}
+	var want []string
+	for _, name := range queueKeyNames {
+		want = append(want, k.key(name))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("accessors build\n%q\nqueueKeyNames give\n%q", got, want)
+	}
+	if k.legacy() != k.key(legacyReady) {
+		t.Errorf("legacy() = %q, want %q", k.legacy(), k.key(legacyReady))
 	}
 }

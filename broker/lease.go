@@ -71,7 +71,7 @@ type ClaimResult struct {
 // the given duration. It is one round trip. It is ClaimRequest under a
 // request id of its own: a claim whose reply is lost is sent again under
 // it, and when no reply comes back, the *OutcomeUnknownError names it.
-func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Duration) (ClaimResult, error) {
+func (b *Leases) Claim(ctx context.Context, queue string, n int, lease time.Duration) (ClaimResult, error) {
 	return b.ClaimRequest(ctx, NewRequestID(), queue, n, lease)
 }
 
@@ -88,7 +88,7 @@ func (b *Broker) Claim(ctx context.Context, queue string, n int, lease time.Dura
 // connection reset), a few times within ctx; when no reply comes back, the
 // error is an *OutcomeUnknownError (errors.Is ErrOutcomeUnknown) naming
 // the request id: ask again under it once Redis answers.
-func (b *Broker) ClaimRequest(ctx context.Context, requestID, queue string, n int, lease time.Duration) (ClaimResult, error) {
+func (b *Leases) ClaimRequest(ctx context.Context, requestID, queue string, n int, lease time.Duration) (ClaimResult, error) {
 	if err := validClaim(requestID, queue, n, lease); err != nil {
 		return ClaimResult{}, err
 	}
@@ -191,7 +191,7 @@ type Renewal struct {
 // Redis. The answers are in the order of leases. It follows the batch rule
 // of the package doc: the error is non-nil when any queue's call failed (it
 // joins their errors), and each Renewal of such a queue carries it in Err.
-func (b *Broker) Renew(ctx context.Context, leases []Lease, lease time.Duration) ([]Renewal, error) {
+func (b *Leases) Renew(ctx context.Context, leases []Lease, lease time.Duration) ([]Renewal, error) {
 	if err := validLease(lease); err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func (f Footprint) TotalJobs() int64 {
 // queue's other keys. Two round trips to the node holding the queue; it
 // writes nothing. A server without MEMORY USAGE is not an error: the
 // answer says Measured false.
-func (b *Broker) Footprint(ctx context.Context, queue string) (Footprint, error) {
+func (b *Inspector) Footprint(ctx context.Context, queue string) (Footprint, error) {
 	if err := validName("queue", queue); err != nil {
 		return Footprint{}, err
 	}
@@ -77,9 +77,9 @@ func (b *Broker) Footprint(ctx context.Context, queue string) (Footprint, error)
 	return f, nil
 }
 
-func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error) {
+func (b *core) footprint(ctx context.Context, queue string) (Footprint, error) {
 	k := b.queueKeys(queue)
-	node, err := b.nodeFor(ctx, k.key("ready0"))
+	node, err := b.nodeFor(ctx, k.ready0())
 	if err != nil {
 		return Footprint{}, err
 	}
@@ -104,7 +104,7 @@ func (b *Broker) footprint(ctx context.Context, queue string) (Footprint, error)
 			if s == StatePending {
 				// The newest of priority 0, nearly every job: at ready0's head.
 				pending = countPending(ctx, p, k)
-				newest[s] = p.LRange(ctx, k.key("ready0"), 0, FootprintSamples-1)
+				newest[s] = p.LRange(ctx, k.ready0(), 0, FootprintSamples-1)
 				continue
 			}
 			cards[s] = p.ZCard(ctx, k.index(s))
@@ -232,7 +232,7 @@ var ErrNoMemoryInfo = errors.New("fenceq: the Redis server does not report its m
 
 // ServerMemory reads INFO memory of every server that holds data: each
 // master of a Cluster, or the one server. One round trip to each.
-func (b *Broker) ServerMemory(ctx context.Context) ([]ServerMemory, error) {
+func (b *Inspector) ServerMemory(ctx context.Context) ([]ServerMemory, error) {
 	c, ok := b.rdb.(*redis.ClusterClient)
 	if !ok {
 		m, err := readMemory(ctx, b.rdb, clientAddr(b.rdb))
@@ -261,11 +261,11 @@ func (b *Broker) ServerMemory(ctx context.Context) ([]ServerMemory, error) {
 }
 
 // QueueMemory reads INFO memory of the server that holds queue.
-func (b *Broker) QueueMemory(ctx context.Context, queue string) (ServerMemory, error) {
+func (b *Inspector) QueueMemory(ctx context.Context, queue string) (ServerMemory, error) {
 	if err := validName("queue", queue); err != nil {
 		return ServerMemory{}, err
 	}
-	key := b.queueKeys(queue).key("ready0")
+	key := b.queueKeys(queue).ready0()
 	if c, ok := b.rdb.(*redis.ClusterClient); ok {
 		n, err := c.MasterForKey(ctx, key)
 		if err != nil {

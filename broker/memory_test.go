@@ -27,12 +27,12 @@ func TestMemoryOnAServerThatCannotSay(t *testing.T) {
 	}
 	ctx := context.Background()
 	for range 3 {
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", Payload: []byte(`{}`)}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	f, err := b.Footprint(ctx, "q")
+	f, err := b.Inspector().Footprint(ctx, "q")
 	if err != nil {
 		t.Fatalf("Footprint failed on a server without MEMORY USAGE: %v", err)
 	}
@@ -43,14 +43,14 @@ func TestMemoryOnAServerThatCannotSay(t *testing.T) {
 		t.Fatalf("jobs %v: want the 3 pending counted anyway", f.Jobs)
 	}
 
-	if _, err := b.ServerMemory(ctx); !errors.Is(err, broker.ErrNoMemoryInfo) {
+	if _, err := b.Inspector().ServerMemory(ctx); !errors.Is(err, broker.ErrNoMemoryInfo) {
 		t.Fatalf("ServerMemory: %v, want ErrNoMemoryInfo", err)
 	}
-	if _, err := b.QueueMemory(ctx, "q"); !errors.Is(err, broker.ErrNoMemoryInfo) {
+	if _, err := b.Inspector().QueueMemory(ctx, "q"); !errors.Is(err, broker.ErrNoMemoryInfo) {
 		t.Fatalf("QueueMemory: %v, want ErrNoMemoryInfo", err)
 	}
 	var v *broker.ValidationError
-	if _, err := b.Footprint(ctx, "a{b}"); !errors.As(err, &v) {
+	if _, err := b.Inspector().Footprint(ctx, "a{b}"); !errors.As(err, &v) {
 		t.Fatalf("Footprint of a bad queue name: %v, want a ValidationError", err)
 	}
 }

@@ -39,13 +39,13 @@ func TestOverviewWithAStatsKeyThatIsNoHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, Job{Queue: "q", Kind: "k"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: "q", Kind: "k"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, b.queueKeys("q").key("stats"), "x", 0).Err(); err != nil {
+	if err := rdb.Set(ctx, b.queueKeys("q").stats(), "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	o, err := b.Overview(ctx, "q")
+	o, err := b.Inspector().Overview(ctx, "q")
 	if err != nil || o.Pending != 1 || o.DoneLastMinute != 0 {
 		t.Fatalf("Overview = %+v, %v; want 1 pending, 0 done in the last minute", o, err)
 	}

@@ -12,16 +12,16 @@ import (
 
 // Pause stops every pool from claiming jobs of queue until Resume. Enqueues
 // are still accepted, and jobs already running go on to settle.
-func (b *Broker) Pause(ctx context.Context, queue string) error {
+func (b *Inspector) Pause(ctx context.Context, queue string) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, k.key("paused"), "1", 0)
+		p.Set(ctx, k.paused(), "1", 0)
 		// The flag a claim reads with its settings (lib.lua's set_flag),
 		// so that an unpaused queue's claims do not read the key.
-		p.HSet(ctx, k.key("limits"), "paused", "1")
+		p.HSet(ctx, k.limits(), "paused", "1")
 		return nil
 	})
 	if err != nil {
@@ -32,16 +32,16 @@ func (b *Broker) Pause(ctx context.Context, queue string) error {
 
 // Resume lets pools claim jobs of queue again, and wakes one that is
 // blocked so that the queue's backlog starts at once.
-func (b *Broker) Resume(ctx context.Context, queue string) error {
+func (b *Inspector) Resume(ctx context.Context, queue string) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
 	k := b.queueKeys(queue)
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, k.key("paused"))
-		p.HSet(ctx, k.key("limits"), "paused", "0")
-		p.RPush(ctx, k.key("wake"), "1")
-		p.LTrim(ctx, k.key("wake"), 0, 0) // one token is enough; see lib.lua's wake
+		p.Del(ctx, k.paused())
+		p.HSet(ctx, k.limits(), "paused", "0")
+		p.RPush(ctx, k.wake(), "1")
+		p.LTrim(ctx, k.wake(), 0, 0) // one token is enough; see lib.lua's wake
 		return nil
 	})
 	if err != nil {
@@ -51,11 +51,11 @@ func (b *Broker) Resume(ctx context.Context, queue string) error {
 }
 
 // Paused reports whether queue is paused.
-func (b *Broker) Paused(ctx context.Context, queue string) (bool, error) {
+func (b *Inspector) Paused(ctx context.Context, queue string) (bool, error) {
 	if err := validName("queue", queue); err != nil {
 		return false, err
 	}
-	n, err := b.rdb.Exists(ctx, b.queueKeys(queue).key("paused")).Result()
+	n, err := b.rdb.Exists(ctx, b.queueKeys(queue).paused()).Result()
 	if err != nil {
 		return false, fmt.Errorf("fenceq: read whether queue %q is paused: %w", queue, err)
 	}
@@ -83,7 +83,7 @@ type Retention struct {
 // whole budget (an entry without its job, dropped, uses it too): no limit
 // blocks Redis for longer than one step. On an error it answers how many
 // the steps before deleted, with the error.
-func (b *Broker) Trim(ctx context.Context, queue string, r Retention, limit int) (int, error) {
+func (b *Leases) Trim(ctx context.Context, queue string, r Retention, limit int) (int, error) {
 	if err := validName("queue", queue); err != nil {
 		return 0, err
 	}
@@ -146,20 +146,20 @@ func (l Limits) String() string {
 // use ChangeLimits (not Limits, then SetLimits: a change made in between
 // would be lost). The queue's other settings (its events)
 // are left alone. The limits hold from the next claim on, for every pool.
-func (b *Broker) SetLimits(ctx context.Context, queue string, l Limits) error {
+func (b *Inspector) SetLimits(ctx context.Context, queue string, l Limits) error {
 	return b.setLimits(ctx, queue, l, true, true)
 }
 
 // SetMaxRunning sets one of queue's limits, at most n of its jobs running
 // at once (0 removes it), and keeps the others: two operators changing
 // different limits at the same time both get theirs.
-func (b *Broker) SetMaxRunning(ctx context.Context, queue string, n int) error {
+func (b *Inspector) SetMaxRunning(ctx context.Context, queue string, n int) error {
 	return b.setLimits(ctx, queue, Limits{MaxRunning: n}, true, false)
 }
 
 // SetRate sets one of queue's limits, at most rate jobs starting in any
 // window of per (rate 0 removes it), and keeps the others.
-func (b *Broker) SetRate(ctx context.Context, queue string, rate int, per time.Duration) error {
+func (b *Inspector) SetRate(ctx context.Context, queue string, rate int, per time.Duration) error {
 	return b.setLimits(ctx, queue, Limits{Rate: rate, Per: per}, false, true)
 }
 
@@ -178,7 +178,7 @@ type LimitsChange struct {
 // one read earlier. A rate of 0 removes the rate limit. A period when the
 // queue has no rate, or a rate when it has no period, is a
 // ValidationError, and then nothing changes.
-func (b *Broker) ChangeLimits(ctx context.Context, queue string, c LimitsChange) (Limits, error) {
+func (b *Inspector) ChangeLimits(ctx context.Context, queue string, c LimitsChange) (Limits, error) {
 	if err := validName("queue", queue); err != nil {
 		return Limits{}, err
 	}
@@ -213,7 +213,7 @@ func (b *Broker) ChangeLimits(ctx context.Context, queue string, c LimitsChange)
 // setLimits writes the running limit, the rate limit or both, field by
 // field in one transaction: the hash also holds settings that are not
 // limits, and a limit not named is not touched.
-func (b *Broker) setLimits(ctx context.Context, queue string, l Limits, running, rate bool) error {
+func (b *core) setLimits(ctx context.Context, queue string, l Limits, running, rate bool) error {
 	if err := validName("queue", queue); err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (b *Broker) setLimits(ctx context.Context, queue string, l Limits, running,
 		return &ValidationError{Field: "limits", Value: fmt.Sprintf("%+v", l), Reason: "counts must not be negative, and Rate and Per (at least 1ms) go together"}
 	}
 	k := b.queueKeys(queue)
-	key := k.key("limits")
+	key := k.limits()
 	_, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		switch {
 		case !running:
@@ -237,8 +237,8 @@ func (b *Broker) setLimits(ctx context.Context, queue string, l Limits, running,
 		default:
 			p.HDel(ctx, key, "rate", "period_ms")
 		}
-		p.RPush(ctx, k.key("wake"), "1") // pools blocked by the old limits look again
-		p.LTrim(ctx, k.key("wake"), 0, 0)
+		p.RPush(ctx, k.wake(), "1") // pools blocked by the old limits look again
+		p.LTrim(ctx, k.wake(), 0, 0)
 		return nil
 	})
 	if err != nil {
@@ -248,11 +248,11 @@ func (b *Broker) setLimits(ctx context.Context, queue string, l Limits, running,
 }
 
 // Limits reads queue's limits.
-func (b *Broker) Limits(ctx context.Context, queue string) (Limits, error) {
+func (b *Inspector) Limits(ctx context.Context, queue string) (Limits, error) {
 	if err := validName("queue", queue); err != nil {
 		return Limits{}, err
 	}
-	v, err := b.rdb.HMGet(ctx, b.queueKeys(queue).key("limits"), "max_running", "rate", "period_ms").Result()
+	v, err := b.rdb.HMGet(ctx, b.queueKeys(queue).limits(), "max_running", "rate", "period_ms").Result()
 	if err != nil {
 		return Limits{}, fmt.Errorf("fenceq: read limits of queue %q: %w", queue, err)
 	}

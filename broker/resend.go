@@ -186,7 +186,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 // eval runs the script calls, one round trip for all of them: in one
 // pipeline (evalAll), or, alone, a single call (runScript). It sends again those whose reply was lost (resending), the same
 // way. A call whose outcome stays unknown answers an *OutcomeUnknownError.
-func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
+func (b *core) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 	resending(ctx, len(calls),
 		func(idx []int) {
 			now := time.Now()
@@ -218,7 +218,7 @@ func (b *Broker) eval(ctx context.Context, calls []*scriptCall, alone bool) {
 // runResend runs one script call for queue k as op (request: what an
 // *OutcomeUnknownError names to ask about), sent again while its reply is
 // lost (eval). The call's sent is when the send that answered went out.
-func (b *Broker) runResend(ctx context.Context, op, request string, s *script, k *queueKeys, args ...any) *scriptCall {
+func (b *core) runResend(ctx context.Context, op, request string, s *script, k *queueKeys, args ...any) *scriptCall {
 	c := newScriptCall(s, k, args)
 	c.op, c.request = op, request
 	b.eval(ctx, []*scriptCall{c}, true)
@@ -228,7 +228,7 @@ func (b *Broker) runResend(ctx context.Context, op, request string, s *script, k
 // sadd adds member to the set at key, sent again while its reply is lost
 // (an SADD is idempotent). When no reply comes back, its error is the last
 // send's: the operation it prepares has not been sent.
-func (b *Broker) sadd(ctx context.Context, key, member string) error {
+func (b *core) sadd(ctx context.Context, key, member string) error {
 	var cmd *redis.IntCmd
 	resending(ctx, 1, func([]int) { cmd = b.rdb.SAdd(ctx, key, member) },
 		func(int) error { return cmd.Err() }, func(int, int, error) {})

@@ -71,7 +71,7 @@ func loadScripts() (*scripts, error) {
 	if err != nil {
 		return nil, err
 	}
-	lib = scriptKeys() + "\n-- lib.lua\n" + lib
+	lib = scriptKeys() + scriptFields() + "\n-- lib.lua\n" + lib
 	var s scripts
 	ops := map[string]**script{
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,

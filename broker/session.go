@@ -16,7 +16,7 @@ import (
 const maxSessionIDBytes = 64
 
 // StartSession records session id as signed in for life.
-func (b *Broker) StartSession(ctx context.Context, id string, life time.Duration) error {
+func (b *Inspector) StartSession(ctx context.Context, id string, life time.Duration) error {
 	if err := validSessionID(id); err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (b *Broker) StartSession(ctx context.Context, id string, life time.Duration
 
 // SessionActive answers whether session id was started and has neither
 // ended nor expired.
-func (b *Broker) SessionActive(ctx context.Context, id string) (bool, error) {
+func (b *Inspector) SessionActive(ctx context.Context, id string) (bool, error) {
 	if err := validSessionID(id); err != nil {
 		return false, err
 	}
@@ -44,7 +44,7 @@ func (b *Broker) SessionActive(ctx context.Context, id string) (bool, error) {
 
 // EndSession ends session id, for every process that checks it. Ending
 // one that is not active changes nothing.
-func (b *Broker) EndSession(ctx context.Context, id string) error {
+func (b *Inspector) EndSession(ctx context.Context, id string) error {
 	if err := validSessionID(id); err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func TestSessions(t *testing.T) {
 	}
 	active := func(b *broker.Broker, id string) bool {
 		t.Helper()
-		ok, err := b.SessionActive(ctx, id)
+		ok, err := b.Inspector().SessionActive(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,10 +39,10 @@ func TestSessions(t *testing.T) {
 	if active(bs[0], "s1") {
 		t.Fatal("a session never started is active")
 	}
-	if err := bs[0].StartSession(ctx, "s1", time.Minute); err != nil {
+	if err := bs[0].Inspector().StartSession(ctx, "s1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := bs[0].StartSession(ctx, "s2", time.Minute); err != nil {
+	if err := bs[0].Inspector().StartSession(ctx, "s2", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if !active(bs[1], "s1") || !active(bs[1], "s2") {
@@ -51,10 +51,10 @@ func TestSessions(t *testing.T) {
 	if got := mr.Keys(); strings.Join(got, " ") != "p:session:s1 p:session:s2" {
 		t.Errorf("sessions are kept as %q", got)
 	}
-	if err := bs[1].EndSession(ctx, "s1"); err != nil {
+	if err := bs[1].Inspector().EndSession(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := bs[1].EndSession(ctx, "s1"); err != nil {
+	if err := bs[1].Inspector().EndSession(ctx, "s1"); err != nil {
 		t.Fatalf("ending an ended session: %v", err)
 	}
 	if active(bs[0], "s1") || !active(bs[0], "s2") {
@@ -66,11 +66,11 @@ func TestSessions(t *testing.T) {
 	}
 	var ve *broker.ValidationError
 	for _, id := range []string{"", "a:b", strings.Repeat("a", 65)} {
-		if _, err := bs[0].SessionActive(ctx, id); !errors.As(err, &ve) {
+		if _, err := bs[0].Inspector().SessionActive(ctx, id); !errors.As(err, &ve) {
 			t.Errorf("session id %q: %v, want a *ValidationError", id, err)
 		}
 	}
-	if err := bs[0].StartSession(ctx, "s3", 0); !errors.As(err, &ve) {
+	if err := bs[0].Inspector().StartSession(ctx, "s3", 0); !errors.As(err, &ve) {
 		t.Errorf("a session of no life: %v, want a *ValidationError", err)
 	}
 }

@@ -24,7 +24,7 @@ type Failure struct {
 
 // Ack settles a lease as done and stores result. It answers Stale, changing
 // nothing, when the claim is no longer valid.
-func (b *Broker) Ack(ctx context.Context, l Lease, result []byte) (Outcome, error) {
+func (b *Leases) Ack(ctx context.Context, l Lease, result []byte) (Outcome, error) {
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, err
 	}
@@ -46,7 +46,7 @@ type Ack struct {
 // each (as Ack does). It follows the batch rule of the package doc: on an
 // error it answers no outcomes, and the caller should try again (an ack is
 // idempotent for its claim).
-func (b *Broker) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
+func (b *Leases) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
 	out, _, err := b.ackClaim(ctx, acks, ClaimSpec{})
 	return out, err
 }
@@ -72,7 +72,7 @@ type ClaimSpec struct {
 // AckClaim), the claim with ClaimRequest (or AckClaim) under the same
 // request id, which answers the leases this call took if it ran, so a
 // lost reply costs no job an attempt.
-func (b *Broker) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+func (b *Leases) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return nil, ClaimResult{}, err
 	}
@@ -89,7 +89,7 @@ func (c ClaimSpec) args() []any {
 	return []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
 }
 
-func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+func (b *core) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	out := make([]Outcome, len(acks))
 	res := ClaimResult{NextDue: -1}
 	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
@@ -155,7 +155,7 @@ func (b *Broker) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outco
 // Progress stores a progress report for a running job (any bytes; a JSON
 // object is a good choice). It answers Stale, changing nothing, when the
 // claim is no longer valid.
-func (b *Broker) Progress(ctx context.Context, l Lease, progress []byte) (Outcome, error) {
+func (b *Leases) Progress(ctx context.Context, l Lease, progress []byte) (Outcome, error) {
 	o, _, err := b.settle(ctx, "progress", b.scripts.progress, l, progress)
 	return o, err
 }
@@ -164,21 +164,21 @@ func (b *Broker) Progress(ctx context.Context, l Lease, progress []byte) (Outcom
 // f.Backoff (pending at once when it is 0), or dead when f.Dead is set or
 // its attempts are spent, or cancelled when its cancellation was requested.
 // It answers the job's new state, or Stale when the claim is no longer valid.
-func (b *Broker) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, error) {
+func (b *Leases) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, error) {
 	o, st, _, err := b.fail(ctx, l, f, ClaimSpec{})
 	return o, st, err
 }
 
 // FailClaim is Fail, then a claim of c in the same script call, as
 // AckClaim is for acks (and safe to send again the same way).
-func (b *Broker) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+func (b *Leases) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return Stale, "", ClaimResult{}, err
 	}
 	return b.fail(ctx, l, f, c)
 }
 
-func (b *Broker) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+func (b *core) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
 	if f.Backoff < 0 {
 		return Stale, "", ClaimResult{}, &ValidationError{Field: "backoff", Value: f.Backoff.String(), Reason: "must not be negative"}
 	}
@@ -197,28 +197,28 @@ func (b *Broker) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Out
 // the attempt: the handler was not ready, nothing failed. It answers the
 // job's new state (scheduled, pending when d is 0, or cancelled when its
 // cancellation was requested), or Stale when the claim is no longer valid.
-func (b *Broker) Snooze(ctx context.Context, l Lease, d time.Duration) (Outcome, State, error) {
+func (b *Leases) Snooze(ctx context.Context, l Lease, d time.Duration) (Outcome, State, error) {
 	o, st, _, err := b.snooze(ctx, l, d, ClaimSpec{})
 	return o, st, err
 }
 
 // SnoozeClaim is Snooze, then a claim of c in the same script call, as
 // AckClaim is for acks (and safe to send again the same way).
-func (b *Broker) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+func (b *Leases) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return Stale, "", ClaimResult{}, err
 	}
 	return b.snooze(ctx, l, d, c)
 }
 
-func (b *Broker) snooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+func (b *core) snooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
 	if d < 0 {
 		return Stale, "", ClaimResult{}, &ValidationError{Field: "snooze duration", Value: d.String(), Reason: "must not be negative"}
 	}
 	return b.failScript(ctx, l, "snooze", "", d, c)
 }
 
-// Unhandled says how [Broker.GiveBack] gives back a job whose kind the
+// Unhandled says how [Leases.GiveBack] gives back a job whose kind the
 // worker has no handler for.
 type Unhandled struct {
 	// Error is stored as the job's last error when the give-back makes it
@@ -242,12 +242,12 @@ type Unhandled struct {
 // operator's retry between two give-backs starts a new one); each waits
 // three times as long as the job has waited so far, between u.Delay and
 // u.MaxDelay. Its claim's start no longer counts against the queue's rate
-// limit (Broker.SetLimits): the job did not run. The give-back after u.For makes the job
+// limit (Inspector.SetLimits): the job did not run. The give-back after u.For makes the job
 // dead with u.Error, a failed attempt. It answers the job's new state
 // (scheduled, dead, or cancelled when its cancellation was requested), or
 // Stale when the claim is no longer valid; a re-send after a lost reply
 // answers the same (invariant 9).
-func (b *Broker) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, State, error) {
+func (b *Leases) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, State, error) {
 	switch {
 	case u.Delay < time.Millisecond:
 		return Stale, "", &ValidationError{Field: "unhandled delay", Value: u.Delay.String(), Reason: "must be at least 1ms, or the job is claimed again at once"}
@@ -268,7 +268,7 @@ func (b *Broker) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, S
 
 // failScript runs fail.lua in mode, with a claim of c after it when c.N > 0;
 // extra are the arguments after the claim's.
-func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, after time.Duration, c ClaimSpec, extra ...any) (Outcome, State, ClaimResult, error) {
+func (b *core) failScript(ctx context.Context, l Lease, mode, msg string, after time.Duration, c ClaimSpec, extra ...any) (Outcome, State, ClaimResult, error) {
 	res := ClaimResult{NextDue: -1}
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, "", res, err
@@ -304,13 +304,13 @@ func (b *Broker) failScript(ctx context.Context, l Lease, mode, msg string, afte
 // pending again at once (or cancelled, when that was requested), its
 // attempt is not charged, and its generation moves on so this claim is dead.
 // It answers Stale, changing nothing, when the claim is no longer valid.
-func (b *Broker) Release(ctx context.Context, l Lease) (Outcome, State, error) {
+func (b *Leases) Release(ctx context.Context, l Lease) (Outcome, State, error) {
 	return b.settle(ctx, "release", b.scripts.release, l)
 }
 
 // settle runs one guarded script that takes (id, gen, token) first and
 // answers {status, the job's state after the call}.
-func (b *Broker) settle(ctx context.Context, op string, script *script, l Lease, extra ...any) (Outcome, State, error) {
+func (b *core) settle(ctx context.Context, op string, script *script, l Lease, extra ...any) (Outcome, State, error) {
 	if err := validID(l.Queue, l.ID); err != nil {
 		return Stale, "", err
 	}

@@ -97,7 +97,7 @@ func TestCountedCallsStepThemselves(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = Job{Queue: q, Kind: "k", MaxAttempts: 1}
 	}
-	for _, e := range b.EnqueueMany(ctx, jobs) {
+	for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 		if e.Err != nil {
 			t.Fatal(e.Err)
 		}
@@ -106,32 +106,32 @@ func TestCountedCallsStepThemselves(t *testing.T) {
 	// one attempt spent.
 	kill := func() {
 		t.Helper()
-		res, err := b.Claim(ctx, q, n, time.Second)
+		res, err := b.Leases().Claim(ctx, q, n, time.Second)
 		if err != nil || len(res.Leases) != n {
 			t.Fatalf("claim: %d leases, %v", len(res.Leases), err)
 		}
-		ls, err := b.Leases(ctx, q, n)
+		ls, err := b.Inspector().Leases(ctx, q, n)
 		if err != nil || len(ls) != n {
 			t.Fatalf("Leases(%d) = %d leases, %v", n, len(ls), err)
 		}
 		advance(2 * time.Second)
-		ls, err = b.ExpiredLeases(ctx, q, n)
+		ls, err = b.Inspector().ExpiredLeases(ctx, q, n)
 		if err != nil || len(ls) != n {
 			t.Fatalf("ExpiredLeases(%d) = %d leases, %v", n, len(ls), err)
 		}
-		r, err := b.Reap(ctx, q, n)
+		r, err := b.Leases().Reap(ctx, q, n)
 		if err != nil || len(r.Reaped) != n {
 			t.Fatalf("Reap(%d) = %d reaped, %v", n, len(r.Reaped), err)
 		}
 	}
 	kill()
-	sent, err := b.RetryDead(ctx, q, n+1)
+	sent, err := b.Inspector().RetryDead(ctx, q, n+1)
 	if err != nil || sent != n {
 		t.Fatalf("RetryDead(%d) = %d, %v; want %d", n+1, sent, err, n)
 	}
 	kill()
 	advance(ResendHorizon + time.Second) // past the horizon: retention may delete them
-	deleted, err := b.Trim(ctx, q, Retention{Dead: time.Millisecond}, n)
+	deleted, err := b.Leases().Trim(ctx, q, Retention{Dead: time.Millisecond}, n)
 	if err != nil || deleted != n {
 		t.Fatalf("Trim = %d, %v; want %d", deleted, err, n)
 	}

@@ -30,7 +30,7 @@ type Minute struct {
 // A counter that is not an integer (a hand edit of the queue's stats hash)
 // reads as zero rather than failing the whole read; the settling scripts
 // leave such a minute uncounted, and it falls out of the window in time.
-func (b *Broker) Throughput(ctx context.Context, queue string, n int) ([]Minute, error) {
+func (b *Inspector) Throughput(ctx context.Context, queue string, n int) ([]Minute, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
 	}

@@ -39,12 +39,12 @@ func TestThroughputOnAClockSetByHand(t *testing.T) {
 		for i := range jobs {
 			jobs[i] = broker.Job{Queue: q, Kind: "k"}
 		}
-		for _, e := range b.EnqueueMany(ctx, jobs) {
+		for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 			if e.Err != nil {
 				t.Fatal(e.Err)
 			}
 		}
-		res, err := b.Claim(ctx, q, n, time.Hour)
+		res, err := b.Leases().Claim(ctx, q, n, time.Hour)
 		if err != nil || len(res.Leases) != n {
 			t.Fatalf("Claim: %v (%d leases)", err, len(res.Leases))
 		}
@@ -52,13 +52,13 @@ func TestThroughputOnAClockSetByHand(t *testing.T) {
 		for i, l := range res.Leases {
 			acks[i] = broker.Ack{Lease: l}
 		}
-		if _, err := b.AckMany(ctx, acks); err != nil {
+		if _, err := b.Leases().AckMany(ctx, acks); err != nil {
 			t.Fatal(err)
 		}
 	}
 	minutes := func(n int) []broker.Minute {
 		t.Helper()
-		ms, err := b.Throughput(ctx, q, n)
+		ms, err := b.Inspector().Throughput(ctx, q, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestThroughputOnAClockSetByHand(t *testing.T) {
 			t.Fatalf("minute %v of an idle window counts %+v", m.Start, m)
 		}
 	}
-	if _, err := b.Trim(ctx, q, broker.Retention{}, 10); err != nil {
+	if _, err := b.Leases().Trim(ctx, q, broker.Retention{}, 10); err != nil {
 		t.Fatal(err)
 	}
 	if mr.Exists(stats) {

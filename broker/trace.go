@@ -45,7 +45,7 @@ var (
 // The span's parent is the span in ctx when there is one; else a trace
 // context j.Metadata already carries (the outbox writes the caller's when
 // the row is written, so the relay's enqueue joins that request's trace).
-func (b *Broker) traceEnqueue(ctx context.Context, j *Job) trace.Span {
+func (b *core) traceEnqueue(ctx context.Context, j *Job) trace.Span {
 	parent := ctx
 	if !trace.SpanContextFromContext(ctx).IsValid() && len(j.Metadata) > 0 {
 		parent = traceContext.Extract(ctx, propagation.MapCarrier(j.Metadata))

@@ -131,7 +131,7 @@ func TestTraceEnqueueOff(t *testing.T) {
 	}
 	ctx, req := sdktrace.NewTracerProvider().Tracer("test").Start(context.Background(), "request")
 	defer req.End()
-	id, err := b.Enqueue(ctx, Job{Queue: "q", Kind: "k"})
+	id, err := b.Client().Enqueue(ctx, Job{Queue: "q", Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +150,14 @@ func TestTraceEnqueueOff(t *testing.T) {
 func TestEnqueueSpanOutcomes(t *testing.T) {
 	b, rec, _ := tracedBroker(t)
 	ctx := context.Background()
-	id, err := b.Enqueue(ctx, Job{Queue: "q", Kind: "k", UniqueKey: "u"})
+	id, err := b.Client().Enqueue(ctx, Job{Queue: "q", Kind: "k", UniqueKey: "u"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Enqueue(ctx, Job{Queue: "q", Kind: "k", UniqueKey: "u"}); !errors.Is(err, ErrUniqueHeld) {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: "q", Kind: "k", UniqueKey: "u"}); !errors.Is(err, ErrUniqueHeld) {
 		t.Fatalf("second unique enqueue: %v", err)
 	}
-	res := b.EnqueueMany(ctx, []Job{{Queue: "q", Kind: "k", ID: "mine"}, {Queue: "q", Kind: "k", ID: "mine"}, {Queue: "q", Kind: ""}})
+	res := b.Client().EnqueueMany(ctx, []Job{{Queue: "q", Kind: "k", ID: "mine"}, {Queue: "q", Kind: "k", ID: "mine"}, {Queue: "q", Kind: ""}})
 	bt, err := NewBatcher(b, BatcherOptions{})
 	if err != nil {
 		t.Fatal(err)

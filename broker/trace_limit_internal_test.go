@@ -18,14 +18,14 @@ func TestTraceEnqueueKeepsMetadataAtTheLimit(t *testing.T) {
 	b, _, _ := tracedBroker(t)
 	j := Job{Queue: "q", Kind: "k", ID: "at-limit",
 		Metadata: map[string]string{"k": strings.Repeat("v", MaxMetadataBytes-1)}}
-	if err := b.ValidateJob(j); err != nil {
+	if err := b.Client().ValidateJob(j); err != nil {
 		t.Fatalf("ValidateJob: %v", err)
 	}
-	if _, err := b.Enqueue(context.Background(), j); err != nil {
+	if _, err := b.Client().Enqueue(context.Background(), j); err != nil {
 		t.Fatalf("traced Enqueue of a job ValidateJob accepts (metadata at MaxMetadataBytes): %v", err)
 	}
 	j.ID = "at-limit-many"
-	if got := b.EnqueueMany(context.Background(), []Job{j})[0]; got.Err != nil {
+	if got := b.Client().EnqueueMany(context.Background(), []Job{j})[0]; got.Err != nil {
 		t.Fatalf("traced EnqueueMany of a job ValidateJob accepts (metadata at MaxMetadataBytes): %v", got.Err)
 	}
 }

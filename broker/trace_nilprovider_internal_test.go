@@ -32,7 +32,7 @@ func TestNewWithATypedNilTracerProvider(t *testing.T) {
 	if err != nil {
 		return // refused with an error: fine
 	}
-	if _, err := b.Enqueue(context.Background(), Job{Queue: "q", Kind: "k"}); err != nil {
+	if _, err := b.Client().Enqueue(context.Background(), Job{Queue: "q", Kind: "k"}); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
 }

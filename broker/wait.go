@@ -36,7 +36,7 @@ const waiterKeep = 10 * time.Second
 // the last four of them at most: a caller whose job was followed within
 // its minute by four more under the same id, each waited on and trimmed,
 // gets ErrJobNotFound.
-func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
+func (b *Client) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 	if err := validID(queue, id); err != nil {
 		return JobInfo{}, err
 	}
@@ -109,7 +109,7 @@ func (b *Broker) Wait(ctx context.Context, queue, id string) (JobInfo, error) {
 // is left blocked in Redis. A ctx that ends by its deadline needs none (the
 // slice ends then). A token the pop did not take is deleted (and expires in
 // waiterKeep anyway), so it never ends a later pop.
-func (b *Broker) popWake(ctx context.Context, finished, own string, slice time.Duration) (bool, error) {
+func (b *core) popWake(ctx context.Context, finished, own string, slice time.Duration) (bool, error) {
 	pushed := make(chan bool, 1)
 	stop := context.AfterFunc(ctx, func() {
 		if _, ok := ctx.Deadline(); ok && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -150,7 +150,7 @@ func blockSeconds(d time.Duration) string {
 // maxBlock is the longest single blocking call the client's read timeout
 // lets through: half of it, at most a second (so that a caller is never
 // stuck in Redis for long).
-func (b *Broker) maxBlock() time.Duration {
+func (b *core) maxBlock() time.Duration {
 	var rt time.Duration
 	switch c := b.rdb.(type) {
 	case *redis.Client:

@@ -60,7 +60,7 @@ func TestWaitAcrossIDReuse(t *testing.T) {
 		}
 		return s, rest
 	}
-	if _, err := b.Enqueue(ctx, Job{Queue: q, Kind: "k", ID: id}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: q, Kind: "k", ID: id}); err != nil {
 		t.Fatal(err)
 	}
 	s, v := wait("0", "")
@@ -68,19 +68,19 @@ func TestWaitAcrossIDReuse(t *testing.T) {
 		t.Fatalf("first look = %v %q, want waiting and the job's wait_tag", s, v)
 	}
 	mine := v[0]
-	c, err := b.Claim(ctx, q, 1, time.Minute)
+	c, err := b.Leases().Claim(ctx, q, 1, time.Minute)
 	if err != nil || len(c.Leases) != 1 {
 		t.Fatalf("claim: %v %+v", err, c)
 	}
-	if _, err := b.Ack(ctx, c.Leases[0], []byte("old")); err != nil {
+	if _, err := b.Leases().Ack(ctx, c.Leases[0], []byte("old")); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(ResendHorizon + time.Second) // past the horizon: retention may delete it
 	mr.SetTime(now)
-	if n, err := b.Trim(ctx, q, Retention{Done: time.Millisecond}, 10); err != nil || n != 1 {
+	if n, err := b.Leases().Trim(ctx, q, Retention{Done: time.Millisecond}, 10); err != nil || n != 1 {
 		t.Fatalf("Trim = %d, %v; want the job trimmed", n, err)
 	}
-	if _, err := b.Enqueue(ctx, Job{Queue: q, Kind: "k", ID: id}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, Job{Queue: q, Kind: "k", ID: id}); err != nil {
 		t.Fatalf("Enqueue under the trimmed id: %v", err)
 	}
 
@@ -145,7 +145,7 @@ func TestWaitKeepsBoundedRecords(t *testing.T) {
 	}
 	var tags []string
 	for i := range waitKeepRecords + 2 {
-		if _, err := b.Enqueue(ctx, Job{Queue: q, Kind: "k", ID: id}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, Job{Queue: q, Kind: "k", ID: id}); err != nil {
 			t.Fatalf("Enqueue %d: %v", i, err)
 		}
 		s, _, tag := wait("")
@@ -153,16 +153,16 @@ func TestWaitKeepsBoundedRecords(t *testing.T) {
 			t.Fatalf("look %d = %v with tag %q, want waiting with a tag none of %q has", i, s, tag, tags)
 		}
 		tags = append(tags, tag)
-		c, err := b.Claim(ctx, q, 1, time.Minute)
+		c, err := b.Leases().Claim(ctx, q, 1, time.Minute)
 		if err != nil || len(c.Leases) != 1 {
 			t.Fatalf("claim %d: %v %+v", i, err, c)
 		}
-		if _, err := b.Ack(ctx, c.Leases[0], []byte(strconv.Itoa(i))); err != nil {
+		if _, err := b.Leases().Ack(ctx, c.Leases[0], []byte(strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(ResendHorizon + time.Second) // past the horizon: retention may delete it
 		mr.SetTime(now)
-		if n, err := b.Trim(ctx, q, Retention{Done: time.Millisecond}, 10); err != nil || n != 1 {
+		if n, err := b.Leases().Trim(ctx, q, Retention{Done: time.Millisecond}, 10); err != nil || n != 1 {
 			t.Fatalf("Trim %d = %d, %v; want the job trimmed", i, n, err)
 		}
 	}

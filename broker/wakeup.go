@@ -26,7 +26,7 @@ var ErrCrossSlot = errors.New("queues are in different cluster slots")
 // responsive to its own stop signal. A limit of 0 or less answers at once.
 // A wake-up is a reason to claim, not a promise: another worker may have
 // taken the job first.
-func (b *Broker) WaitForWork(ctx context.Context, queues []string, limit time.Duration) (woken string, err error) {
+func (b *Leases) WaitForWork(ctx context.Context, queues []string, limit time.Duration) (woken string, err error) {
 	if len(queues) == 0 {
 		return "", &ValidationError{Field: "queues", Reason: "must name at least one queue"}
 	}
@@ -36,7 +36,7 @@ func (b *Broker) WaitForWork(ctx context.Context, queues []string, limit time.Du
 		if err := validName("queue", q); err != nil {
 			return "", err
 		}
-		args = append(args, b.queueKeys(q).key("wake"))
+		args = append(args, b.queueKeys(q).wake())
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err

@@ -75,16 +75,16 @@ func TestFenceAcrossIDReuse(t *testing.T) {
 	}
 	run := func(value string) broker.Lease {
 		t.Helper()
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "invoice-7"}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "invoice-7"}); err != nil {
 			t.Fatal(err)
 		}
 		// Other jobs come and go meanwhile, as in any busy queue.
 		for range 3 {
-			if _, err := b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "other"}); err != nil {
+			if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "other"}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		res, err := b.Claim(ctx, "q", 10, time.Minute)
+		res, err := b.Leases().Claim(ctx, "q", 10, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestFenceAcrossIDReuse(t *testing.T) {
 			if l.ID == "invoice-7" {
 				mine = l
 			}
-			if _, err := b.Ack(ctx, l, nil); err != nil {
+			if _, err := b.Leases().Ack(ctx, l, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -107,10 +107,10 @@ func TestFenceAcrossIDReuse(t *testing.T) {
 	mr.SetTime(now)
 	old := run("10")
 	mr.SetTime(now.Add(time.Hour)) // retention of a minute trims it
-	if n, err := b.Trim(ctx, "q", broker.Retention{Done: time.Minute}, 100); err != nil || n == 0 {
+	if n, err := b.Leases().Trim(ctx, "q", broker.Retention{Done: time.Minute}, 100); err != nil || n == 0 {
 		t.Fatalf("Trim: %d, %v", n, err)
 	}
-	if _, err := b.Job(ctx, "q", "invoice-7"); !errors.Is(err, broker.ErrJobNotFound) {
+	if _, err := b.Inspector().Job(ctx, "q", "invoice-7"); !errors.Is(err, broker.ErrJobNotFound) {
 		t.Fatalf("invoice-7 should have been trimmed: %v", err)
 	}
 	reused := run("20")

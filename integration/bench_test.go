@@ -66,7 +66,7 @@ func (r *benchRig) fill(b *testing.B, n int) {
 	for i := range n {
 		jobs = append(jobs, broker.Job{Queue: worker.QueueDefault, Kind: "noop"})
 		if len(jobs) == cap(jobs) || i == n-1 {
-			for _, e := range r.enq.EnqueueMany(context.Background(), jobs) {
+			for _, e := range r.enq.Client().EnqueueMany(context.Background(), jobs) {
 				if e.Err != nil {
 					b.Fatal(e.Err)
 				}
@@ -184,7 +184,7 @@ func BenchmarkIdlePickup(b *testing.B) {
 		time.Sleep(3 * time.Millisecond) // settle and go back to blocking
 		b.StartTimer()
 		t0 := time.Now()
-		if _, err := r.enq.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "noop"}); err != nil {
+		if _, err := r.enq.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "noop"}); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, (<-started).Sub(t0))
@@ -208,7 +208,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 	q := "scripts"
 	b.Run("Enqueue", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := r.enq.Enqueue(ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
+			if _, err := r.enq.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -218,7 +218,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		for i := range jobs {
 			jobs[i] = broker.Job{Queue: q, Kind: "k"}
 		}
-		for _, e := range r.enq.EnqueueMany(ctx, jobs) {
+		for _, e := range r.enq.Client().EnqueueMany(ctx, jobs) {
 			if e.Err != nil {
 				b.Fatal(e.Err)
 			}
@@ -229,7 +229,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 			b.StopTimer()
 			fill(50)
 			b.StartTimer()
-			res, err := r.enq.Claim(ctx, q, 50, time.Minute)
+			res, err := r.enq.Leases().Claim(ctx, q, 50, time.Minute)
 			if err != nil || len(res.Leases) != 50 {
 				b.Fatalf("claim: %v (%d)", err, len(res.Leases))
 			}
@@ -237,7 +237,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 			for i, l := range res.Leases {
 				acks[i] = broker.Ack{Lease: l}
 			}
-			if _, err := r.enq.AckMany(ctx, acks); err != nil {
+			if _, err := r.enq.Leases().AckMany(ctx, acks); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -247,7 +247,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 	// it holds and claims the next (the fused path, one round trip a job).
 	b.Run("AckClaim1", func(b *testing.B) {
 		fill(b.N + 1)
-		res, err := r.enq.Claim(ctx, q, 1, time.Minute)
+		res, err := r.enq.Leases().Claim(ctx, q, 1, time.Minute)
 		if err != nil || len(res.Leases) != 1 {
 			b.Fatalf("claim: %v (%d)", err, len(res.Leases))
 		}
@@ -255,7 +255,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		b.ResetTimer()
 		for range b.N {
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
-			os, res, err := r.enq.AckClaim(ctx, []broker.Ack{{Lease: l}}, spec)
+			os, res, err := r.enq.Leases().AckClaim(ctx, []broker.Ack{{Lease: l}}, spec)
 			if err != nil || os[0] != broker.OK || len(res.Leases) != 1 {
 				b.Fatalf("AckClaim: %v %v (%d)", err, os, len(res.Leases))
 			}
@@ -273,7 +273,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		}
 		var leases []broker.Lease
 		for len(leases) < n {
-			res, err := r.enq.Claim(ctx, q, min(50, n-len(leases)), time.Minute)
+			res, err := r.enq.Leases().Claim(ctx, q, min(50, n-len(leases)), time.Minute)
 			if err != nil || len(res.Leases) == 0 {
 				b.Fatalf("claim: %v (%d)", err, len(res.Leases))
 			}
@@ -287,7 +287,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 				l = leases[i]
 			}
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
-			o, _, res, err := r.enq.FailClaim(ctx, l, broker.Failure{Error: "e", Backoff: time.Hour}, spec)
+			o, _, res, err := r.enq.Leases().FailClaim(ctx, l, broker.Failure{Error: "e", Backoff: time.Hour}, spec)
 			if err != nil || o != broker.OK || len(res.Leases) != map[bool]int{true: 0, false: 1}[empty] {
 				b.Fatalf("FailClaim: %v %v (%d)", err, o, len(res.Leases))
 			}
@@ -302,10 +302,10 @@ func BenchmarkBrokerScripts(b *testing.B) {
 	// set_aside), which a first claim does not.
 	b.Run("ReleaseClaim1", func(b *testing.B) {
 		q := fmt.Sprintf("reclaim-%d", b.N) // its one job, alone in its queue
-		if _, err := r.enq.Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1}); err != nil {
+		if _, err := r.enq.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1}); err != nil {
 			b.Fatal(err)
 		}
-		res, err := r.enq.Claim(ctx, q, 1, time.Minute)
+		res, err := r.enq.Leases().Claim(ctx, q, 1, time.Minute)
 		if err != nil || len(res.Leases) != 1 {
 			b.Fatalf("claim: %v (%d)", err, len(res.Leases))
 		}
@@ -313,10 +313,10 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		busy := redisBusy(b, r.rdb)
 		b.ResetTimer()
 		for range b.N {
-			if o, _, err := r.enq.Release(ctx, l); err != nil || o != broker.OK {
+			if o, _, err := r.enq.Leases().Release(ctx, l); err != nil || o != broker.OK {
 				b.Fatalf("Release: %v %v", err, o)
 			}
-			res, err := r.enq.Claim(ctx, q, 1, time.Minute)
+			res, err := r.enq.Leases().Claim(ctx, q, 1, time.Minute)
 			if err != nil || len(res.Leases) != 1 {
 				b.Fatalf("claim: %v (%d)", err, len(res.Leases))
 			}
@@ -328,12 +328,12 @@ func BenchmarkBrokerScripts(b *testing.B) {
 	b.Run("FailClaim1Empty", func(b *testing.B) { failClaim(b, true) })
 	b.Run("Renew50", func(b *testing.B) {
 		fill(50)
-		res, err := r.enq.Claim(ctx, q, 50, time.Minute)
+		res, err := r.enq.Leases().Claim(ctx, q, 50, time.Minute)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if _, err := r.enq.Renew(ctx, res.Leases, time.Minute); err != nil {
+			if _, err := r.enq.Leases().Renew(ctx, res.Leases, time.Minute); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -364,7 +364,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			b.Fatal(err)
 		}
 		// The queue's registration is not per-job work.
-		if _, err := br.Enqueue(ctx, broker.Job{Queue: "enq", Kind: "k"}); err != nil {
+		if _, err := br.Client().Enqueue(ctx, broker.Job{Queue: "enq", Kind: "k"}); err != nil {
 			b.Fatal(err)
 		}
 		cnt.Reset()
@@ -387,7 +387,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	b.Run("Single", func(b *testing.B) {
 		br, _, cnt := setup(b, 4)
 		for b.Loop() {
-			if _, err := br.Enqueue(ctx, job); err != nil {
+			if _, err := br.Client().Enqueue(ctx, job); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -407,7 +407,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	}
 	b.Run("Concurrent50", func(b *testing.B) {
 		br, _, cnt := setup(b, 60)
-		concurrent(b, br.Enqueue, cnt)
+		concurrent(b, br.Client().Enqueue, cnt)
 	})
 	b.Run("Concurrent50Batcher", func(b *testing.B) {
 		br, _, cnt := setup(b, 60)

@@ -149,14 +149,14 @@ func warmUp(t *testing.T, b *broker.Broker) {
 	t.Helper()
 	ctx := context.Background()
 	q := "warm"
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: q, Kind: "noop"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "noop"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.Claim(ctx, q, 50, time.Minute)
+	res, err := b.Leases().Claim(ctx, q, 50, time.Minute)
 	if err != nil || len(res.Leases) != 1 {
 		t.Fatalf("warm-up claim: %d leases, %v", len(res.Leases), err)
 	}
-	if _, err := b.AckMany(ctx, []broker.Ack{{Lease: res.Leases[0]}}); err != nil {
+	if _, err := b.Leases().AckMany(ctx, []broker.Ack{{Lease: res.Leases[0]}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -166,7 +166,7 @@ func measureEnqueue(t *testing.T, b *broker.Broker, admin *redis.Client, q strin
 	ctx := context.Background()
 	return countCommands(t, admin, func() {
 		for range budgetJobs {
-			if _, err := b.Enqueue(ctx, broker.Job{Queue: q, Kind: "noop", Payload: []byte(`{}`)}); err != nil {
+			if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "noop", Payload: []byte(`{}`)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -244,7 +244,7 @@ func measureAck50(t *testing.T, b *broker.Broker, admin *redis.Client, q string)
 			for i, l := range batch {
 				acks[i] = broker.Ack{Lease: l}
 			}
-			out, err := b.AckMany(ctx, acks)
+			out, err := b.Leases().AckMany(ctx, acks)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +265,7 @@ func enqueueN(t *testing.T, b *broker.Broker, q string, n int) {
 		jobs[i] = broker.Job{Queue: q, Kind: "noop", Payload: []byte(`{}`)}
 	}
 	for batch := range slices.Chunk(jobs, 500) {
-		for _, r := range b.EnqueueMany(context.Background(), batch) {
+		for _, r := range b.Client().EnqueueMany(context.Background(), batch) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
@@ -278,7 +278,7 @@ func claimAll(t *testing.T, b *broker.Broker, q string) []broker.Lease {
 	t.Helper()
 	var leases []broker.Lease
 	for len(leases) < budgetJobs {
-		res, err := b.Claim(context.Background(), q, 50, 5*time.Minute)
+		res, err := b.Leases().Claim(context.Background(), q, 50, 5*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

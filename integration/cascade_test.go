@@ -32,7 +32,7 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 	enqueue := func(jobs []broker.Job) {
 		for len(jobs) > 0 {
 			n := min(len(jobs), 1000)
-			for _, e := range b.EnqueueMany(ctx, jobs[:n]) {
+			for _, e := range b.Client().EnqueueMany(ctx, jobs[:n]) {
 				if e.Err != nil {
 					t.Fatal(e.Err)
 				}
@@ -44,7 +44,7 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 	// answers how many calls it took.
 	settle := func(q string) int {
 		for calls := 1; ; calls++ {
-			r, err := b.Reap(ctx, q, 100)
+			r, err := b.Leases().Reap(ctx, q, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 	slowest := func() time.Duration { return slowestScript(t, admin) }
 
 	const fanOut, chain = 100_000, 20_000
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "fan", Kind: "k", ID: "parent"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "fan", Kind: "k", ID: "parent"}); err != nil {
 		t.Fatal(err)
 	}
 	jobs := make([]broker.Job, fanOut)
@@ -64,20 +64,20 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 		jobs[i] = broker.Job{Queue: "fan", Kind: "k", DependsOn: []string{"parent"}}
 	}
 	enqueue(jobs)
-	res, err := b.Claim(ctx, "fan", 1, time.Minute)
+	res, err := b.Leases().Claim(ctx, "fan", 1, time.Minute)
 	if err != nil || len(res.Leases) != 1 {
 		t.Fatalf("claim of the parent: %+v %v", res, err)
 	}
 	admin.SlowLogReset(ctx)
 	began := time.Now()
-	if _, err := b.Ack(ctx, res.Leases[0], nil); err != nil {
+	if _, err := b.Leases().Ack(ctx, res.Leases[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	ackTook := time.Since(began)
 	ackScript := slowest()
 	calls := settle("fan")
 	stepScript := slowest()
-	c, err := b.Counts(ctx, "fan")
+	c, err := b.Inspector().Counts(ctx, "fan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 	t.Logf("fan-out of %d: ack %v (script %v), then %d reap steps, the longest script %v", fanOut, ackTook, ackScript, calls, stepScript)
 
 	jobs = make([]broker.Job, chain)
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "chain", Kind: "k", ID: "link-0"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "chain", Kind: "k", ID: "link-0"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range jobs {
@@ -98,23 +98,23 @@ func TestBoundedCascadesAtScale(t *testing.T) {
 	}
 	enqueue(jobs)
 	admin.SlowLogReset(ctx)
-	if _, err := b.Cancel(ctx, "chain", "link-0"); err != nil {
+	if _, err := b.Inspector().Cancel(ctx, "chain", "link-0"); err != nil {
 		t.Fatal(err)
 	}
 	cancelScript := slowest()
-	if c, err := b.Counts(ctx, "chain"); err != nil || c.Cancelled > 1+50 || c.Blocked == 0 {
+	if c, err := b.Inspector().Counts(ctx, "chain"); err != nil || c.Cancelled > 1+50 || c.Blocked == 0 {
 		t.Fatalf("after the cancel of the root: %+v %v; want at most its budget of 50 links cancelled by the cancel itself", c, err)
 	}
 	calls = settle("chain")
 	stepScript = slowest()
-	c, err = b.Counts(ctx, "chain")
+	c, err = b.Inspector().Counts(ctx, "chain")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Cancelled != chain+1 || c.Blocked != 0 {
 		t.Fatalf("after cancelling the chain's root: %+v; want all %d cancelled", c, chain+1)
 	}
-	bad, err := b.Check(ctx, "chain")
+	bad, err := b.Inspector().Check(ctx, "chain")
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("Check: %v %v", bad, err)
 	}

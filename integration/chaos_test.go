@@ -236,7 +236,7 @@ func (c *chaos) produce(ctx context.Context, perSecond int) {
 		}
 		id := fmt.Sprintf("job-%05d", n)
 		for {
-			_, err := c.b.Enqueue(context.Background(), broker.Job{Queue: "chaos", Kind: "work", ID: id, MaxAttempts: 1000})
+			_, err := c.b.Client().Enqueue(context.Background(), broker.Job{Queue: "chaos", Kind: "work", ID: id, MaxAttempts: 1000})
 			if err == nil || errors.Is(err, broker.ErrJobExists) {
 				c.mu.Lock()
 				c.ids = append(c.ids, id)
@@ -323,7 +323,7 @@ func (c *chaos) heal() {
 func (c *chaos) waitAllDone(within time.Duration) {
 	deadline := time.Now().Add(within)
 	for {
-		counts, err := c.b.Counts(context.Background(), "chaos")
+		counts, err := c.b.Inspector().Counts(context.Background(), "chaos")
 		if err == nil && counts.Pending+counts.Scheduled+counts.Running == 0 && counts.Done >= int64(len(c.ids)) {
 			return
 		}
@@ -373,7 +373,7 @@ func (c *chaos) verify() {
 
 	lost, staleAccepted, reexecuted := 0, 0, 0
 	for _, id := range c.ids {
-		j, err := c.b.Job(context.Background(), "chaos", id)
+		j, err := c.b.Inspector().Job(context.Background(), "chaos", id)
 		if err != nil || j.State != broker.StateDone {
 			lost++
 			t.Errorf("job %s: %v, state %s, last error %q", id, err, j.State, j.LastError)

@@ -47,7 +47,7 @@ func TestClusterAckClaim(t *testing.T) {
 	enq := func(q string, n int) []string {
 		var ids []string
 		for range n {
-			id, err := b.Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1})
+			id, err := b.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestClusterAckClaim(t *testing.T) {
 	enq(queues[2], 3)
 	var acks []broker.Ack
 	for _, q := range queues[:2] {
-		r, err := b.Claim(ctx, q, 2, time.Minute)
+		r, err := b.Leases().Claim(ctx, q, 2, time.Minute)
 		if err != nil || len(r.Leases) != 2 {
 			t.Fatalf("claim %s: %v %v", q, r, err)
 		}
@@ -72,7 +72,7 @@ func TestClusterAckClaim(t *testing.T) {
 	// The same lease twice, interleaved across the queues.
 	acks = append(acks, acks[0])
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: queues[2], N: 2, Lease: time.Minute}
-	os, res, err := b.AckClaim(ctx, acks, spec)
+	os, res, err := b.Leases().AckClaim(ctx, acks, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,26 +84,26 @@ func TestClusterAckClaim(t *testing.T) {
 	if len(res.Leases) != 2 || res.Leases[0].Queue != queues[2] {
 		t.Fatalf("claimed %+v", res.Leases)
 	}
-	os2, res2, err := b.AckClaim(ctx, acks[:1], spec)
+	os2, res2, err := b.Leases().AckClaim(ctx, acks[:1], spec)
 	if err != nil || os2[0] != broker.OK || len(res2.Leases) != 2 || res2.Leases[1].ClaimID() != res.Leases[1].ClaimID() {
 		t.Fatalf("re-sent with fewer acks: %v %+v %v", os2, res2.Leases, err)
 	}
-	res3, err := b.ClaimRequest(ctx, spec.RequestID, spec.Queue, spec.N, spec.Lease)
+	res3, err := b.Leases().ClaimRequest(ctx, spec.RequestID, spec.Queue, spec.N, spec.Lease)
 	if err != nil || len(res3.Leases) != 2 || res3.Leases[0].ClaimID() != res.Leases[0].ClaimID() {
 		t.Fatalf("claim alone: %+v %v", res3.Leases, err)
 	}
 	for _, q := range queues {
-		bad, err := b.Check(ctx, q)
+		bad, err := b.Inspector().Check(ctx, q)
 		if err != nil || len(bad) > 0 {
 			t.Fatalf("check %s: %v %v", q, bad, err)
 		}
 	}
-	c2, _ := b.Counts(ctx, queues[2])
+	c2, _ := b.Inspector().Counts(ctx, queues[2])
 	if c2.Running != 2 || c2.Pending != 1 {
 		t.Fatalf("%s: %+v", queues[2], c2)
 	}
 	// Settle what the direct part holds, so the pool starts clean.
-	if _, err := b.AckMany(ctx, []broker.Ack{{Lease: res.Leases[0]}, {Lease: res.Leases[1]}}); err != nil {
+	if _, err := b.Leases().AckMany(ctx, []broker.Ack{{Lease: res.Leases[0]}, {Lease: res.Leases[1]}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -161,14 +161,14 @@ func TestClusterAckClaim(t *testing.T) {
 		}
 	}
 	for _, q := range queues {
-		c, err := b.Counts(ctx, q)
+		c, err := b.Inspector().Counts(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.Running != 0 || c.Pending != 0 || c.Dead != 0 {
 			t.Errorf("%s after the pool: %+v", q, c)
 		}
-		bad, err := b.Check(ctx, q)
+		bad, err := b.Inspector().Check(ctx, q)
 		if err != nil || len(bad) > 0 {
 			t.Errorf("check %s: %v %v", q, bad, err)
 		}

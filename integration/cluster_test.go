@@ -296,7 +296,7 @@ func TestClusterFailover(t *testing.T) {
 				q := queues[i%len(queues)]
 				r := enqueueRecord{queue: q, phase: int(phase.Load()), durable: b == durable}
 				ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				r.id, r.err = b.Enqueue(ectx, broker.Job{Queue: q, Kind: "k"})
+				r.id, r.err = b.Client().Enqueue(ectx, broker.Job{Queue: q, Kind: "k"})
 				cancel()
 				mu.Lock()
 				records = append(records, r)
@@ -376,7 +376,7 @@ func TestClusterFailover(t *testing.T) {
 	tc.client.ReloadState(ctx)
 	stateOf := func(r enqueueRecord) (broker.State, bool) {
 		for range 50 { // a stale slot map answers MOVED until the reload lands
-			j, err := plain.Job(ctx, r.queue, r.id)
+			j, err := plain.Inspector().Job(ctx, r.queue, r.id)
 			if errors.Is(err, broker.ErrJobNotFound) {
 				return "", false
 			}
@@ -459,7 +459,7 @@ func TestClusterFailover(t *testing.T) {
 		var bad []broker.Inconsistency
 		poll(t, 5*time.Second, "Check on "+q, func() (bool, string) {
 			var err error
-			bad, err = plain.Check(ctx, q)
+			bad, err = plain.Inspector().Check(ctx, q)
 			return err == nil, fmt.Sprint(err)
 		})
 		if len(bad) > 0 {

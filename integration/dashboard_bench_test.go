@@ -38,24 +38,24 @@ func BenchmarkDashboardPages(b *testing.B) {
 	ctx := context.Background()
 	// Some running leases, some of them expired and not reaped (no pool
 	// runs here), a few dead jobs: every page has something to show.
-	if _, err := br.Claim(ctx, queue, 500, time.Hour); err != nil {
+	if _, err := br.Leases().Claim(ctx, queue, 500, time.Hour); err != nil {
 		b.Fatal(err)
 	}
-	expired, err := br.Claim(ctx, queue, 200, time.Millisecond)
+	expired, err := br.Leases().Claim(ctx, queue, 200, time.Millisecond)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, l := range expired.Leases[:50] {
-		if _, _, err := br.Fail(ctx, l, broker.Failure{Error: "boom", Dead: true}); err != nil {
+		if _, _, err := br.Leases().Fail(ctx, l, broker.Failure{Error: "boom", Dead: true}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.Logf("filled %d jobs in %v", n, time.Since(start).Round(time.Millisecond))
-	d, err := dashboard.New(dashboard.Config{Broker: br, Token: "bench-admin-token-0123", AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
+	d, err := dashboard.New(dashboard.Config{Inspector: br.Inspector(), Token: "bench-admin-token-0123", AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
 	if err != nil {
 		b.Fatal(err)
 	}
-	first, err := br.JobPage(ctx, queue, broker.JobQuery{State: broker.StatePending, Limit: 50})
+	first, err := br.Inspector().JobPage(ctx, queue, broker.JobQuery{State: broker.StatePending, Limit: 50})
 	if err != nil || first.Next == "" {
 		b.Fatalf("first page: %v", err)
 	}
@@ -109,7 +109,7 @@ func fillQueue(b *testing.B, br *broker.Broker, queue string, n int) {
 				for i := range jobs {
 					jobs[i] = broker.Job{Queue: queue, Kind: "resize", ID: fmt.Sprintf("img-%07d", start+i), Payload: []byte(`{"w":640}`)}
 				}
-				for _, e := range br.EnqueueMany(context.Background(), jobs) {
+				for _, e := range br.Client().EnqueueMany(context.Background(), jobs) {
 					if e.Err != nil {
 						once.Do(func() { failed = e.Err })
 					}

@@ -30,10 +30,10 @@ func TestWorkerdUILimitsForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SetMaxRunning(ctx, "mail", 5); err != nil {
+	if err := b.Inspector().SetMaxRunning(ctx, "mail", 5); err != nil {
 		t.Fatal(err)
 	}
 
@@ -110,7 +110,7 @@ func TestWorkerdUILimitsForm(t *testing.T) {
 	v.Set("per", "1m")
 	v.Set("next", "/ui/queues/mail")
 	post("/ui/act/limits", v)
-	l, err := b.Limits(ctx, "mail")
+	l, err := b.Inspector().Limits(ctx, "mail")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestWorkerdUIUnknownQueue404(t *testing.T) {
 	t.Parallel()
 	u := startUI(t, "", nil)
 	ctx := context.Background()
-	if _, err := u.b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send", ID: "j1"}); err != nil {
+	if _, err := u.b.Client().Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send", ID: "j1"}); err != nil {
 		t.Fatal(err)
 	}
 	c := noRedirects()
@@ -154,7 +154,7 @@ func TestWorkerdUISignOutRevokes(t *testing.T) {
 	one := startUI(t, "", env)
 	two := startUI(t, one.prefix, env)
 	ctx := context.Background()
-	if _, err := one.b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
+	if _, err := one.b.Client().Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
 		t.Fatal(err)
 	}
 	c := noRedirects()
@@ -196,7 +196,7 @@ func TestWorkerdUISignOutRevokes(t *testing.T) {
 			t.Errorf("the copied cookie's pause after sign-out answered %d, want 403:\n%s", code, body)
 		}
 	}
-	if paused, err := one.b.Paused(ctx, "mail"); err != nil || paused {
+	if paused, err := one.b.Inspector().Paused(ctx, "mail"); err != nil || paused {
 		t.Errorf("after sign-out, a replayed cookie paused the queue (paused=%v, %v)", paused, err)
 	}
 }
@@ -219,7 +219,7 @@ func (u *uiBinary) getHost(host, path string) (int, string) {
 func TestWorkerdUIHostChecked(t *testing.T) {
 	t.Parallel()
 	u := startUI(t, "", nil)
-	if _, err := u.b.Enqueue(context.Background(), broker.Job{Queue: "mail", Kind: "send", ID: "j1"}); err != nil {
+	if _, err := u.b.Client().Enqueue(context.Background(), broker.Job{Queue: "mail", Kind: "send", ID: "j1"}); err != nil {
 		t.Fatal(err)
 	}
 	_, port, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(u.url, "http://"), "/ui/"), ":")

@@ -138,7 +138,7 @@ func newUIRig(t *testing.T, token string) *uiRig {
 	if r.b, err = broker.New(c, broker.Options{Prefix: r.prefix}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.b.SetEvents(context.Background(), r.queue, 1000); err != nil {
+	if err := r.b.Inspector().SetEvents(context.Background(), r.queue, 1000); err != nil {
 		t.Fatal(err)
 	}
 	mux := handlers.NewMux()
@@ -171,7 +171,7 @@ func newUIRig(t *testing.T, token string) *uiRig {
 		defer cancel()
 		_ = pool.Shutdown(ctx)
 	})
-	d, err := dashboard.New(dashboard.Config{Broker: r.b, Token: token, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: r.b.Inspector(), Token: token, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func (r *uiRig) enqueue(t *testing.T, kind, id string, meta ...string) {
 		}
 		j.Metadata[meta[i]] = meta[i+1]
 	}
-	if _, err := r.b.Enqueue(context.Background(), j); err != nil {
+	if _, err := r.b.Client().Enqueue(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -219,7 +219,7 @@ func (r *uiRig) enqueue(t *testing.T, kind, id string, meta ...string) {
 func (r *uiRig) waitState(t *testing.T, id string, want broker.State) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if j, err := r.b.Job(context.Background(), r.queue, id); err == nil && j.State == want {
+		if j, err := r.b.Inspector().Job(context.Background(), r.queue, id); err == nil && j.State == want {
 			return
 		}
 	}
@@ -342,16 +342,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		// A queue no pool serves: its expired leases stay unreaped.
 		bctx := context.Background()
 		for i := range 3 {
-			if _, err := r.b.Enqueue(bctx, broker.Job{Queue: "reports", Kind: "render", ID: fmt.Sprintf("report-%d", i)}); err != nil {
+			if _, err := r.b.Client().Enqueue(bctx, broker.Job{Queue: "reports", Kind: "render", ID: fmt.Sprintf("report-%d", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		held, err := r.b.Claim(bctx, "reports", 3, time.Millisecond)
+		held, err := r.b.Leases().Claim(bctx, "reports", 3, time.Millisecond)
 		if err != nil || len(held.Leases) != 3 {
 			t.Fatalf("claim: %v", err)
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if exp, _ := r.b.ExpiredLeases(bctx, "reports", 10); len(exp) == 3 {
+			if exp, _ := r.b.Inspector().ExpiredLeases(bctx, "reports", 10); len(exp) == 3 {
 				break
 			} else if time.Now().After(deadline) {
 				t.Fatal("the leases never expired")
@@ -368,7 +368,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(r.url("/ui/queues/reports/jobs/report-0/release")), chromedp.WaitVisible(chromedp.ID("confirm-release"))); err != nil {
 			t.Fatal(err)
 		}
-		if j, _ := r.b.Job(bctx, "reports", "report-0"); j.State != broker.StateRunning {
+		if j, _ := r.b.Inspector().Job(bctx, "reports", "report-0"); j.State != broker.StateRunning {
 			t.Fatalf("opening the confirmation page changed the job: %s", j.State)
 		}
 		shoot(t, ctx, dir, "release-confirm-1280", 1280)
@@ -376,7 +376,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		flash, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(".flash")))
-		if j, _ := r.b.Job(bctx, "reports", "report-0"); j.State != broker.StatePending || !strings.Contains(flash, "released") {
+		if j, _ := r.b.Inspector().Job(bctx, "reports", "report-0"); j.State != broker.StatePending || !strings.Contains(flash, "released") {
 			t.Fatalf("after confirming, the job is %s and the page says %q", j.State, flash)
 		}
 		if err := chromedp.Do(ctx, chromedp.Navigate(r.url("/ui/")), chromedp.WaitVisible(chromedp.CSS(".queue"))); err != nil {
@@ -399,7 +399,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			noOverflow(t, ctx, p.name)
 		}
 		// The queue actions opened, with the limits form as it starts.
-		if err := r.b.SetMaxRunning(context.Background(), q, 5); err != nil {
+		if err := r.b.Inspector().SetMaxRunning(context.Background(), q, 5); err != nil {
 			t.Fatal(err)
 		}
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(r.url("/ui/queues/"+url.PathEscape(q))),
@@ -440,7 +440,7 @@ func TestDashboardRefusesWithoutToken(t *testing.T) {
 			if err != nil || status != http.StatusForbidden {
 				t.Fatalf("a forged POST from the page answered %d (%v), want 403", status, err)
 			}
-			if j, _ := r.b.Job(context.Background(), r.queue, "receipt-1"); j.State != broker.StateDead {
+			if j, _ := r.b.Inspector().Job(context.Background(), r.queue, "receipt-1"); j.State != broker.StateDead {
 				t.Fatalf("after the forged POST the job is %s, want dead", j.State)
 			}
 		})
@@ -473,7 +473,7 @@ func TestDashboardLargeQueue(t *testing.T) {
 			for i := range jobs {
 				jobs[i] = broker.Job{Queue: "big", Kind: "resize", ID: fmt.Sprintf("img-%06d", start+i), Payload: []byte(`{}`)}
 			}
-			for _, e := range b.EnqueueMany(context.Background(), jobs) {
+			for _, e := range b.Client().EnqueueMany(context.Background(), jobs) {
 				if e.Err != nil {
 					errs <- e.Err
 					return
@@ -486,7 +486,7 @@ func TestDashboardLargeQueue(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector()})
 	if err != nil {
 		t.Fatal(err)
 	}

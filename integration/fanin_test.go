@@ -33,32 +33,32 @@ func TestDependsOnIsBounded(t *testing.T) {
 		deps[i] = fmt.Sprintf("p%d", i)
 		jobs[i] = broker.Job{Queue: "q", Kind: "k", ID: deps[i]}
 	}
-	for _, e := range b.EnqueueMany(ctx, jobs) {
+	for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 		if e.Err != nil {
 			t.Fatal(e.Err)
 		}
 	}
-	_, err = b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "too-many", DependsOn: deps})
+	_, err = b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "too-many", DependsOn: deps})
 	if !errors.Is(err, broker.ErrInvalid) || !strings.Contains(err.Error(), "at most") {
 		t.Fatalf("enqueue with %d dependencies: %v; want a ValidationError naming the bound", n+1, err)
 	}
-	if _, err := b.Job(ctx, "q", "too-many"); !errors.Is(err, broker.ErrJobNotFound) {
+	if _, err := b.Inspector().Job(ctx, "q", "too-many"); !errors.Is(err, broker.ErrJobNotFound) {
 		t.Fatalf("a refused enqueue wrote the job: %v", err)
 	}
 
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "child", DependsOn: deps[:n]}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "child", DependsOn: deps[:n]}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Cancel(ctx, "q", "child"); err != nil {
+	if _, err := b.Inspector().Cancel(ctx, "q", "child"); err != nil {
 		t.Fatal(err)
 	}
 	admin.ConfigSet(ctx, "slowlog-log-slower-than", "0")
 	admin.ConfigSet(ctx, "slowlog-max-len", "100")
 	admin.SlowLogReset(ctx)
-	if _, err := b.Retry(ctx, "q", "child"); err != nil {
+	if _, err := b.Inspector().Retry(ctx, "q", "child"); err != nil {
 		t.Fatal(err)
 	}
-	if j, err := b.Job(ctx, "q", "child"); err != nil || j.State != broker.StateBlocked {
+	if j, err := b.Inspector().Job(ctx, "q", "child"); err != nil || j.State != broker.StateBlocked {
 		t.Fatalf("the retried child: %+v %v; want blocked on its %d dependencies", j, err, n)
 	}
 	worst := slowestScript(t, admin)

@@ -48,12 +48,12 @@ func TestFencedWriteRefusesStaleWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pa.Shutdown(context.Background())
-	id, err := b.Enqueue(ctx, broker.Job{Queue: "fence", Kind: "k"})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: "fence", Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-aStarted
-	if _, err := b.ReleaseUnowned(ctx, "fence", id); err != nil {
+	if _, err := b.Inspector().ReleaseUnowned(ctx, "fence", id); err != nil {
 		t.Fatal(err)
 	}
 	pb, err := worker.New(b, handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {

@@ -91,7 +91,7 @@ func (r *hostileRig) jobKey(id string) string {
 func (r *hostileRig) enqueue(t *testing.T, j broker.Job) string {
 	t.Helper()
 	j.Queue = hostileQueue
-	id, err := r.b.Enqueue(context.Background(), j)
+	id, err := r.b.Client().Enqueue(context.Background(), j)
 	if err != nil {
 		t.Fatalf("enqueue %s: %v", j.Kind, err)
 	}
@@ -178,15 +178,15 @@ func TestHostileInput(t *testing.T) {
 				}
 			}
 			r.wantDone(t, good)
-			if j, err := r.b.Job(context.Background(), hostileQueue, good); err != nil || string(j.Result) != `{"n":7}` {
+			if j, err := r.b.Inspector().Job(context.Background(), hostileQueue, good); err != nil || string(j.Result) != `{"n":7}` {
 				t.Fatalf("neighbour result %q (%v)", j.Result, err)
 			}
 		}},
 		{name: "OversizedPayload", run: func(t *testing.T, r *hostileRig) {
-			_, err := r.b.Enqueue(context.Background(), broker.Job{Queue: hostileQueue, Kind: "hostile.ok",
+			_, err := r.b.Client().Enqueue(context.Background(), broker.Job{Queue: hostileQueue, Kind: "hostile.ok",
 				Payload: make([]byte, broker.MaxPayloadBytesDefault+1)})
 			wantValidation(t, err, "payload")
-			res := r.b.EnqueueMany(context.Background(), []broker.Job{{Queue: hostileQueue, Kind: "hostile.ok",
+			res := r.b.Client().EnqueueMany(context.Background(), []broker.Job{{Queue: hostileQueue, Kind: "hostile.ok",
 				Payload: make([]byte, broker.MaxPayloadBytesDefault+1)}})
 			wantValidation(t, res[0].Err, "payload")
 			r.wantNothingWritten(t)
@@ -206,27 +206,27 @@ func TestHostileInput(t *testing.T) {
 			r.wantDone(t, neighbour)
 		}},
 		{name: "LongIDAndKind", run: func(t *testing.T, r *hostileRig) {
-			_, err := r.b.Enqueue(context.Background(), broker.Job{Queue: hostileQueue, Kind: "hostile.ok", ID: strings.Repeat("i", 2048)})
+			_, err := r.b.Client().Enqueue(context.Background(), broker.Job{Queue: hostileQueue, Kind: "hostile.ok", ID: strings.Repeat("i", 2048)})
 			wantValidation(t, err, "id")
-			_, err = r.b.Enqueue(context.Background(), broker.Job{Queue: hostileQueue, Kind: strings.Repeat("k", 10<<10)})
+			_, err = r.b.Client().Enqueue(context.Background(), broker.Job{Queue: hostileQueue, Kind: strings.Repeat("k", 10<<10)})
 			wantValidation(t, err, "kind")
-			_, err = r.b.Job(context.Background(), hostileQueue, strings.Repeat("i", 2048))
+			_, err = r.b.Inspector().Job(context.Background(), hostileQueue, strings.Repeat("i", 2048))
 			wantValidation(t, err, "id")
 			r.wantNothingWritten(t)
 		}},
 		{name: "NonUTF8", run: func(t *testing.T, r *hostileRig) {
 			ctx := context.Background()
-			_, err := r.b.Enqueue(ctx, broker.Job{Queue: invalidUTF8, Kind: "hostile.ok"})
+			_, err := r.b.Client().Enqueue(ctx, broker.Job{Queue: invalidUTF8, Kind: "hostile.ok"})
 			wantValidation(t, err, "queue")
-			_, err = r.b.Enqueue(ctx, broker.Job{Queue: hostileQueue, Kind: invalidUTF8})
+			_, err = r.b.Client().Enqueue(ctx, broker.Job{Queue: hostileQueue, Kind: invalidUTF8})
 			wantValidation(t, err, "kind")
-			_, err = r.b.Enqueue(ctx, broker.Job{Queue: hostileQueue, Kind: "hostile.ok", ID: invalidUTF8})
+			_, err = r.b.Client().Enqueue(ctx, broker.Job{Queue: hostileQueue, Kind: "hostile.ok", ID: invalidUTF8})
 			wantValidation(t, err, "id")
 			// A long non-UTF-8 value is shortened for the message without
 			// panicking, wherever the cut falls.
-			_, err = r.b.Enqueue(ctx, broker.Job{Queue: hostileQueue, Kind: strings.Repeat("é", 40) + "\xff"})
+			_, err = r.b.Client().Enqueue(ctx, broker.Job{Queue: hostileQueue, Kind: strings.Repeat("é", 40) + "\xff"})
 			wantValidation(t, err, "kind")
-			_, err = r.b.Claim(ctx, invalidUTF8, 1, time.Second)
+			_, err = r.b.Leases().Claim(ctx, invalidUTF8, 1, time.Second)
 			wantValidation(t, err, "queue")
 			r.wantNothingWritten(t)
 		}},
@@ -282,7 +282,7 @@ func TestHostileInput(t *testing.T) {
 				t.Fatalf("the pool did not log the non-hash job key; pool log:\n%s", r.logs.String())
 			}
 			var cje *broker.CorruptJobError
-			if _, err := r.b.Job(ctx, hostileQueue, notHash); !errors.As(err, &cje) {
+			if _, err := r.b.Inspector().Job(ctx, hostileQueue, notHash); !errors.As(err, &cje) {
 				t.Fatalf("Job on a string key: %v; want a *broker.CorruptJobError", err)
 			}
 			// The pool still works after all that.
@@ -295,7 +295,7 @@ func TestHostileInput(t *testing.T) {
 				for i := range 5 {
 					ids = append(ids, r.enqueue(t, broker.Job{Kind: "hostile.json", Payload: fmt.Appendf(nil, `{"n":%d}`, round*10+i)}))
 				}
-				for _, e := range r.b.EnqueueMany(ctx, []broker.Job{{Queue: hostileQueue, Kind: "hostile.ok"}, {Queue: hostileQueue, Kind: "hostile.ok"}}) {
+				for _, e := range r.b.Client().EnqueueMany(ctx, []broker.Job{{Queue: hostileQueue, Kind: "hostile.ok"}, {Queue: hostileQueue, Kind: "hostile.ok"}}) {
 					if e.Err != nil {
 						t.Fatalf("EnqueueMany after SCRIPT FLUSH: %v", e.Err)
 					}

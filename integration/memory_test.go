@@ -27,26 +27,26 @@ func fill(t *testing.T, b *broker.Broker, queue string, done, dead, pending int)
 	payload := []byte(`{"to":"ada@example.com","template":"welcome","locale":"en-GB"}  `) // 64 bytes
 	enqueue := func(n int) {
 		for range n {
-			if _, err := b.Enqueue(ctx, broker.Job{Queue: queue, Kind: "mail", Payload: payload, MaxAttempts: 3}); err != nil {
+			if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: queue, Kind: "mail", Payload: payload, MaxAttempts: 3}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	enqueue(done + dead)
 	for settled := 0; settled < done; {
-		c, err := b.Claim(ctx, queue, min(100, done-settled), time.Minute)
+		c, err := b.Leases().Claim(ctx, queue, min(100, done-settled), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range c.Leases {
-			if _, err := b.Ack(ctx, l, []byte(`{"sent":true}`)); err != nil {
+			if _, err := b.Leases().Ack(ctx, l, []byte(`{"sent":true}`)); err != nil {
 				t.Fatal(err)
 			}
 			settled++
 		}
 	}
 	for { // the rest fail until their attempts are spent
-		c, err := b.Claim(ctx, queue, 100, time.Minute)
+		c, err := b.Leases().Claim(ctx, queue, 100, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func fill(t *testing.T, b *broker.Broker, queue string, done, dead, pending int)
 		}
 		for _, l := range c.Leases {
 			msg := fmt.Sprintf("attempt %d: dial tcp 10.0.0.7:25: connect: connection refused", l.Attempt)
-			if _, _, err := b.Fail(ctx, l, broker.Failure{Error: msg}); err != nil {
+			if _, _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: msg}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -79,7 +79,7 @@ func TestFootprintRealRedis(t *testing.T) {
 	fill(t, b, "mail", 6000, 2000, 2000)
 	grew := usedMemory(t, rdb) - before
 
-	f, err := b.Footprint(ctx, "mail")
+	f, err := b.Inspector().Footprint(ctx, "mail")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestFootprintRealRedis(t *testing.T) {
 		t.Errorf("estimate %d bytes, but used_memory grew %d", f.Estimate, grew)
 	}
 
-	empty, err := b.Footprint(ctx, "never-used")
+	empty, err := b.Inspector().Footprint(ctx, "never-used")
 	if err != nil || !empty.Measured || empty.Sampled != 0 || empty.PerJob != 0 || empty.Estimate != 0 {
 		t.Fatalf("footprint of a queue without keys: %+v, %v", empty, err)
 	}
@@ -132,7 +132,7 @@ func TestFootprintRealRedis(t *testing.T) {
 
 func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
-	ms, err := mustBroker(t, rdb).ServerMemory(context.Background())
+	ms, err := mustBroker(t, rdb).Inspector().ServerMemory(context.Background())
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("server memory: %v %v", ms, err)
 	}
@@ -243,18 +243,18 @@ func TestMemoryOnCluster(t *testing.T) {
 		}
 		maxOf[addr] = mm
 	}
-	all, err := b.ServerMemory(ctx)
+	all, err := b.Inspector().ServerMemory(ctx)
 	if err != nil || len(all) != 3 {
 		t.Fatalf("server memory of the masters: %+v, %v", all, err)
 	}
 	nodes := map[string]bool{}
 	for _, q := range []string{"a", "b", "c", "d", "e", "f"} {
 		fill(t, b, q, 20, 0, 10)
-		f, err := b.Footprint(ctx, q)
+		f, err := b.Inspector().Footprint(ctx, q)
 		if err != nil || !f.Measured || f.Sampled != 2*broker.FootprintSamples || f.Estimate == 0 {
 			t.Fatalf("footprint of %s: %+v, %v", q, f, err)
 		}
-		m, err := b.QueueMemory(ctx, q)
+		m, err := b.Inspector().QueueMemory(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +288,7 @@ func TestWorkerdInspectMemory(t *testing.T) {
 	rdb := startServer(t)
 	b := mustBroker(t, rdb)
 	fill(t, b, "mail", 300, 100, 100)
-	f, err := b.Footprint(context.Background(), "mail")
+	f, err := b.Inspector().Footprint(context.Background(), "mail")
 	if err != nil {
 		t.Fatal(err)
 	}

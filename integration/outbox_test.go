@@ -115,7 +115,7 @@ func testOutbox(t *testing.T, rdb redis.UniversalClient) {
 	// A relay that crashed after enqueueing: the job is in Redis, the row
 	// is still in the outbox.
 	enqueueIn(true, "relayed-before")
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", ID: "relayed-before", Payload: []byte(`{}`)}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", ID: "relayed-before", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	r := newRelay(t, db, b, table, 0)
@@ -126,11 +126,11 @@ func testOutbox(t *testing.T, rdb redis.UniversalClient) {
 	if n, err = r.RelayOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("second RelayOnce = %d, %v; want nothing left", n, err)
 	}
-	c, _ := b.Counts(ctx, "ob")
+	c, _ := b.Inspector().Counts(ctx, "ob")
 	if c.Pending != 2 {
 		t.Fatalf("pending %d, want 2 (committed, relayed-before)", c.Pending)
 	}
-	if _, err := b.Job(ctx, "ob", "rolled-back"); !errors.Is(err, broker.ErrJobNotFound) {
+	if _, err := b.Inspector().Job(ctx, "ob", "rolled-back"); !errors.Is(err, broker.ErrJobNotFound) {
 		t.Fatalf("the rolled-back job reached Redis: %v", err)
 	}
 	var left int
@@ -242,11 +242,11 @@ func TestOutboxCarriesDependenciesAndUniqueKeys(t *testing.T) {
 	ctx := context.Background()
 	for _, j := range []broker.Job{{ID: "parent"}, {ID: "gone"}, {ID: "holder", UniqueKey: "u1"}} {
 		j.Queue, j.Kind = "ob", "k"
-		if _, err := b.Enqueue(ctx, j); err != nil {
+		if _, err := b.Client().Enqueue(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.Cancel(ctx, "ob", "gone"); err != nil {
+	if _, err := b.Inspector().Cancel(ctx, "ob", "gone"); err != nil {
 		t.Fatal(err)
 	}
 	enqueueThroughOutbox(t, db, b, table,
@@ -259,12 +259,12 @@ func TestOutboxCarriesDependenciesAndUniqueKeys(t *testing.T) {
 		t.Errorf("RelayOnce = %d, %v; want 3 jobs, and the held unique key counted as relayed", n, err)
 	}
 	for id, want := range map[string]broker.State{"child": broker.StateBlocked, "follower": broker.StateCancelled, "stubborn": broker.StatePending} {
-		j, err := b.Job(ctx, "ob", id)
+		j, err := b.Inspector().Job(ctx, "ob", id)
 		if err != nil || j.State != want {
 			t.Errorf("job %s: %s, %v; want %s", id, j.State, err, want)
 		}
 	}
-	if _, err := b.Job(ctx, "ob", "second"); !errors.Is(err, broker.ErrJobNotFound) {
+	if _, err := b.Inspector().Job(ctx, "ob", "second"); !errors.Is(err, broker.ErrJobNotFound) {
 		t.Errorf("the job whose unique key was held reached Redis: %v", err)
 	}
 	var left int
@@ -312,7 +312,7 @@ func TestOutboxRefusedRowsMovedAside(t *testing.T) {
 		errs = append(errs, err)
 	}
 	for _, id := range good {
-		if _, err := b.Job(ctx, "ob", id); err != nil {
+		if _, err := b.Inspector().Job(ctx, "ob", id); err != nil {
 			t.Fatalf("%s not relayed within two rounds: %v (rounds answered %v)", id, err, errs)
 		}
 	}
@@ -402,7 +402,7 @@ func TestOutboxWaitsForADependencyStillInTheOutbox(t *testing.T) {
 	if n, err := r.RelayOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("RelayOnce once the parent is free = %d, %v; want 2", n, err)
 	}
-	if j, err := b.Job(ctx, "ob", "child"); err != nil || j.State != broker.StateBlocked {
+	if j, err := b.Inspector().Job(ctx, "ob", "child"); err != nil || j.State != broker.StateBlocked {
 		t.Fatalf("child: %s, %v; want blocked on its parent", j.State, err)
 	}
 	if rows, err := outbox.Refused(ctx, db, table, 0); err != nil || len(rows) != 0 {
@@ -473,7 +473,7 @@ func TestOutboxReadsRowsOfEarlierVersions(t *testing.T) {
 	t.Parallel()
 	db, b, table := outboxRig(t)
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", ID: "parent"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", ID: "parent"}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
@@ -483,30 +483,30 @@ func TestOutboxReadsRowsOfEarlierVersions(t *testing.T) {
 	if n, err := newRelay(t, db, b, table, 0).RelayOnce(ctx); n != 3 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the 3 old rows relayed", n, err)
 	}
-	d, err := b.Job(ctx, "ob", "delayed")
+	d, err := b.Inspector().Job(ctx, "ob", "delayed")
 	if err != nil || d.State != broker.StateScheduled || d.MaxAttempts != 3 || d.Priority != 2 || time.Until(d.RunAt) < 50*time.Minute {
 		t.Errorf("delayed: %+v, %v; want scheduled an hour ahead, 3 attempts, priority 2", d, err)
 	}
-	if a, err := b.Job(ctx, "ob", "at"); err != nil || a.State != broker.StateScheduled || !a.RunAt.Equal(at) {
+	if a, err := b.Inspector().Job(ctx, "ob", "at"); err != nil || a.State != broker.StateScheduled || !a.RunAt.Equal(at) {
 		t.Errorf("at: %s at %v, %v; want scheduled at %v", a.State, a.RunAt, err, at)
 	}
-	if c, err := b.Job(ctx, "ob", "child"); err != nil || c.State != broker.StateBlocked {
+	if c, err := b.Inspector().Job(ctx, "ob", "child"); err != nil || c.State != broker.StateBlocked {
 		t.Errorf("child: %s, %v; want blocked by its parent", c.State, err)
 	}
 	// unique_for_ms holds the key past the job's end.
-	if _, err := b.Cancel(ctx, "ob", "delayed"); err != nil {
+	if _, err := b.Inspector().Cancel(ctx, "ob", "delayed"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", UniqueKey: "u"}); !errors.Is(err, broker.ErrUniqueHeld) {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "ob", Kind: "k", UniqueKey: "u"}); !errors.Is(err, broker.ErrUniqueHeld) {
 		t.Errorf("the key of the cancelled job is free: unique_for_ms was lost (%v)", err)
 	}
 	// The parent's failure policy came along: the child runs anyway.
-	if _, err := b.Cancel(ctx, "ob", "parent"); err != nil {
+	if _, err := b.Inspector().Cancel(ctx, "ob", "parent"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := b.Job(ctx, "ob", "child")
+		c, err := b.Inspector().Job(ctx, "ob", "child")
 		if err == nil && c.State == broker.StatePending {
 			break
 		}

@@ -76,7 +76,7 @@ func TestOutboxKeepsTraceContext(t *testing.T) {
 			producer.SpanContext().TraceID(), producer.Parent().SpanID(), req.SpanContext().TraceID(), req.SpanContext().SpanID())
 	}
 
-	res, err := b.Claim(ctx, "ob", 1, time.Minute)
+	res, err := b.Leases().Claim(ctx, "ob", 1, time.Minute)
 	if err != nil || len(res.Leases) != 1 || res.Leases[0].ID != id {
 		t.Fatalf("Claim = %+v, %v", res, err)
 	}

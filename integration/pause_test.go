@@ -64,7 +64,7 @@ func (r *pauseRig) pause(t *testing.T, d time.Duration) {
 func (r *pauseRig) waitDone(t *testing.T, id string) broker.JobInfo {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if j, err := r.b.Job(context.Background(), worker.QueueDefault, id); err == nil && j.State.Final() {
+		if j, err := r.b.Inspector().Job(context.Background(), worker.QueueDefault, id); err == nil && j.State.Final() {
 			return j
 		}
 	}
@@ -86,7 +86,7 @@ func TestClientPauseShorterThanLease(t *testing.T) {
 			return context.Cause(ctx)
 		}
 	})
-	id, err := r.b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
+	id, err := r.b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestClientPauseLongerThanLease(t *testing.T) {
 		cause <- context.Cause(ctx)
 		return ctx.Err()
 	})
-	id, err := r.b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
+	id, err := r.b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,12 +49,12 @@ func TestBrokerResendsThroughABusyServer(t *testing.T) {
 	b := newBroker(redis.Options{})
 	const q = "q"
 
-	once, err := b.Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1})
+	once, err := b.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	woke := asleep(t, admin, 600*time.Millisecond)
-	res, err := b.Claim(ctx, q, 1, time.Minute)
+	res, err := b.Leases().Claim(ctx, q, 1, time.Minute)
 	if err != nil {
 		t.Fatalf("Claim while Redis was busy: %v", err)
 	}
@@ -64,26 +64,26 @@ func TestBrokerResendsThroughABusyServer(t *testing.T) {
 	if err := <-woke; err != nil {
 		t.Fatalf("DEBUG SLEEP: %v", err)
 	}
-	o, _, err := b.Fail(ctx, res.Leases[0], broker.Failure{Error: "boom", Dead: true})
+	o, _, err := b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: "boom", Dead: true})
 	if err != nil || o != broker.OK {
 		t.Fatalf("Fail of the lease the claim answered: %v %v", o, err)
 	}
 
 	woke = asleep(t, admin, 600*time.Millisecond)
-	prev, err := b.Retry(ctx, q, once)
+	prev, err := b.Inspector().Retry(ctx, q, once)
 	if err != nil || prev != broker.StateDead {
 		t.Fatalf("Retry while Redis was busy answered %q, %v; want dead, no error", prev, err)
 	}
 	<-woke
 
 	woke = asleep(t, admin, 600*time.Millisecond)
-	for i, e := range b.EnqueueMany(ctx, []broker.Job{{Queue: q, Kind: "k", ID: "a"}, {Queue: q, Kind: "k"}, {Queue: "r", Kind: "k"}}) {
+	for i, e := range b.Client().EnqueueMany(ctx, []broker.Job{{Queue: q, Kind: "k", ID: "a"}, {Queue: q, Kind: "k"}, {Queue: "r", Kind: "k"}}) {
 		if e.Err != nil {
 			t.Fatalf("EnqueueMany while Redis was busy: job %d answered %v", i, e.Err)
 		}
 	}
 	<-woke
-	c, err := b.Counts(ctx, q)
+	c, err := b.Inspector().Counts(ctx, q)
 	if err != nil || c.Pending != 3 || c.Running != 0 || c.Dead != 0 {
 		t.Fatalf("counts %+v, %v: want 3 pending (the retried job and two enqueued), none running or dead", c, err)
 	}
@@ -92,17 +92,17 @@ func TestBrokerResendsThroughABusyServer(t *testing.T) {
 	// bound is the broker's alone.
 	quick := newBroker(redis.Options{MaxRetries: -1})
 	woke = asleep(t, admin, 3*time.Second)
-	_, err = quick.Claim(ctx, q, 1, time.Minute)
+	_, err = quick.Leases().Claim(ctx, q, 1, time.Minute)
 	var unknown *broker.OutcomeUnknownError
 	if !errors.Is(err, broker.ErrOutcomeUnknown) || !errors.As(err, &unknown) || unknown.RequestID == "" {
 		t.Fatalf("Claim while Redis stayed busy: %v; want an *OutcomeUnknownError naming the request id", err)
 	}
 	<-woke
-	res, err = quick.ClaimRequest(ctx, unknown.RequestID, q, 1, time.Minute)
+	res, err = quick.Leases().ClaimRequest(ctx, unknown.RequestID, q, 1, time.Minute)
 	if err != nil || len(res.Leases) != 1 || res.Leases[0].ID != once {
 		t.Fatalf("ClaimRequest under the id the error named: %+v, %v; want the lease of %s", res.Leases, err, once)
 	}
-	if info, err := b.Job(ctx, q, once); err != nil || info.ClaimID != res.Leases[0].ClaimID() {
+	if info, err := b.Inspector().Job(ctx, q, once); err != nil || info.ClaimID != res.Leases[0].ClaimID() {
 		t.Fatalf("job %+v, %v: want it held by the lease the re-ask answered", info, err)
 	}
 }

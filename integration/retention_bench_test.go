@@ -48,7 +48,7 @@ func BenchmarkRetentionKeepsPace(b *testing.B) {
 				for i := range jobs {
 					jobs[i] = broker.Job{Queue: queue, Kind: "noop"}
 				}
-				for _, e := range enq.EnqueueMany(ctx, jobs) {
+				for _, e := range enq.Client().EnqueueMany(ctx, jobs) {
 					if e.Err != nil {
 						b.Fatal(e.Err)
 					}

@@ -65,7 +65,7 @@ func secPool(t *testing.T, b *broker.Broker, queue string, logs io.Writer) (*wor
 func secWaitDone(t *testing.T, b *broker.Broker, queue, id string, logs fmt.Stringer) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		j, err := b.Job(context.Background(), queue, id)
+		j, err := b.Inspector().Job(context.Background(), queue, id)
 		if err == nil && j.State == broker.StateDone {
 			return
 		}
@@ -119,7 +119,7 @@ func TestACL(t *testing.T) {
 		if _, err := secPool(t, b, "acl-full", &logs); err != nil {
 			t.Fatalf("start pool as the full user: %v", err)
 		}
-		id, err := b.Enqueue(ctx, broker.Job{Queue: "acl-full", Kind: "sec.ok"})
+		id, err := b.Client().Enqueue(ctx, broker.Job{Queue: "acl-full", Kind: "sec.ok"})
 		if err != nil {
 			t.Fatalf("enqueue as the full user: %v", err)
 		}
@@ -135,7 +135,7 @@ func TestACL(t *testing.T) {
 		if startErr == nil || !strings.Contains(startErr.Error(), "NOPERM") || !strings.Contains(startErr.Error(), "EVAL, EVALSHA and SCRIPT") {
 			t.Fatalf("Start as a user without EVAL/EVALSHA: %v; want NOPERM and what the user needs", startErr)
 		}
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "acl-noeval", Kind: "sec.ok"}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "acl-noeval", Kind: "sec.ok"}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 			t.Fatalf("Enqueue as a user without EVAL/EVALSHA: %v; want NOPERM", err)
 		}
 		if err := b.LoadScripts(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") {
@@ -166,7 +166,7 @@ func TestACL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WRONGPASS") || !strings.Contains(err.Error(), "password") {
 			t.Fatalf("pool start with a wrong password: %v; want WRONGPASS and a hint about the password", err)
 		}
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "acl-wrongpass", Kind: "sec.ok"}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "acl-wrongpass", Kind: "sec.ok"}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 			t.Fatalf("enqueue with a wrong password: %v; want WRONGPASS", err)
 		}
 		cfg := minimalConfig(t, "acl-wrongpass", "")
@@ -313,7 +313,7 @@ func TestTLS(t *testing.T) {
 		if _, err := secPool(t, b, "tls-lib", &logs); err != nil {
 			t.Fatalf("start pool over TLS: %v", err)
 		}
-		id, err := b.Enqueue(ctx, broker.Job{Queue: "tls-lib", Kind: "sec.ok"})
+		id, err := b.Client().Enqueue(ctx, broker.Job{Queue: "tls-lib", Kind: "sec.ok"})
 		if err != nil {
 			t.Fatalf("enqueue over TLS: %v", err)
 		}

@@ -50,7 +50,7 @@ func TestEnqueueWaitReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := b.Enqueue(ctx, broker.Job{Queue: "w", Kind: "k"})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: "w", Kind: "k"})
 	if err != nil {
 		t.Fatalf("Enqueue with WaitReplicas=1 and one replica: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestEnqueueWaitReplicas(t *testing.T) {
 	if err := primary.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range b.EnqueueMany(ctx, []broker.Job{{Queue: "w", Kind: "k"}, {Queue: "w2", Kind: "k"}, {Queue: "w", Kind: "k", ID: id}}) {
+	for _, e := range b.Client().EnqueueMany(ctx, []broker.Job{{Queue: "w", Kind: "k"}, {Queue: "w2", Kind: "k"}, {Queue: "w", Kind: "k", ID: id}}) {
 		if e.ID != id && e.Err != nil {
 			t.Fatalf("EnqueueMany with WaitReplicas=1: %v", e.Err)
 		}
@@ -76,17 +76,17 @@ func TestEnqueueWaitReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	id, err = b2.Enqueue(ctx, broker.Job{Queue: "w", Kind: "k"})
+	id, err = b2.Client().Enqueue(ctx, broker.Job{Queue: "w", Kind: "k"})
 	if !errors.Is(err, broker.ErrNotReplicated) || !strings.Contains(err.Error(), "1 of 2 replicas") {
 		t.Fatalf("Enqueue with WaitReplicas=2 and one replica: %v, want ErrNotReplicated saying 1 of 2", err)
 	}
 	if took := time.Since(began); took < 100*time.Millisecond {
 		t.Fatalf("WAIT returned after %v, before its 100ms timeout", took)
 	}
-	if j, err := b2.Job(ctx, "w", id); err != nil || j.State != broker.StatePending {
+	if j, err := b2.Inspector().Job(ctx, "w", id); err != nil || j.State != broker.StatePending {
 		t.Fatalf("job not replicated in time should still be stored and pending: %+v, %v", j, err)
 	}
-	for _, e := range b2.EnqueueMany(ctx, []broker.Job{{Queue: "w", Kind: "k"}, {Queue: "w2", Kind: "k"}}) {
+	for _, e := range b2.Client().EnqueueMany(ctx, []broker.Job{{Queue: "w", Kind: "k"}, {Queue: "w2", Kind: "k"}}) {
 		if !errors.Is(e.Err, broker.ErrNotReplicated) {
 			t.Fatalf("EnqueueMany with WaitReplicas=2: %v, want ErrNotReplicated", e.Err)
 		}
@@ -236,7 +236,7 @@ func TestSentinelFailover(t *testing.T) {
 			}
 			after := failedAt.Load() != 0
 			ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			id, err := b.Enqueue(ectx, broker.Job{Queue: q, Kind: "k"})
+			id, err := b.Client().Enqueue(ectx, broker.Job{Queue: q, Kind: "k"})
 			cancel()
 			mu.Lock()
 			if err != nil {
@@ -272,7 +272,7 @@ func TestSentinelFailover(t *testing.T) {
 	poll(t, 20*time.Second, "acknowledged jobs to finish", func() (bool, string) {
 		lost, notDone = 0, 0
 		for _, id := range acked {
-			j, err := b.Job(ctx, q, id)
+			j, err := b.Inspector().Job(ctx, q, id)
 			switch {
 			case errors.Is(err, broker.ErrJobNotFound):
 				lost++
@@ -290,7 +290,7 @@ func TestSentinelFailover(t *testing.T) {
 	if r := role(replica); r != "master" {
 		t.Errorf("replica's role after the failover is %q, want master", r)
 	}
-	bad, err := b.Check(ctx, q)
+	bad, err := b.Inspector().Check(ctx, q)
 	if err != nil || len(bad) > 0 {
 		t.Errorf("Check after the failover: %v %v", bad, err)
 	}

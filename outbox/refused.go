@@ -135,7 +135,7 @@ func (r *Relay) dependencyAhead(ctx context.Context, tx *sql.Tx, table string, s
 	if err != nil || ahead {
 		return ahead, err
 	}
-	switch _, err := r.b.Job(ctx, j.Queue, ve.Value); {
+	switch _, err := r.b.Inspector().Job(ctx, j.Queue, ve.Value); {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, broker.ErrJobNotFound), errors.Is(err, broker.ErrInvalid), errors.Is(err, broker.ErrCorruptJob):

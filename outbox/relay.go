@@ -109,7 +109,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	enqueued := 0
 	var relayed []int64
 	var errs []error
-	for i, res := range r.b.EnqueueMany(ctx, jobs) {
+	for i, res := range r.b.Client().EnqueueMany(ctx, jobs) {
 		switch {
 		case res.Err == nil:
 			enqueued++

@@ -174,11 +174,11 @@ func (k *acker) send(batch []*ackReq, acks []broker.Ack, pass func([]broker.Leas
 	// Settlements run on Background, not the acker's context: a handler's
 	// result is sent also while the pool stops, and halt ends its retries.
 	if spec.N == 0 {
-		return p.b.AckMany(context.Background(), acks)
+		return p.b.Leases().AckMany(context.Background(), acks)
 	}
 	defer p.fused.Done()
 	sent := time.Now()
-	outcomes, claimed, err := p.b.AckClaim(context.Background(), acks, spec)
+	outcomes, claimed, err := p.b.Leases().AckClaim(context.Background(), acks, spec)
 	if err != nil {
 		k.recovering.Add(1)
 		go k.recoverClaim(spec, sent, hold(batch))

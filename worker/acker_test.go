@@ -48,7 +48,7 @@ func TestAbandonedHandlerEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range n {
-		if _, err := b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
+		if _, err := b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -65,17 +65,17 @@ func TestShutdownDuringClaimResend(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	j, err := b.Job(ctx, worker.QueueDefault, id)
+	j, err := b.Inspector().Job(ctx, worker.QueueDefault, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if j.State != broker.StatePending || j.Attempt != 0 {
 		// Show what it costs: the lease expires, the reaper charges it.
 		mr.SetTime(time.Now().Add(2 * lease))
-		if _, err := b.Reap(ctx, worker.QueueDefault, 10); err != nil {
+		if _, err := b.Leases().Reap(ctx, worker.QueueDefault, 10); err != nil {
 			t.Fatal(err)
 		}
-		after, _ := b.Job(ctx, worker.QueueDefault, id)
+		after, _ := b.Inspector().Job(ctx, worker.QueueDefault, id)
 		t.Fatalf("after Shutdown the job is %s on attempt %d (no pool holds it); once its lease expires the reaper makes it %s, handler runs %d; want pending, attempt 0",
 			j.State, j.Attempt, after.State, ran.Load())
 	}
@@ -147,16 +147,16 @@ func TestClaimResentThroughAnOutage(t *testing.T) {
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	j, err := b.Job(ctx, worker.QueueDefault, id)
+	j, err := b.Inspector().Job(ctx, worker.QueueDefault, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ran.Load() == 0 && (j.State != broker.StatePending || j.Attempt != 0) {
 		mr.SetTime(time.Now().Add(10 * lease))
-		if _, err := b.Reap(ctx, worker.QueueDefault, 10); err != nil {
+		if _, err := b.Leases().Reap(ctx, worker.QueueDefault, 10); err != nil {
 			t.Fatal(err)
 		}
-		after, _ := b.Job(ctx, worker.QueueDefault, id)
+		after, _ := b.Inspector().Job(ctx, worker.QueueDefault, id)
 		t.Fatalf("after %d failed re-sends the pool gave the claim up: the job is %s on attempt %d, no pool holds it; reaped it is %s, handler runs %d; want it run or pending uncharged",
 			o.resends, j.State, j.Attempt, after.State, ran.Load())
 	}
@@ -184,7 +184,7 @@ func startOneAttempt(t *testing.T, hook redis.Hook, opts *redis.Options, lease t
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if r.id, err = r.b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1}); err != nil {
+	if r.id, err = r.b.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	r.p, err = worker.New(r.b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error { r.ran.Add(1); return nil }),

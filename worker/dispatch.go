@@ -109,7 +109,7 @@ func (d *dispatcher) claimQueue(queue string, n int) (broker.ClaimResult, error)
 func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.ClaimResult, error) {
 	delay := 10 * time.Millisecond
 	for {
-		res, err := p.b.ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
+		res, err := p.b.Leases().ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
 		left := p.cfg.LeaseDuration - time.Since(first)
 		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			return res, err
@@ -211,7 +211,7 @@ func (d *dispatcher) waitWork(dur time.Duration) {
 		if left < time.Millisecond {
 			return
 		}
-		woken, err := p.b.WaitForWork(d.ctx, d.wakeFrom, left)
+		woken, err := p.b.Leases().WaitForWork(d.ctx, d.wakeFrom, left)
 		switch {
 		case woken != "":
 			for _, dr := range d.drained {

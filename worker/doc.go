@@ -8,7 +8,7 @@
 //
 // The pool never builds a Redis key, runs a script or holds a Redis client
 // itself: every Redis operation goes through the broker package — the
-// scripts, the idle wait for a wake-up (broker.Broker.WaitForWork), the
+// scripts, the idle wait for a wake-up (broker.Leases.WaitForWork), the
 // startup checks (CheckServer, QueueMemory) — and so does the decision
 // which errors are worth retrying (broker.IsTransient).
 //

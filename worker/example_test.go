@@ -31,7 +31,7 @@ func ExamplePool() {
 	ctx := context.Background()
 
 	// A producer enqueues; any process with a broker on the same Redis can.
-	id, err := b.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"ada@example.com"}`)})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"ada@example.com"}`)})
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +62,7 @@ func ExamplePool() {
 	if err := pool.Shutdown(sctx); err != nil {
 		panic(err)
 	}
-	info, err := b.Job(ctx, "emails", id)
+	info, err := b.Inspector().Job(ctx, "emails", id)
 	if err != nil {
 		panic(err)
 	}

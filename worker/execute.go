@@ -111,7 +111,7 @@ func (p *Pool) giveBack(a *active) {
 	for {
 		// Background on purpose: the give-back runs as the pool stops, and
 		// its own loop bounds it (the lease, claimAbort).
-		o, st, err := p.b.Release(context.Background(), a.lease)
+		o, st, err := p.b.Leases().Release(context.Background(), a.lease)
 		left := time.Until(a.deadline())
 		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			attrs := middleware.JobAttrs(a.job)
@@ -160,7 +160,7 @@ func (p *Pool) finishWith(a *active, fn func()) {
 // progress is a job's fenced Progress call.
 func (p *Pool) progress(a *active) func(context.Context, []byte) error {
 	return func(ctx context.Context, data []byte) error {
-		o, err := p.b.Progress(ctx, a.lease, data)
+		o, err := p.b.Leases().Progress(ctx, a.lease, data)
 		if err != nil {
 			return fmt.Errorf("fenceq: report progress: %w", err)
 		}

@@ -145,7 +145,7 @@ func TestFusedChaosLostReplies(t *testing.T) {
 			f.on.Store(true)
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				c, err := b.Counts(ctx, worker.QueueDefault)
+				c, err := b.Inspector().Counts(ctx, worker.QueueDefault)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -166,7 +166,7 @@ func TestFusedChaosLostReplies(t *testing.T) {
 				t.Errorf("%d handlers at once, Concurrency %d", most.Load(), conc)
 			}
 			for _, id := range ids {
-				j, err := b.Job(ctx, worker.QueueDefault, id)
+				j, err := b.Inspector().Job(ctx, worker.QueueDefault, id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -224,10 +224,10 @@ func TestFusedChaosShutdown(t *testing.T) {
 				if most.Load() > int32(conc) {
 					t.Errorf("%d handlers at once, Concurrency %d", most.Load(), conc)
 				}
-				c, _ := b.Counts(ctx, worker.QueueDefault)
+				c, _ := b.Inspector().Counts(ctx, worker.QueueDefault)
 				t.Logf("after Shutdown: %+v; lost before %d, after %d (fused %d)", c, f.nBefore.Load(), f.nAfter.Load(), f.fusedLost.Load())
 				for _, id := range ids {
-					j, err := b.Job(ctx, worker.QueueDefault, id)
+					j, err := b.Inspector().Job(ctx, worker.QueueDefault, id)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -254,7 +254,7 @@ func TestFusedChaosPartialPipeline(t *testing.T) {
 	ids := map[string][]string{}
 	for _, q := range []string{"a", "b"} {
 		for range per {
-			id, err := b.Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1})
+			id, err := b.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "k", MaxAttempts: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,8 +285,8 @@ func TestFusedChaosPartialPipeline(t *testing.T) {
 	f.on.Store(true)
 	deadline := time.Now().Add(40 * time.Second)
 	for {
-		ca, _ := b.Counts(ctx, "a")
-		cb, _ := b.Counts(ctx, "b")
+		ca, _ := b.Inspector().Counts(ctx, "a")
+		cb, _ := b.Inspector().Counts(ctx, "b")
 		if ca.Done+ca.Dead+cb.Done+cb.Dead == 2*per {
 			break
 		}
@@ -305,7 +305,7 @@ func TestFusedChaosPartialPipeline(t *testing.T) {
 	}
 	for q, l := range ids {
 		for _, id := range l {
-			j, err := b.Job(ctx, q, id)
+			j, err := b.Inspector().Job(ctx, q, id)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,7 +51,7 @@ func TestIdlePickupTwoQueues(t *testing.T) {
 				n := 1 + i%3 // bursts of 1 to 3: fused claims find the queues drained
 				sent := time.Now()
 				for range n {
-					if _, err := b.Enqueue(ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
+					if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -64,7 +64,7 @@ func TestIdlePickupTwoQueues(t *testing.T) {
 					}
 				}
 				if i == 10 { // from here one slot stays busy
-					if _, err := b.Enqueue(ctx, broker.Job{Queue: "a", Kind: "block"}); err != nil {
+					if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "a", Kind: "block"}); err != nil {
 						t.Fatal(err)
 					}
 					time.Sleep(50 * time.Millisecond)

@@ -32,7 +32,7 @@ func twoQueues(t *testing.T, cfg worker.Config, backlog, trigger int) (bRunsBefo
 	}
 	ctx := context.Background()
 	for range backlog {
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "b", Kind: "k"}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "b", Kind: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,7 +46,7 @@ func twoQueues(t *testing.T, cfg worker.Config, backlog, trigger int) (bRunsBefo
 		}
 		if bRuns.Add(1) == int64(trigger) {
 			once.Do(func() {
-				if _, err := b.Enqueue(ctx, broker.Job{Queue: "a", Kind: "k"}); err != nil {
+				if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "a", Kind: "k"}); err != nil {
 					panic(err)
 				}
 			})
@@ -132,17 +132,17 @@ func TestLimitedQueueNotStarvedByDrainedFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := b.SetMaxRunning(ctx, "a", 1); err != nil {
+	if err := b.Inspector().SetMaxRunning(ctx, "a", 1); err != nil {
 		t.Fatal(err)
 	}
 	const na, nb = 40, 400
 	for range na {
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "a", Kind: "k"}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "a", Kind: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range nb {
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "b", Kind: "k"}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "b", Kind: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}

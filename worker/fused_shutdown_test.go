@@ -88,11 +88,11 @@ func TestShutdownDuringFusedCall(t *testing.T) {
 			}
 			st := p.Stats()
 			t.Logf("stats %+v", st)
-			first, err := b.Job(ctx, worker.QueueDefault, ids[0])
+			first, err := b.Inspector().Job(ctx, worker.QueueDefault, ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
-			second, err := b.Job(ctx, worker.QueueDefault, ids[1])
+			second, err := b.Inspector().Job(ctx, worker.QueueDefault, ids[1])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,11 +158,11 @@ func TestShutdownWaitsForAbandonedHandlersFusedClaim(t *testing.T) {
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := b.Counts(ctx, worker.QueueDefault)
+	c, err := b.Inspector().Counts(ctx, worker.QueueDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := b.Job(ctx, worker.QueueDefault, ids[1])
+	second, err := b.Inspector().Job(ctx, worker.QueueDefault, ids[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestShutdownWaitsForAbandonedHandlersFusedClaim(t *testing.T) {
 	// Without Shutdown waiting, the asking goes on after it: let it end
 	// before the test's server does.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if c, err := b.Counts(ctx, worker.QueueDefault); err != nil || c.Running == 0 {
+		if c, err := b.Inspector().Counts(ctx, worker.QueueDefault); err != nil || c.Running == 0 {
 			break
 		}
 	}

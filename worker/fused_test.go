@@ -49,7 +49,7 @@ func fusedBrokers(t *testing.T, n int, hooks ...redis.Hook) (b, pb *broker.Broke
 	}
 	b, pb = client(), client(hooks...)
 	for range n {
-		id, err := b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
+		id, err := b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func fusedBrokers(t *testing.T, n int, hooks ...redis.Hook) (b, pb *broker.Broke
 func waitFinished(t *testing.T, b *broker.Broker, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := b.Counts(context.Background(), worker.QueueDefault)
+		c, err := b.Inspector().Counts(context.Background(), worker.QueueDefault)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestFusedClaimReplyLost(t *testing.T) {
 				t.Fatal("no settlement claimed a job: the test lost nothing")
 			}
 			for i, id := range ids {
-				j, err := b.Job(context.Background(), worker.QueueDefault, id)
+				j, err := b.Inspector().Job(context.Background(), worker.QueueDefault, id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -225,7 +225,7 @@ func TestFusedClaimKeepsPriority(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = broker.Job{Queue: "low", Kind: "low"}
 	}
-	for _, e := range b.EnqueueMany(ctx, jobs) {
+	for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 		if e.Err != nil {
 			t.Fatal(e.Err)
 		}
@@ -238,7 +238,7 @@ func TestFusedClaimKeepsPriority(t *testing.T) {
 			return nil
 		}
 		if lowDone.Add(1) == 10 {
-			if _, err := b.Enqueue(ctx, broker.Job{Queue: "high", Kind: "high"}); err != nil {
+			if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "high", Kind: "high"}); err != nil {
 				t.Error(err)
 			}
 		}

@@ -74,7 +74,7 @@ func (h *heartbeat) renew(interval time.Duration) bool {
 	// Its watchdog takes care of it.
 	ctx, cancel := context.WithTimeout(context.Background(), interval)
 	began := time.Now()
-	rs, err := p.b.Renew(ctx, leases, p.cfg.LeaseDuration)
+	rs, err := p.b.Leases().Renew(ctx, leases, p.cfg.LeaseDuration)
 	cancel()
 	if p.cfg.OnRenew != nil {
 		p.cfg.OnRenew(time.Since(began), len(leases), err)

@@ -118,12 +118,12 @@ func TestSettlingLeasePastDeadlineLeavesOthersRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	longID, err := b.Enqueue(ctx, broker.Job{Queue: "a", Kind: "long"})
+	longID, err := b.Client().Enqueue(ctx, broker.Job{Queue: "a", Kind: "long"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-longStarted
-	quickID, err := b.Enqueue(ctx, broker.Job{Queue: "b", Kind: "quick"})
+	quickID, err := b.Client().Enqueue(ctx, broker.Job{Queue: "b", Kind: "quick"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestSettlingLeasePastDeadlineLeavesOthersRenewed(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for _, j := range []struct{ queue, id string }{{"a", longID}, {"b", quickID}} {
-		info, err := b.Wait(wctx, j.queue, j.id)
+		info, err := b.Client().Wait(wctx, j.queue, j.id)
 		if err != nil || info.State != broker.StateDone {
 			t.Fatalf("job %s of queue %s: %+v, %v; want done", j.id, j.queue, info, err)
 		}

@@ -118,13 +118,13 @@ func runOneJob(t *testing.T, hook redis.Hook, h handlers.Handler, maxAttempts in
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: maxAttempts})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: maxAttempts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var j broker.JobInfo
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if j, err = b.Job(ctx, worker.QueueDefault, id); err == nil && j.State.Final() {
+		if j, err = b.Inspector().Job(ctx, worker.QueueDefault, id); err == nil && j.State.Final() {
 			break
 		}
 		if time.Now().After(deadline) {

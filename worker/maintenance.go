@@ -119,7 +119,7 @@ func (m *maintenance) waitDue(d time.Duration) {
 func (m *maintenance) reap() (more bool) {
 	p := m.p
 	for _, q := range p.cfg.Queues {
-		res, err := p.b.Reap(m.ctx, q.Name, p.cfg.ReapBatch)
+		res, err := p.b.Leases().Reap(m.ctx, q.Name, p.cfg.ReapBatch)
 		if err != nil {
 			if m.ctx.Err() != nil {
 				return false // stopped
@@ -149,7 +149,7 @@ func (m *maintenance) reap() (more bool) {
 func (m *maintenance) trim(queue string) (full bool) {
 	p := m.p
 	step := max(m.trimStep[queue], p.cfg.ReapBatch)
-	trimmed, err := p.b.Trim(m.ctx, queue, p.cfg.trimRetention(), step)
+	trimmed, err := p.b.Leases().Trim(m.ctx, queue, p.cfg.trimRetention(), step)
 	if err != nil {
 		if m.ctx.Err() != nil {
 			return false // stopped

@@ -57,18 +57,18 @@ func TestOrphanReapedWithinIntervalUnderLoad(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = broker.Job{Queue: worker.QueueDefault, Kind: "busy"}
 	}
-	for _, r := range b.EnqueueMany(ctx, jobs) {
+	for _, r := range b.Client().EnqueueMany(ctx, jobs) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
 	// The orphan: claimed ahead of the backlog by a worker that then
 	// vanishes, just before the pool starts on the backlog.
-	orphan, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "orphan", Priority: broker.PriorityMax})
+	orphan, err := b.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "orphan", Priority: broker.PriorityMax})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.Claim(ctx, worker.QueueDefault, 1, lease)
+	res, err := b.Leases().Claim(ctx, worker.QueueDefault, 1, lease)
 	if err != nil || len(res.Leases) != 1 || res.Leases[0].ID != orphan {
 		t.Fatalf("orphan claim: %v", err)
 	}
@@ -92,7 +92,7 @@ func TestOrphanReapedWithinIntervalUnderLoad(t *testing.T) {
 	// interval lost to each claim or of recovery only at restart.
 	bound := lease + reapInterval + 500*time.Millisecond
 	for {
-		j, err := b.Job(ctx, worker.QueueDefault, orphan)
+		j, err := b.Inspector().Job(ctx, worker.QueueDefault, orphan)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestOrphanReapedWithinIntervalUnderLoad(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	counts, err := b.Counts(ctx, worker.QueueDefault)
+	counts, err := b.Inspector().Counts(ctx, worker.QueueDefault)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (o *outage) start(t *testing.T, h handlers.HandlerFunc, lease time.Duration
 func (o *outage) waitDone(t *testing.T, id string) broker.JobInfo {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if j, err := o.b.Job(context.Background(), worker.QueueDefault, id); err == nil && j.State.Final() {
+		if j, err := o.b.Inspector().Job(context.Background(), worker.QueueDefault, id); err == nil && j.State.Final() {
 			return j
 		}
 	}
@@ -74,7 +74,7 @@ func TestOutageShorterThanLease(t *testing.T) {
 		<-finish
 		return nil
 	}, 10*time.Second)
-	id, err := o.b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
+	id, err := o.b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestOutageLongerThanLease(t *testing.T) {
 		cause <- context.Cause(ctx)
 		return ctx.Err()
 	}, 300*time.Millisecond)
-	id, err := o.b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
+	id, err := o.b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestShutdownLeaksNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
+		if _, err := b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
 			t.Fatal(err)
 		}
 		<-ran
@@ -223,7 +223,7 @@ func TestShutdownWithEndedContextBlamesNothing(t *testing.T) {
 			t.Errorf("the log says %q:\n%s", wrong, out)
 		}
 	}
-	if c, err := b.Counts(context.Background(), worker.QueueDefault); err != nil || c.Running != 0 || c.Pending != 3 {
+	if c, err := b.Inspector().Counts(context.Background(), worker.QueueDefault); err != nil || c.Running != 0 || c.Pending != 3 {
 		t.Fatalf("after Shutdown: %+v, %v; want the 3 jobs pending again", c, err)
 	}
 }

@@ -104,7 +104,7 @@ func newScheduler(p *Pool) (*scheduler, error) {
 		if err != nil {
 			return nil, &ConfigError{Field: "Periodic", Err: err}
 		}
-		if err := p.b.ValidateJob(pc.Job); err != nil {
+		if err := p.b.Client().ValidateJob(pc.Job); err != nil {
 			return nil, &ConfigError{Field: "Periodic", Reason: fmt.Sprintf("periodic %q", pc.Name), Err: err}
 		}
 		s.scheds = append(s.scheds, sc)
@@ -163,7 +163,7 @@ func (sr *scheduler) enqueueTick(s *schedule, tick time.Time) {
 	j := s.Job
 	j.ID = tickID(s.Name, tick)
 	err := p.retry("enqueue periodic", func() slog.Attr { return slog.String("periodic", s.Name) }, func(ctx context.Context) error {
-		_, err := p.b.Enqueue(ctx, j)
+		_, err := p.b.Client().Enqueue(ctx, j)
 		return err
 	})
 	switch {

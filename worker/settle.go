@@ -136,7 +136,9 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		}
 		return
 	case outcomeInterrupted:
-		call = func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.Release(ctx, a.lease) }
+		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
+			return p.b.Leases().Release(ctx, a.lease)
+		}
 	case outcomeDone:
 		call = func(context.Context) (broker.Outcome, broker.State, error) {
 			o, err := p.acker.ack(a) // batched with other successes
@@ -145,23 +147,25 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 	case outcomeSnooze:
 		delay := snoozeDelay(herr)
 		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Snooze(ctx, a.lease, delay) },
+			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Leases().Snooze(ctx, a.lease, delay) },
 				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-					return p.b.SnoozeClaim(ctx, a.lease, delay, c)
+					return p.b.Leases().SnoozeClaim(ctx, a.lease, delay, c)
 				})
 		}
 	case outcomeUnhandled:
 		u := p.cfg.unhandled(a.lease)
-		call = func(ctx context.Context) (broker.Outcome, broker.State, error) { return p.b.GiveBack(ctx, a.lease, u) }
+		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
+			return p.b.Leases().GiveBack(ctx, a.lease, u)
+		}
 	case outcomeRetry, outcomeDead:
 		f := broker.Failure{Error: herr.Error(), Dead: o == outcomeDead}
 		if !f.Dead {
 			f.Backoff = p.cfg.backoff(a.lease.Kind, a.lease.Attempt)
 		}
 		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Fail(ctx, a.lease, f) },
+			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Leases().Fail(ctx, a.lease, f) },
 				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-					return p.b.FailClaim(ctx, a.lease, f, c)
+					return p.b.Leases().FailClaim(ctx, a.lease, f, c)
 				})
 		}
 	}

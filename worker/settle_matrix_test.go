@@ -124,11 +124,11 @@ func settleRig(t *testing.T) (*Pool, *broker.Broker) {
 func settleOnce(t *testing.T, p *Pool, b *broker.Broker, queue, ret, cause string) string {
 	t.Helper()
 	ctx := context.Background()
-	id, err := b.Enqueue(ctx, broker.Job{Queue: queue, Kind: "k", MaxAttempts: 3})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: queue, Kind: "k", MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.Claim(ctx, queue, 1, time.Minute)
+	res, err := b.Leases().Claim(ctx, queue, 1, time.Minute)
 	if err != nil || len(res.Leases) != 1 {
 		t.Fatalf("claim: %v %d", err, len(res.Leases))
 	}
@@ -149,12 +149,12 @@ func settleOnce(t *testing.T, p *Pool, b *broker.Broker, queue, ret, cause strin
 	case "lost":
 		cancel(handlers.ErrLeaseLost)
 	case "cancelled":
-		if _, err := b.Cancel(ctx, queue, id); err != nil {
+		if _, err := b.Inspector().Cancel(ctx, queue, id); err != nil {
 			t.Fatal(err)
 		}
 		cancel(handlers.ErrJobCancelled)
 	case "replaced":
-		if _, err := b.ReleaseUnowned(ctx, queue, id); err != nil {
+		if _, err := b.Inspector().ReleaseUnowned(ctx, queue, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,7 +173,7 @@ func settleOnce(t *testing.T, p *Pool, b *broker.Broker, queue, ret, cause strin
 	p.settle(a, herr)
 	after := p.Stats()
 
-	j, err := b.Job(ctx, queue, id)
+	j, err := b.Inspector().Job(ctx, queue, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestSharedQueueOneStopsWithALostReply(t *testing.T) {
 		jobs[i] = broker.Job{Queue: worker.QueueDefault, Kind: "k", MaxAttempts: 5}
 	}
 	ids := make([]string, n)
-	for i, r := range b.EnqueueMany(ctx, jobs) {
+	for i, r := range b.Client().EnqueueMany(ctx, jobs) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
@@ -92,7 +92,7 @@ func TestSharedQueueOneStopsWithALostReply(t *testing.T) {
 	deadline := time.Now().Add(lease / 2) // well before any lease expires: no reaper helps
 	for _, id := range ids {
 		for {
-			j, err := b.Job(ctx, worker.QueueDefault, id)
+			j, err := b.Inspector().Job(ctx, worker.QueueDefault, id)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -80,7 +80,7 @@ func (r *shutdownRig) close() {
 
 func (r *shutdownRig) enqueue(t *testing.T) string {
 	t.Helper()
-	id, err := r.b.Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
+	id, err := r.b.Client().Enqueue(context.Background(), broker.Job{Queue: worker.QueueDefault, Kind: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func (r *shutdownRig) enqueue(t *testing.T) string {
 
 func (r *shutdownRig) job(t *testing.T, id string) broker.JobInfo {
 	t.Helper()
-	j, err := r.b.Job(context.Background(), worker.QueueDefault, id)
+	j, err := r.b.Inspector().Job(context.Background(), worker.QueueDefault, id)
 	if err != nil {
 		t.Fatal(err)
 	}

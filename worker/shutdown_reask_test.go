@@ -39,7 +39,7 @@ func TestShutdownDeadlineEndsFusedClaimReask(t *testing.T) {
 	}
 	ctx := context.Background()
 	for range 3 {
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestAcksGoOnWhileAClaimIsAskedAgain(t *testing.T) {
 	id := <-slowID
 	close(slow) // the other running job succeeds while the claim is asked for again
 	for {
-		j, err := b.Job(context.Background(), worker.QueueDefault, id)
+		j, err := b.Inspector().Job(context.Background(), worker.QueueDefault, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,7 @@ const rateWindow = 60
 // refuses to start, and skips a server that does not report its memory.
 // On a Cluster, each master is weighed against the pool's queues it holds.
 func (p *Pool) checkMemory(ctx context.Context) {
-	r := p.cfg.trimRetention() // broker.Trim's terms: 0 is no limit
+	r := p.cfg.trimRetention() // broker.Leases.Trim's terms: 0 is no limit
 	type node struct {
 		mem       broker.ServerMemory
 		queues    []string
@@ -57,7 +57,7 @@ func (p *Pool) checkMemory(ctx context.Context) {
 	var nodes []*node
 	byAddr := map[string]*node{}
 	for _, q := range p.queueNames() {
-		m, err := p.b.QueueMemory(ctx, q)
+		m, err := p.b.Inspector().QueueMemory(ctx, q)
 		if err != nil {
 			p.log.Debug("fenceq cannot read Redis's memory; not checking maxmemory", slog.Any("error", err))
 			return
@@ -102,7 +102,7 @@ func (p *Pool) checkMemory(ctx context.Context) {
 func keptJobs(ctx context.Context, b *broker.Broker, queue string, r broker.Retention) (int64, []string, error) {
 	var doneRate, failRate float64
 	if r.Done > 0 && r.MaxDone == 0 || r.Dead > 0 && r.MaxDead == 0 {
-		ms, err := b.Throughput(ctx, queue, rateWindow)
+		ms, err := b.Inspector().Throughput(ctx, queue, rateWindow)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -141,7 +141,7 @@ func keptJobs(ctx context.Context, b *broker.Broker, queue string, r broker.Rete
 // bytesPerJob is what one job of queue costs, hash and index entry, by
 // sampling; BytesPerJobDefault when there is nothing to sample.
 func bytesPerJob(ctx context.Context, b *broker.Broker, queue string) int64 {
-	f, err := b.Footprint(ctx, queue)
+	f, err := b.Inspector().Footprint(ctx, queue)
 	if err != nil || !f.Measured || f.Sampled == 0 {
 		return BytesPerJobDefault
 	}

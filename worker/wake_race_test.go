@@ -72,7 +72,7 @@ func TestWakeBetweenClaimAndBlock(t *testing.T) {
 	var sent time.Time
 	hook := &enqueueAfterClaim{enqueued: make(chan struct{}), enqueue: func() {
 		sent = time.Now()
-		if _, err := ob.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
+		if _, err := ob.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "k"}); err != nil {
 			t.Error(err)
 		}
 	}}

@@ -18,7 +18,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := b.ReleaseUnowned(ctx, pos[0], pos[1])
+	r, err := b.Inspector().ReleaseUnowned(ctx, pos[0], pos[1])
 	if err != nil {
 		return jobError(ctx, e, b, pos[0], err)
 	}
@@ -52,7 +52,7 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(pos) == 2 {
-		prev, err := b.Retry(ctx, pos[0], pos[1])
+		prev, err := b.Inspector().Retry(ctx, pos[0], pos[1])
 		if err != nil {
 			return jobError(ctx, e, b, pos[0], err)
 		}
@@ -69,7 +69,7 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 	if n == 0 {
 		n = math.MaxInt
 	}
-	total, err := b.RetryDead(ctx, pos[0], n)
+	total, err := b.Inspector().RetryDead(ctx, pos[0], n)
 	if err != nil {
 		if total > 0 {
 			fmt.Fprintf(e.stdout, "retrying %d dead job(s) of %s\n", total, pos[0])
@@ -85,7 +85,7 @@ func runCancel(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := b.Cancel(ctx, pos[0], pos[1])
+	st, err := b.Inspector().Cancel(ctx, pos[0], pos[1])
 	if err != nil {
 		return jobError(ctx, e, b, pos[0], err)
 	}
@@ -151,7 +151,7 @@ func checkTargets(ctx context.Context, e *env, args []string) (*broker.Broker, [
 		}
 		return b, pos, nil
 	}
-	queues, err := b.Queues(ctx)
+	queues, err := b.Inspector().Queues(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,7 +161,7 @@ func checkTargets(ctx context.Context, e *env, args []string) (*broker.Broker, [
 // checkQueue prints each inconsistency confirmed in queue q, one a line,
 // and answers how many there were and how many more were not read again.
 func checkQueue(ctx context.Context, e *env, b *broker.Broker, q string) (confirmed, unsure int, err error) {
-	found, err := b.Check(ctx, q)
+	found, err := b.Inspector().Check(ctx, q)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -233,7 +233,7 @@ func runPause(ctx context.Context, e *env, args []string) error {
 	if err := requireQueueToSet(ctx, b, q, true, *create); err != nil {
 		return err
 	}
-	if err := b.Pause(ctx, q); err != nil {
+	if err := b.Inspector().Pause(ctx, q); err != nil {
 		return notFoundIsFailure(e, err)
 	}
 	fmt.Fprintf(e.stdout, "paused %s: enqueues are accepted, nothing is claimed; running jobs finish\n", q)
@@ -249,7 +249,7 @@ func runResume(ctx context.Context, e *env, args []string) error {
 	if err := requireQueue(ctx, b, q, ""); err != nil {
 		return err
 	}
-	if err := b.Resume(ctx, q); err != nil {
+	if err := b.Inspector().Resume(ctx, q); err != nil {
 		return notFoundIsFailure(e, err)
 	}
 	fmt.Fprintf(e.stdout, "resumed %s\n", q)
@@ -276,7 +276,7 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	l, err := b.Limits(ctx, q)
+	l, err := b.Inspector().Limits(ctx, q)
 	if err != nil {
 		return notFoundIsFailure(e, err)
 	}
@@ -339,9 +339,9 @@ func (o *limitFlags) apply(ctx context.Context, e *env, b *broker.Broker) error 
 	q := o.queue
 	var err error
 	if o.clear {
-		err = b.SetLimits(ctx, q, broker.Limits{})
+		err = b.Inspector().SetLimits(ctx, q, broker.Limits{})
 	} else {
-		_, err = b.ChangeLimits(ctx, q, broker.LimitsChange{
+		_, err = b.Inspector().ChangeLimits(ctx, q, broker.LimitsChange{
 			To:         broker.Limits{MaxRunning: o.maxRunning, Rate: o.rate, Per: o.per},
 			MaxRunning: o.given["max-running"], Rate: o.given["rate"], Per: o.given["per"],
 		})
@@ -380,11 +380,11 @@ func runEvents(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *off || *keep > 0 {
-		if err := b.SetEvents(ctx, q, *keep); err != nil {
+		if err := b.Inspector().SetEvents(ctx, q, *keep); err != nil {
 			return notFoundIsFailure(e, err)
 		}
 	}
-	n, err := b.EventsKept(ctx, q)
+	n, err := b.Inspector().EventsKept(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -404,7 +404,7 @@ const createHelp = "set up a queue that has no jobs yet (without it, a name that
 // that went on would show or change nothing the user meant. hint ends the
 // message.
 func requireQueue(ctx context.Context, b *broker.Broker, q, hint string) error {
-	qs, err := b.Queues(ctx)
+	qs, err := b.Inspector().Queues(ctx)
 	if err != nil {
 		return err
 	}
@@ -413,18 +413,18 @@ func requireQueue(ctx context.Context, b *broker.Broker, q, hint string) error {
 	}
 	// Set up ahead of its first job (pause --create, limit, events): known
 	// too, so that it can be inspected, resumed and changed again.
-	paused, err := b.Paused(ctx, q)
+	paused, err := b.Inspector().Paused(ctx, q)
 	if err != nil {
 		if errors.Is(err, broker.ErrInvalid) {
 			return usagef("%v", err)
 		}
 		return err
 	}
-	limits, err := b.Limits(ctx, q)
+	limits, err := b.Inspector().Limits(ctx, q)
 	if err != nil {
 		return err
 	}
-	events, err := b.EventsKept(ctx, q)
+	events, err := b.Inspector().EventsKept(ctx, q)
 	if err != nil {
 		return err
 	}

@@ -390,7 +390,7 @@ func (bn *bencher) enqueueRates(n int) (single, batch float64, err error) {
 	payload := []byte(`{"n":1}`)
 	start := time.Now()
 	for range n / 4 {
-		if _, err := b.Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "noop", Payload: payload}); err != nil {
+		if _, err := b.Client().Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "noop", Payload: payload}); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -405,7 +405,7 @@ func (bn *bencher) enqueueRates(n int) (single, batch float64, err error) {
 
 // enqueueConcurrent measures n jobs enqueued one at a time by conc
 // goroutines, each waiting for its answer before its next job: with
-// Broker.Enqueue, or through a Batcher (then also the mean jobs per round
+// Client.Enqueue, or through a Batcher (then also the mean jobs per round
 // trip).
 func (bn *bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch float64, err error) {
 	c, b, _, q, err := bn.client(conc + 10)
@@ -413,7 +413,7 @@ func (bn *bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch
 		return 0, 0, err
 	}
 	defer c.Close()
-	enqueue := b.Enqueue
+	enqueue := b.Client().Enqueue
 	var bt *broker.Batcher
 	if batcher {
 		if bt, err = broker.NewBatcher(b, broker.BatcherOptions{}); err != nil {
@@ -459,7 +459,7 @@ func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []
 	for i := 0; i < n; i++ {
 		batch = append(batch, broker.Job{Queue: q, Kind: "noop", Payload: payload})
 		if len(batch) == enqueueBatch || i == n-1 {
-			for _, r := range b.EnqueueMany(ctx, batch) {
+			for _, r := range b.Client().EnqueueMany(ctx, batch) {
 				if r.Err != nil {
 					return r.Err
 				}
@@ -472,7 +472,7 @@ func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []
 
 func (bn *bencher) memoryPerJob(n int) (float64, error) {
 	used := func(b *broker.Broker) (int64, error) {
-		ms, err := b.ServerMemory(bn.ctx) // one server: bench runs on a single node
+		ms, err := b.Inspector().ServerMemory(bn.ctx) // one server: bench runs on a single node
 		if err != nil {
 			return 0, err
 		}
@@ -607,7 +607,7 @@ func (bn *bencher) pickup(loaded bool, samples int) ([3]float64, error) {
 	for range samples {
 		time.Sleep(3 * time.Millisecond)
 		t0 := time.Now()
-		if _, err := b.Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "probe", Payload: []byte(`{}`), Priority: 0}); err != nil {
+		if _, err := b.Client().Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "probe", Payload: []byte(`{}`), Priority: 0}); err != nil {
 			return [3]float64{}, err
 		}
 		select {

@@ -214,7 +214,7 @@ func (d *demo) seedingEnded(work context.Context, err error) error {
 // trickle enqueues one to three more demo jobs.
 func (d *demo) trickle(work context.Context) error {
 	for range 1 + rand.IntN(3) {
-		if _, err := d.b.Enqueue(work, demoJob()); err != nil {
+		if _, err := d.b.Client().Enqueue(work, demoJob()); err != nil {
 			if work.Err() == nil {
 				return fmt.Errorf("enqueue a demo job: %w", err)
 			}
@@ -284,7 +284,7 @@ func seed(ctx context.Context, b *broker.Broker, n int, enqueued *atomic.Int64) 
 		for i := range batch {
 			batch[i] = demoJob()
 		}
-		for _, r := range b.EnqueueMany(ctx, batch) {
+		for _, r := range b.Client().EnqueueMany(ctx, batch) {
 			if r.Err != nil {
 				return r.Err
 			}
@@ -301,7 +301,7 @@ func seed(ctx context.Context, b *broker.Broker, n int, enqueued *atomic.Int64) 
 type counter struct{ width int }
 
 func (c *counter) read(ctx context.Context, b *broker.Broker) (string, error) {
-	n, err := b.Counts(ctx, devQueue)
+	n, err := b.Inspector().Counts(ctx, devQueue)
 	if err != nil {
 		return "", err
 	}

@@ -76,7 +76,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer flushSpans()
-	got := b.EnqueueMany(ctx, []broker.Job{j})[0]
+	got := b.Client().EnqueueMany(ctx, []broker.Job{j})[0]
 	switch {
 	case errors.Is(got.Err, broker.ErrUniqueHeld):
 		// The holder's id is what the caller wants: the job that will run.
@@ -90,7 +90,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, got.ID)
 		return nil
 	}
-	info, err := b.Wait(ctx, queue, got.ID)
+	info, err := b.Client().Wait(ctx, queue, got.ID)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 		lastReport time.Time
 	)
 	flush := func() {
-		for i, r := range b.EnqueueMany(ctx, batch) {
+		for i, r := range b.Client().EnqueueMany(ctx, batch) {
 			switch {
 			case errors.Is(r.Err, broker.ErrUniqueHeld):
 				// Not a failure: the job the line asks for is the holder.

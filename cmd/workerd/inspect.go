@@ -133,11 +133,11 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 }
 
 func overviewJSON(ctx context.Context, b *broker.Broker, q string) (queueJSON, error) {
-	o, err := b.Overview(ctx, q)
+	o, err := b.Inspector().Overview(ctx, q)
 	if err != nil {
 		return queueJSON{}, err
 	}
-	f, err := b.Footprint(ctx, q)
+	f, err := b.Inspector().Footprint(ctx, q)
 	if err != nil {
 		return queueJSON{}, err
 	}
@@ -185,7 +185,7 @@ func perJob(o queueJSON) string {
 }
 
 func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) error {
-	qs, err := b.Queues(ctx)
+	qs, err := b.Inspector().Queues(ctx)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func inspectQueue(ctx context.Context, e *env, b *broker.Broker, q string, limit
 	if err != nil {
 		return err
 	}
-	ls, err := b.Leases(ctx, q, limit)
+	ls, err := b.Inspector().Leases(ctx, q, limit)
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func memoryLine(o queueJSON) string {
 }
 
 func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJSON bool) error {
-	j, err := b.Job(ctx, q, id)
+	j, err := b.Inspector().Job(ctx, q, id)
 	if err != nil {
 		if errors.Is(err, broker.ErrJobNotFound) {
 			if err := requireQueue(ctx, b, q, ""); err != nil {
@@ -406,7 +406,7 @@ func age(seconds float64) string {
 // followEvents tails the queue's event stream: the last twenty events,
 // then every later one, in order, as it happens, until interrupted.
 func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSON bool) error {
-	kept, err := b.EventsKept(ctx, q)
+	kept, err := b.Inspector().EventsKept(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -414,7 +414,7 @@ func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSO
 		fmt.Fprintf(e.stderr, "queue %s records no events; turn them on with 'workerd events %s --keep 10000'\n", q, q)
 		return errFailed
 	}
-	evs, err := b.RecentEvents(ctx, q, 20)
+	evs, err := b.Inspector().RecentEvents(ctx, q, 20)
 	if err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSO
 			}
 			fmt.Fprintf(e.stdout, "%s  %-16s %s  gen %d  %s\n", ev.Time.UTC().Format("15:04:05.000"), ev.Event, ev.JobID, ev.Generation, ev.Detail)
 		}
-		if evs, err = b.Events(ctx, q, after, 1000, time.Second); err != nil && ctx.Err() == nil {
+		if evs, err = b.Inspector().Events(ctx, q, after, 1000, time.Second); err != nil && ctx.Err() == nil {
 			return err
 		}
 	}

@@ -28,12 +28,12 @@ func TestInspectDoneLastMinuteAfterRetention(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = broker.Job{Queue: "mail", Kind: "welcome"}
 	}
-	for _, e := range b.EnqueueMany(ctx, jobs) {
+	for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 		if e.Err != nil {
 			t.Fatal(e.Err)
 		}
 	}
-	res, err := b.Claim(ctx, "mail", 50, time.Minute)
+	res, err := b.Leases().Claim(ctx, "mail", 50, time.Minute)
 	if err != nil || len(res.Leases) != 50 {
 		t.Fatalf("claim: %d leases, %v", len(res.Leases), err)
 	}
@@ -41,11 +41,11 @@ func TestInspectDoneLastMinuteAfterRetention(t *testing.T) {
 	for i, l := range res.Leases {
 		acks[i] = broker.Ack{Lease: l}
 	}
-	if _, err := b.AckMany(ctx, acks); err != nil {
+	if _, err := b.Leases().AckMany(ctx, acks); err != nil {
 		t.Fatal(err)
 	}
 	c.mr.SetTime(at.Add(broker.ResendHorizon + time.Second)) // retention spares the jobs until then
-	if _, err := b.Trim(ctx, "mail", broker.Retention{MaxDone: 10}, 100); err != nil {
+	if _, err := b.Leases().Trim(ctx, "mail", broker.Retention{MaxDone: 10}, 100); err != nil {
 		t.Fatal(err)
 	}
 	if out := c.ok("", "inspect", "mail"); !strings.Contains(out, "10 done,") || !strings.Contains(out, "50 done in the last minute") {

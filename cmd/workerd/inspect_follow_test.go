@@ -50,12 +50,12 @@ func TestFollowMissesNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	bg := context.Background()
-	if err := b.SetEvents(bg, "q", 100); err != nil {
+	if err := b.Inspector().SetEvents(bg, "q", 100); err != nil {
 		t.Fatal(err)
 	}
 	enqueue := func(ids ...string) {
 		for _, id := range ids {
-			if _, err := b.Enqueue(bg, broker.Job{Queue: "q", Kind: "k", ID: id}); err != nil {
+			if _, err := b.Client().Enqueue(bg, broker.Job{Queue: "q", Kind: "k", ID: id}); err != nil {
 				t.Error(err)
 			}
 		}

@@ -25,18 +25,18 @@ func TestInspectJobShowsErrorsAndRenewals(t *testing.T) {
 	id := strings.TrimSpace(c.ok("", "enqueue", "mail", "welcome", "--max-attempts", "3"))
 	claim := func() broker.Lease {
 		t.Helper()
-		res, err := b.Claim(ctx, "mail", 1, time.Minute)
+		res, err := b.Leases().Claim(ctx, "mail", 1, time.Minute)
 		if err != nil || len(res.Leases) != 1 {
 			t.Fatalf("claim: %+v, %v", res, err)
 		}
 		return res.Leases[0]
 	}
-	if _, _, err := b.Fail(ctx, claim(), broker.Failure{Error: "smtp: connection refused"}); err != nil {
+	if _, _, err := b.Leases().Fail(ctx, claim(), broker.Failure{Error: "smtp: connection refused"}); err != nil {
 		t.Fatal(err)
 	}
 	l := claim()
 	for range 2 {
-		if _, err := b.Renew(ctx, []broker.Lease{l}, time.Minute); err != nil {
+		if _, err := b.Leases().Renew(ctx, []broker.Lease{l}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -49,7 +49,7 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	}
 	var js []broker.JobInfo
 	if *asJSON {
-		js, err = b.Jobs(ctx, q, broker.State(*state), *limit) // whole jobs, payloads too
+		js, err = b.Inspector().Jobs(ctx, q, broker.State(*state), *limit) // whole jobs, payloads too
 	} else {
 		js, err = listed(ctx, b, q, broker.State(*state), *limit)
 	}
@@ -81,12 +81,12 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 }
 
 // listed reads up to limit jobs of a state as the table shows them,
-// page by page (Broker.JobPage): no payloads, and the start of each error.
+// page by page (Inspector.JobPage): no payloads, and the start of each error.
 func listed(ctx context.Context, b *broker.Broker, q string, st broker.State, limit int) ([]broker.JobInfo, error) {
 	var out []broker.JobInfo
 	after := ""
 	for len(out) < limit {
-		p, err := b.JobPage(ctx, q, broker.JobQuery{State: st, After: after, Limit: min(limit-len(out), broker.PageLimitMax)})
+		p, err := b.Inspector().JobPage(ctx, q, broker.JobQuery{State: st, After: after, Limit: min(limit-len(out), broker.PageLimitMax)})
 		if err != nil {
 			return nil, err
 		}

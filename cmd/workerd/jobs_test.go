@@ -25,12 +25,12 @@ func killJobs(t *testing.T, c *cli, queue string, errs map[string]string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	r, err := b.Claim(ctx, queue, len(errs), time.Minute)
+	r, err := b.Leases().Claim(ctx, queue, len(errs), time.Minute)
 	if err != nil || len(r.Leases) != len(errs) {
 		t.Fatalf("claim: %d leases, %v", len(r.Leases), err)
 	}
 	for _, l := range r.Leases {
-		if _, _, err := b.Fail(ctx, l, broker.Failure{Error: errs[l.ID], Dead: true}); err != nil {
+		if _, _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: errs[l.ID], Dead: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestJobsListsPastAPage(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = broker.Job{Queue: "mail", Kind: "welcome", ID: fmt.Sprintf("m-%04d", i)}
 	}
-	for _, e := range b.EnqueueMany(context.Background(), jobs) {
+	for _, e := range b.Client().EnqueueMany(context.Background(), jobs) {
 		if e.Err != nil {
 			t.Fatal(e.Err)
 		}

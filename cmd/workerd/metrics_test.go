@@ -8,11 +8,9 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
-	"github.com/fenceq/fenceq/handlers"
 )
 
 // infoMemory answers INFO memory with a canned reply, or an error, in
@@ -42,7 +40,7 @@ func (h infoMemory) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // gauges scrapes m and answers each sample of name as "label=value".
-func gauges(t *testing.T, m *metrics, name string) ([]string, error) {
+func gauges(t *testing.T, m *workerdMetrics, name string) ([]string, error) {
 	t.Helper()
 	mfs, err := m.reg.Gather()
 	var out []string
@@ -66,7 +64,7 @@ func gauges(t *testing.T, m *metrics, name string) ([]string, error) {
 // failing the scrape; a failed read fails it.
 func TestMetricsRedisMemory(t *testing.T) {
 	mr := miniredis.RunT(t)
-	setup := func(h redis.Hook) *metrics {
+	setup := func(h redis.Hook) *workerdMetrics {
 		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 		t.Cleanup(func() { _ = rdb.Close() })
 		if h != nil {
@@ -106,41 +104,4 @@ func TestMetricsRedisMemory(t *testing.T) {
 			t.Fatalf("scrape error %v, want the failed read", err)
 		}
 	})
-}
-
-// A job that no handler ran (a Mux without its kind) is not a run; one that
-// a Mux ran is, an error when a Mux nested in its handler lacks the kind.
-func TestMetricsUnknownKindInsideAHandler(t *testing.T) {
-	m := newMetrics(nil, nil)
-	inner, outer := handlers.NewMux(), handlers.NewMux()
-	outer.HandleFunc("report", inner.ProcessJob)
-	h := m.middleware()(outer)
-	for _, kind := range []string{"report", "new"} {
-		j := handlers.NewJob(handlers.JobSpec{Queue: "q", Kind: kind})
-		if err := h.ProcessJob(t.Context(), j); !errors.Is(err, handlers.ErrUnknownKind) {
-			t.Fatalf("ProcessJob(%s) = %v, want an UnknownKindError", kind, err)
-		}
-	}
-	reg := prometheus.NewRegistry() // the runs alone: m's own collector reads Redis
-	reg.MustRegister(m.runs)
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	var runs []string
-	for _, f := range fams {
-		if f.GetName() != "fenceq_handler_runs_total" {
-			continue
-		}
-		for _, c := range f.GetMetric() {
-			var labels []string
-			for _, l := range c.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			runs = append(runs, strings.Join(labels, ",")+" "+strconv.FormatFloat(c.GetCounter().GetValue(), 'g', -1, 64))
-		}
-	}
-	if want := []string{"kind=report,queue=q,result=error 1"}; strings.Join(runs, ";") != strings.Join(want, ";") {
-		t.Fatalf("runs %v, want %v", runs, want)
-	}
 }

@@ -125,7 +125,7 @@ type runner struct {
 	cfg *fileConfig
 	log *slog.Logger
 	b   *broker.Broker
-	m   *metrics
+	m   *workerdMetrics
 }
 
 // configQueues names every queue of every pool, for the metrics.
@@ -148,8 +148,8 @@ func (r *runner) startPools(ctx context.Context, mux *handlers.Mux, timeouts map
 		wc := pc.workerConfig()
 		wc.ShutdownTimeout = cfg.ShutdownTimeout.Duration
 		wc.Logger = log.With(slog.Int("pool", i))
-		wc.Middleware = []middleware.Middleware{m.middleware(), middleware.Timeout(0, timeouts)}
-		wc.OnRenew = m.observeRenew
+		wc.Middleware = []middleware.Middleware{m.c.Middleware(), middleware.Timeout(0, timeouts)}
+		wc.OnRenew = m.c.ObserveRenew
 		if i == 0 { // schedules run once per process; any pool may carry them
 			for j, pc := range cfg.Periodic {
 				per, _ := cfg.periodic(j, pc) // checked by loadConfig
@@ -164,7 +164,7 @@ func (r *runner) startPools(ctx context.Context, mux *handlers.Mux, timeouts map
 			_ = shutdown(m.pools, cfg.ShutdownTimeout.Duration, r.e.hurry, log)
 			return &configError{err}
 		}
-		m.pools = append(m.pools, p)
+		m.addPool(p)
 	}
 	return nil
 }
@@ -296,7 +296,7 @@ func interrupts(parent context.Context, sigs <-chan os.Signal, done func()) (ctx
 // state. Metrics name the queues and count their jobs, so they answer only
 // the Host names checkHost allows (the dashboard's: DNS rebinding);
 // liveness and readiness tell nothing and answer any Host.
-func endpoints(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker, m *metrics, checkHost func(http.Handler) http.Handler) {
+func endpoints(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker, m *workerdMetrics, checkHost func(http.Handler) http.Handler) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

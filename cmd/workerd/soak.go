@@ -200,7 +200,7 @@ func (sr *soakRun) follow(pctx context.Context, r *soakResult, o soakOptions, re
 // sample reads used_memory, Redis's CPU and the queue's counts; its rate
 // is since prev.
 func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
-	ms, err := sr.b.ServerMemory(sr.bn.ctx) // one server: bench runs on a single node
+	ms, err := sr.b.Inspector().ServerMemory(sr.bn.ctx) // one server: bench runs on a single node
 	if err != nil {
 		return soakSample{}, fmt.Errorf("read used_memory: %w", err)
 	}
@@ -213,7 +213,7 @@ func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
 	if err != nil {
 		return soakSample{}, err
 	}
-	n, err := sr.b.Counts(sr.bn.ctx, sr.q)
+	n, err := sr.b.Inspector().Counts(sr.bn.ctx, sr.q)
 	if err != nil {
 		return soakSample{}, err
 	}
@@ -285,7 +285,7 @@ func produce(ctx context.Context, b *broker.Broker, q string, backlog int, enque
 			batch = append(batch, broker.Job{Queue: q, Kind: "noop", Payload: payload})
 		}
 		enqueued.Add(int64(len(batch)))
-		for _, res := range b.EnqueueMany(ctx, batch) {
+		for _, res := range b.Client().EnqueueMany(ctx, batch) {
 			if ctx.Err() != nil {
 				return nil
 			}

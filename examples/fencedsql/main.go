@@ -79,9 +79,9 @@ func main() {
 	if err := pa.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	id, _ := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "set_balance"})
+	id, _ := b.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "set_balance"})
 	<-aStarted
-	if _, err := b.ReleaseUnowned(ctx, worker.QueueDefault, id); err != nil { // an operator's force-release
+	if _, err := b.Inspector().ReleaseUnowned(ctx, worker.QueueDefault, id); err != nil { // an operator's force-release
 		log.Fatal(err)
 	}
 	pb, _ := worker.New(b, handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {

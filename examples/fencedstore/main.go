@@ -80,7 +80,7 @@ func main() {
 	if err := pa.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	id, err := b.Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "update_balance"})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: worker.QueueDefault, Kind: "update_balance"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func main() {
 
 	// An operator force-releases the job (workerd release default ID), and
 	// worker B runs it again.
-	if _, err := b.ReleaseUnowned(ctx, worker.QueueDefault, id); err != nil {
+	if _, err := b.Inspector().ReleaseUnowned(ctx, worker.QueueDefault, id); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("an operator force-released it")
@@ -111,7 +111,7 @@ func main() {
 	_ = pa.Shutdown(sctx)
 	_ = pb.Shutdown(sctx)
 
-	j, _ := b.Job(ctx, worker.QueueDefault, id)
+	j, _ := b.Inspector().Job(ctx, worker.QueueDefault, id)
 	fmt.Printf("store: %q (token %d); job: %s at generation %d\n", db.value["account-7"], db.fence["account-7"], j.State, j.Generation)
 }
 

@@ -55,7 +55,7 @@ func run(ctx context.Context, rdb *redis.Client) error {
 	}
 	const queue, lease = "emails", 300 * time.Millisecond
 
-	id, err := b.Enqueue(ctx, broker.Job{Queue: queue, Kind: "send_welcome", Payload: []byte(`{"to":"ada@example.com"}`)})
+	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: queue, Kind: "send_welcome", Payload: []byte(`{"to":"ada@example.com"}`)})
 	if err != nil {
 		return err
 	}
@@ -69,13 +69,13 @@ func run(ctx context.Context, rdb *redis.Client) error {
 
 	fmt.Printf("worker A stalls (a GC pause, a network partition) past its %v lease...\n", lease)
 	time.Sleep(lease + 100*time.Millisecond)
-	expired, err := b.ExpiredLeases(ctx, queue, 10)
+	expired, err := b.Inspector().ExpiredLeases(ctx, queue, 10)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("expired leases not yet reaped: %d (A could still renew or settle it now)\n", len(expired))
 
-	reaped, err := b.Reap(ctx, queue, 100)
+	reaped, err := b.Leases().Reap(ctx, queue, 100)
 	if err != nil {
 		return err
 	}
@@ -89,19 +89,19 @@ func run(ctx context.Context, rdb *redis.Client) error {
 	}
 	fmt.Printf("worker B claimed it: attempt %d, generation %d\n", bl.Attempt, bl.Generation)
 
-	late, err := b.Ack(ctx, a, []byte("sent by A"))
+	late, err := b.Leases().Ack(ctx, a, []byte("sent by A"))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("worker A wakes up and acks: %s (nothing changed)\n", late)
 
-	ok, err := b.Ack(ctx, bl, []byte("sent by B"))
+	ok, err := b.Leases().Ack(ctx, bl, []byte("sent by B"))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("worker B acks: %s\n", ok)
 
-	j, err := b.Job(ctx, queue, id)
+	j, err := b.Inspector().Job(ctx, queue, id)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func run(ctx context.Context, rdb *redis.Client) error {
 }
 
 func claimOne(ctx context.Context, b *broker.Broker, queue string, lease time.Duration) (broker.Lease, error) {
-	res, err := b.Claim(ctx, queue, 1, lease)
+	res, err := b.Leases().Claim(ctx, queue, 1, lease)
 	if err != nil {
 		return broker.Lease{}, err
 	}

@@ -108,17 +108,17 @@ func run(addr string, log *slog.Logger) error {
 	// Typed jobs with no queue go to broker.QueueDefault, the queue a pool
 	// with no queues configured reads.
 	for _, name := range []string{"Ada", "Grace", "Edsger"} {
-		if _, err := b.EnqueueArgs(ctx, WelcomeArgs{Email: name + "@example.com", Name: name}, nil); err != nil {
+		if _, err := b.Client().EnqueueArgs(ctx, WelcomeArgs{Email: name + "@example.com", Name: name}, nil); err != nil {
 			return err
 		}
 	}
 	resize := ResizeArgs{Image: "cat.png", Width: 640}
-	id, err := b.EnqueueArgs(ctx, resize, nil)
+	id, err := b.Client().EnqueueArgs(ctx, resize, nil)
 	if err != nil && !errors.Is(err, broker.ErrUniqueHeld) {
 		return err
 	}
 	// Asking twice is harmless: the unique key answers the job that holds it.
-	again, err := b.EnqueueArgs(ctx, resize, nil)
+	again, err := b.Client().EnqueueArgs(ctx, resize, nil)
 	log.Info("resize enqueued once", "job", id, "second_enqueue_answered", again, "held", errors.Is(err, broker.ErrUniqueHeld))
 
 	log.Info("running; press Ctrl-C to stop")

@@ -97,7 +97,7 @@ func TestHTTPJobErrorHistoryHidesURLSecrets(t *testing.T) {
 	env := workertest.New(t)
 	srv := echoPath(t, http.StatusInternalServerError)
 	h := mustHTTP(t, webhook.Config{URL: srv.URL + secretRest})
-	id, err := env.Broker.Enqueue(ctx, broker.Job{Queue: "hooks", Kind: "notify", MaxAttempts: 1})
+	id, err := env.Broker.Client().Enqueue(ctx, broker.Job{Queue: "hooks", Kind: "notify", MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestHTTPJobErrorHistoryHidesURLSecrets(t *testing.T) {
 	}
 	var info broker.JobInfo
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if info, err = env.Broker.Job(ctx, "hooks", id); err != nil {
+		if info, err = env.Broker.Inspector().Job(ctx, "hooks", id); err != nil {
 			t.Fatal(err)
 		}
 		if info.State == broker.StateDead {

@@ -18,7 +18,7 @@ func testCancel(t *testing.T, nb NewBackend) {
 	pending := s.enqueue(t, broker.Job{})
 	scheduled := s.enqueue(t, broker.Job{Delay: time.Hour})
 	for _, id := range []string{pending, scheduled} {
-		st, err := s.b.Cancel(s.ctx, s.q, id)
+		st, err := s.b.Inspector().Cancel(s.ctx, s.q, id)
 		noErr(t, "Cancel", err)
 		want(t, "state after cancel", st, broker.StateCancelled)
 		want(t, "stored state", s.job(t, id).State, broker.StateCancelled)
@@ -34,25 +34,25 @@ func testCancel(t *testing.T, nb NewBackend) {
 	acking := s.enqueue(t, broker.Job{})
 	ls := s.claim(t, 2, long)
 	for _, l := range ls {
-		st, err := s.b.Cancel(s.ctx, s.q, l.ID)
+		st, err := s.b.Inspector().Cancel(s.ctx, s.q, l.ID)
 		noErr(t, "Cancel", err)
 		want(t, "state of a running job after cancel", st, broker.StateRunning)
 		if !s.job(t, l.ID).CancelRequested {
 			t.Fatal("cancel flag not stored")
 		}
 	}
-	_, st, err := s.b.Fail(s.ctx, ls[0], broker.Failure{Error: "context canceled"})
+	_, st, err := s.b.Leases().Fail(s.ctx, ls[0], broker.Failure{Error: "context canceled"})
 	noErr(t, "Fail", err)
 	want(t, "first claim", ls[0].ID, failing)
 	want(t, "state of a cancelled job after failure", st, broker.StateCancelled)
-	_, err = s.b.Ack(s.ctx, ls[1], nil)
+	_, err = s.b.Leases().Ack(s.ctx, ls[1], nil)
 	noErr(t, "Ack", err)
 	want(t, "state of a cancelled job after ack", s.job(t, acking).State, broker.StateDone)
 
-	st, err = s.b.Cancel(s.ctx, s.q, acking)
+	st, err = s.b.Inspector().Cancel(s.ctx, s.q, acking)
 	noErr(t, "Cancel of a done job", err)
 	want(t, "done job stays done", st, broker.StateDone)
-	_, err = s.b.Cancel(s.ctx, s.q, "missing")
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, "missing")
 	wantErr(t, "Cancel of a missing job", err, broker.ErrJobNotFound)
 	s.consistent(t)
 }
@@ -87,7 +87,7 @@ func testDelay(t *testing.T, nb NewBackend) {
 	want(t, "state of a job due in the past", s.job(t, now).State, broker.StatePending)
 	s.consistent(t)
 
-	res, err := s.b.Claim(s.ctx, s.q, 10, long)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 10, long)
 	noErr(t, "Claim", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != now {
 		t.Fatalf("claimed %+v, want only %s", res.Leases, now)
@@ -95,11 +95,11 @@ func testDelay(t *testing.T, nb NewBackend) {
 	if res.NextDue <= 0 || res.NextDue > past {
 		t.Fatalf("NextDue = %v, want in (0, %v]", res.NextDue, past)
 	}
-	o, err := s.b.Overview(s.ctx, s.q)
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
 	noErr(t, "Overview", err)
 	want(t, "due before its time", o.Due, int64(0))
 	s.Advance(past)
-	o, err = s.b.Overview(s.ctx, s.q)
+	o, err = s.b.Inspector().Overview(s.ctx, s.q)
 	noErr(t, "Overview", err)
 	want(t, "due once its time came", o.Due, int64(1))
 	l := s.claimOne(t, long)
@@ -112,7 +112,7 @@ func testDuplicate(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{ID: "order-42", Payload: []byte("first")})
 	before := s.job(t, id)
-	_, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "other", ID: "order-42", Payload: []byte("second")})
+	_, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "other", ID: "order-42", Payload: []byte("second")})
 	wantErr(t, "second enqueue", err, broker.ErrJobExists)
 	var dup *broker.DuplicateError
 	if !errors.As(err, &dup) || dup.State != broker.StatePending || dup.ID != "order-42" {
@@ -143,22 +143,22 @@ func testInvalid(t *testing.T, nb NewBackend) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.b.Enqueue(s.ctx, tc.job)
+			_, err := s.b.Client().Enqueue(s.ctx, tc.job)
 			wantErr(t, "Enqueue", err, broker.ErrInvalid)
 			if !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("error %q does not mention %q", err, tc.msg)
 			}
 		})
 	}
-	c, err := s.b.Counts(s.ctx, "q")
+	c, err := s.b.Inspector().Counts(s.ctx, "q")
 	noErr(t, "Counts", err)
 	want(t, "jobs written by invalid enqueues", c, broker.Counts{})
 
-	_, err = s.b.Claim(s.ctx, s.q, 1, 0)
+	_, err = s.b.Leases().Claim(s.ctx, s.q, 1, 0)
 	wantErr(t, "Claim with a zero lease", err, broker.ErrInvalid)
-	_, err = s.b.Claim(s.ctx, s.q, -1, long)
+	_, err = s.b.Leases().Claim(s.ctx, s.q, -1, long)
 	wantErr(t, "Claim of a negative count", err, broker.ErrInvalid)
-	_, err = s.b.Reap(s.ctx, s.q, 0)
+	_, err = s.b.Leases().Reap(s.ctx, s.q, 0)
 	wantErr(t, "Reap with a zero limit", err, broker.ErrInvalid)
 	_, err = broker.New(s.Client, broker.Options{Prefix: "a{b"})
 	wantErr(t, "New with a braced prefix", err, broker.ErrInvalid)
@@ -186,15 +186,15 @@ func testCorrupt(t *testing.T, nb NewBackend) {
 	noErr(t, "orphan", c.HSet(s.ctx, s.b.Prefix()+":{"+s.q+"}:limits", "hi", "1").Err())
 	noErr(t, "orphan", c.RPush(s.ctx, s.b.Prefix()+":{"+s.q+"}:ready0", "list-ghost").Err())
 
-	_, err := s.b.Job(s.ctx, s.q, garbage)
+	_, err := s.b.Inspector().Job(s.ctx, s.q, garbage)
 	wantErr(t, "Job of a garbage hash", err, broker.ErrCorruptJob)
 	if !strings.Contains(err.Error(), `field attempt is "many"`) {
 		t.Fatalf("error %q does not name the bad field", err)
 	}
-	_, err = s.b.Job(s.ctx, s.q, wrongType)
+	_, err = s.b.Inspector().Job(s.ctx, s.q, wrongType)
 	wantErr(t, "Job of a non-hash key", err, broker.ErrCorruptJob)
 
-	res, err := s.b.Claim(s.ctx, s.q, 10, long)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 10, long)
 	noErr(t, "Claim", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != good {
 		t.Fatalf("claimed %+v, want only the good job", res.Leases)
@@ -214,7 +214,7 @@ func testCorrupt(t *testing.T, nb NewBackend) {
 		}
 	}
 	for _, id := range []string{garbage, noKind, noState} {
-		j, _ := s.b.Job(s.ctx, s.q, id)
+		j, _ := s.b.Inspector().Job(s.ctx, s.q, id)
 		if j.State != broker.StateDead || !strings.Contains(j.LastError, "corrupt job hash") {
 			t.Errorf("job %s: state %s, last error %q; want dead with the reason", id, j.State, j.LastError)
 		}
@@ -224,13 +224,13 @@ func testCorrupt(t *testing.T, nb NewBackend) {
 	if !slices.Contains(dead, wrongType) {
 		t.Errorf("non-hash job key not listed in dead: %v", dead)
 	}
-	_, err = s.b.Cancel(s.ctx, s.q, wrongType)
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, wrongType)
 	wantErr(t, "Cancel of a non-hash key", err, broker.ErrCorruptJob)
-	_, err = s.b.ReleaseUnowned(s.ctx, s.q, wrongType)
+	_, err = s.b.Inspector().ReleaseUnowned(s.ctx, s.q, wrongType)
 	wantErr(t, "ReleaseUnowned of a non-hash key", err, broker.ErrCorruptJob)
 
 	// The good job settles as usual.
-	o, err := s.b.Ack(s.ctx, res.Leases[0], nil)
+	o, err := s.b.Leases().Ack(s.ctx, res.Leases[0], nil)
 	noErr(t, "Ack", err)
 	want(t, "ack of the neighbour", o, broker.OK)
 }
@@ -243,11 +243,11 @@ func testScriptFlush(t *testing.T, nb NewBackend) {
 	flush()
 	l := s.claimOne(t, long)
 	flush()
-	rs, err := s.b.Renew(s.ctx, []broker.Lease{l}, long)
+	rs, err := s.b.Leases().Renew(s.ctx, []broker.Lease{l}, long)
 	noErr(t, "Renew after SCRIPT FLUSH", err)
 	want(t, "renew outcome", rs[0].Outcome, broker.OK)
 	flush()
-	o, err := s.b.Ack(s.ctx, l, nil)
+	o, err := s.b.Leases().Ack(s.ctx, l, nil)
 	noErr(t, "Ack after SCRIPT FLUSH", err)
 	want(t, "ack outcome", o, broker.OK)
 	want(t, "state", s.job(t, id).State, broker.StateDone)
@@ -259,32 +259,32 @@ func testInspection(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{})
 	s.enqueue(t, broker.Job{Delay: time.Hour})
 	s.enqueue(t, broker.Job{Queue: "second"})
-	_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+	_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 	noErr(t, "Ack", err)
-	c, err := s.b.Counts(s.ctx, s.q)
+	c, err := s.b.Inspector().Counts(s.ctx, s.q)
 	noErr(t, "Counts", err)
 	want(t, "counts", c, broker.Counts{Scheduled: 1, Pending: 1, Done: 1})
-	qs, err := s.b.Queues(s.ctx)
+	qs, err := s.b.Inspector().Queues(s.ctx)
 	noErr(t, "Queues", err)
 	if !slices.Equal(qs, []string{s.q, "second"}) {
 		t.Fatalf("queues = %v", qs)
 	}
-	_, err = s.b.Job(s.ctx, s.q, "missing")
+	_, err = s.b.Inspector().Job(s.ctx, s.q, "missing")
 	wantErr(t, "Job of a missing id", err, broker.ErrJobNotFound)
 
-	o, err := s.b.Overview(s.ctx, s.q)
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
 	noErr(t, "Overview", err)
 	want(t, "overview counts", o.Counts, c)
 	want(t, "done in the last minute", o.DoneLastMinute, int64(1))
 	s.Advance(past)
-	if o, _ = s.b.Overview(s.ctx, s.q); o.HeadAge < past {
+	if o, _ = s.b.Inspector().Overview(s.ctx, s.q); o.HeadAge < past {
 		t.Fatalf("head age %v, want at least %v", o.HeadAge, past)
 	}
-	ls, err := s.b.Leases(s.ctx, s.q, 10)
+	ls, err := s.b.Inspector().Leases(s.ctx, s.q, 10)
 	noErr(t, "Leases", err)
 	want(t, "leases", len(ls), 0)
 	l := s.claimOne(t, long)
-	ls, err = s.b.Leases(s.ctx, s.q, 10)
+	ls, err = s.b.Inspector().Leases(s.ctx, s.q, 10)
 	noErr(t, "Leases", err)
 	if len(ls) != 1 || ls[0].ID != l.ID || ls[0].Expired() || ls[0].Left < 59*time.Minute {
 		t.Fatalf("leases = %+v", ls)
@@ -329,7 +329,7 @@ func testWakeBehindTombstones(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{ID: "b"})
 	tokens("behind a pending job", 0)
 	for _, id := range []string{"a", "b"} {
-		_, err := s.b.Cancel(s.ctx, s.q, id)
+		_, err := s.b.Inspector().Cancel(s.ctx, s.q, id)
 		noErr(t, "Cancel "+id, err)
 	}
 	s.enqueue(t, broker.Job{ID: "c"})
@@ -342,17 +342,17 @@ func testWakeBehindTombstones(t *testing.T, nb NewBackend) {
 func testWaitForWork(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	one := []string{s.q}
-	woken, err := s.b.WaitForWork(s.ctx, one, 20*time.Millisecond)
+	woken, err := s.b.Leases().WaitForWork(s.ctx, one, 20*time.Millisecond)
 	noErr(t, "WaitForWork on an idle queue", err)
 	want(t, "woken on an idle queue", woken, "")
 
 	s.enqueue(t, broker.Job{})
-	woken, err = s.b.WaitForWork(s.ctx, one, 5*time.Second)
+	woken, err = s.b.Leases().WaitForWork(s.ctx, one, 5*time.Second)
 	noErr(t, "WaitForWork after an enqueue", err)
 	want(t, "woken after an enqueue", woken, s.q)
 
 	start := time.Now()
-	woken, err = s.b.WaitForWork(s.ctx, one, 50*time.Millisecond)
+	woken, err = s.b.Leases().WaitForWork(s.ctx, one, 50*time.Millisecond)
 	noErr(t, "WaitForWork after the wake-up was taken", err)
 	want(t, "woken after the wake-up was taken", woken, "")
 	if took := time.Since(start); took < 40*time.Millisecond || took > 2*time.Second {
@@ -362,15 +362,15 @@ func testWaitForWork(t *testing.T, nb NewBackend) {
 	// A worker blocks once its claim found nothing: the enqueue below then
 	// finds an empty queue and wakes it (one behind pending jobs does not;
 	// see testWakeBehindTombstones).
-	_, err = s.b.Claim(s.ctx, s.q, 10, long)
+	_, err = s.b.Leases().Claim(s.ctx, s.q, 10, long)
 	noErr(t, "Claim", err)
 	enqueued := make(chan error, 1)
 	time.AfterFunc(30*time.Millisecond, func() {
-		_, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k"})
+		_, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k"})
 		enqueued <- err
 	})
 	start = time.Now()
-	woken, err = s.b.WaitForWork(s.ctx, one, 5*time.Second)
+	woken, err = s.b.Leases().WaitForWork(s.ctx, one, 5*time.Second)
 	noErr(t, "WaitForWork while an enqueue comes", err)
 	noErr(t, "Enqueue", <-enqueued)
 	want(t, "woken while blocked", woken, s.q)
@@ -380,10 +380,10 @@ func testWaitForWork(t *testing.T, nb NewBackend) {
 
 	// Several queues: one call waits on all of them where they share a
 	// node's slot space; a Redis Cluster refuses keys of several slots.
-	_, err = s.b.Claim(s.ctx, s.q, 10, long)
+	_, err = s.b.Leases().Claim(s.ctx, s.q, 10, long)
 	noErr(t, "Claim", err)
 	s.enqueue(t, broker.Job{})
-	woken, err = s.b.WaitForWork(s.ctx, []string{s.q + "-other", s.q}, time.Second)
+	woken, err = s.b.Leases().WaitForWork(s.ctx, []string{s.q + "-other", s.q}, time.Second)
 	if !errors.Is(err, broker.ErrCrossSlot) {
 		noErr(t, "WaitForWork on two queues", err)
 		want(t, "woken of two queues", woken, s.q)
@@ -391,27 +391,27 @@ func testWaitForWork(t *testing.T, nb NewBackend) {
 
 	ctx, cancel := context.WithCancel(s.ctx)
 	cancel()
-	woken, err = s.b.WaitForWork(ctx, one, time.Second)
+	woken, err = s.b.Leases().WaitForWork(ctx, one, time.Second)
 	wantErr(t, "WaitForWork with an ended context", err, context.Canceled)
 	want(t, "woken with an ended context", woken, "")
-	_, err = s.b.WaitForWork(s.ctx, []string{"a{b"}, time.Second)
+	_, err = s.b.Leases().WaitForWork(s.ctx, []string{"a{b"}, time.Second)
 	wantErr(t, "WaitForWork on a braced queue name", err, broker.ErrInvalid)
-	_, err = s.b.WaitForWork(s.ctx, nil, time.Second)
+	_, err = s.b.Leases().WaitForWork(s.ctx, nil, time.Second)
 	wantErr(t, "WaitForWork on no queue", err, broker.ErrInvalid)
 }
 
 func testRetry(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	dead := s.enqueue(t, broker.Job{MaxAttempts: 1})
-	_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
+	_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
 	noErr(t, "Fail", err)
 	cancelled := s.enqueue(t, broker.Job{})
-	_, err = s.b.Cancel(s.ctx, s.q, cancelled)
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, cancelled)
 	noErr(t, "Cancel", err)
 	pending := s.enqueue(t, broker.Job{})
 	before := s.job(t, dead)
 
-	prev, err := s.b.Retry(s.ctx, s.q, dead)
+	prev, err := s.b.Inspector().Retry(s.ctx, s.q, dead)
 	noErr(t, "Retry of a dead job", err)
 	want(t, "previous state", prev, broker.StateDead)
 	j := s.job(t, dead)
@@ -419,13 +419,13 @@ func testRetry(t *testing.T, nb NewBackend) {
 	want(t, "attempt", j.Attempt, 0)
 	want(t, "generation", j.Generation, before.Generation+1)
 	want(t, "last error kept", j.LastError, "boom")
-	_, err = s.b.Retry(s.ctx, s.q, cancelled)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, cancelled)
 	noErr(t, "Retry of a cancelled job", err)
-	_, err = s.b.Retry(s.ctx, s.q, pending)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, pending)
 	if err == nil || !strings.Contains(err.Error(), "only dead or cancelled") {
 		t.Fatalf("Retry of a pending job: %v", err)
 	}
-	_, err = s.b.Retry(s.ctx, s.q, "missing")
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, "missing")
 	wantErr(t, "Retry of a missing job", err, broker.ErrJobNotFound)
 	s.consistent(t)
 	// The retried job runs again with its first attempt.
@@ -436,16 +436,16 @@ func testRetry(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{MaxAttempts: 1})
 	}
 	for _, l := range s.claim(t, 10, long) {
-		_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "x", Dead: true})
+		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "x", Dead: true})
 		noErr(t, "Fail", err)
 	}
-	n, err := s.b.RetryDead(s.ctx, s.q, 3)
+	n, err := s.b.Inspector().RetryDead(s.ctx, s.q, 3)
 	noErr(t, "RetryDead", err)
 	want(t, "retried", n, 3)
-	n, err = s.b.RetryDead(s.ctx, s.q, 100)
+	n, err = s.b.Inspector().RetryDead(s.ctx, s.q, 100)
 	noErr(t, "RetryDead", err)
 	want(t, "retried", n, 2)
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "dead left", c.Dead, int64(0))
 	s.consistent(t)
 }
@@ -454,7 +454,7 @@ func testEnqueueMany(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{ID: "taken"})
 	noErr(t, "SCRIPT FLUSH", s.Client.ScriptFlush(s.ctx).Err()) // the pipeline reloads
-	res := s.b.EnqueueMany(s.ctx, []broker.Job{
+	res := s.b.Client().EnqueueMany(s.ctx, []broker.Job{
 		{Queue: s.q, Kind: "a"},
 		{Queue: s.q, Kind: "b", ID: "taken"},
 		{Queue: s.q, Kind: ""},
@@ -469,7 +469,7 @@ func testEnqueueMany(t *testing.T, nb NewBackend) {
 	noErr(t, "chosen id", res[4].Err)
 	want(t, "chosen id", res[4].ID, "chosen")
 	want(t, "state", s.job(t, res[0].ID).State, broker.StatePending)
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending", c.Pending, int64(3))
 	s.consistent(t)
 }
@@ -477,28 +477,28 @@ func testEnqueueMany(t *testing.T, nb NewBackend) {
 // A paused queue takes enqueues but hands out nothing until resumed.
 func testPause(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	noErr(t, "Pause", s.b.Pause(s.ctx, s.q))
-	paused, err := s.b.Paused(s.ctx, s.q)
+	noErr(t, "Pause", s.b.Inspector().Pause(s.ctx, s.q))
+	paused, err := s.b.Inspector().Paused(s.ctx, s.q)
 	noErr(t, "Paused", err)
 	want(t, "paused", paused, true)
 	id := s.enqueue(t, broker.Job{})
 	if ls := s.claim(t, 5, long); len(ls) != 0 {
 		t.Fatalf("claimed %d jobs from a paused queue", len(ls))
 	}
-	if o, _ := s.b.Overview(s.ctx, s.q); !o.Paused || o.Pending != 1 {
+	if o, _ := s.b.Inspector().Overview(s.ctx, s.q); !o.Paused || o.Pending != 1 {
 		t.Fatalf("overview of a paused queue: %+v", o)
 	}
 	key := s.queueKey("wake")
 	noErr(t, "DEL wake", s.Client.Del(s.ctx, key).Err())
-	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
+	noErr(t, "Resume", s.b.Inspector().Resume(s.ctx, s.q))
 	n, err := s.Client.LLen(s.ctx, key).Result()
 	noErr(t, "LLEN", err)
 	want(t, "wake token after resume", n, int64(1))
-	o, err := s.b.Overview(s.ctx, s.q)
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
 	noErr(t, "Overview", err)
 	want(t, "overview after resume", o.Paused, false)
 	want(t, "claimed after resume", s.claimOne(t, long).ID, id)
-	paused, _ = s.b.Paused(s.ctx, s.q)
+	paused, _ = s.b.Inspector().Paused(s.ctx, s.q)
 	want(t, "paused after resume", paused, false)
 	s.consistent(t)
 }
@@ -516,9 +516,9 @@ func testRetention(t *testing.T, nb NewBackend) {
 			var err error
 			switch how {
 			case "done":
-				_, err = s.b.Ack(s.ctx, l, nil)
+				_, err = s.b.Leases().Ack(s.ctx, l, nil)
 			case "dead":
-				_, _, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "x"})
+				_, _, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "x"})
 			}
 			noErr(t, how, err)
 		}
@@ -531,11 +531,11 @@ func testRetention(t *testing.T, nb NewBackend) {
 	pending := s.enqueue(t, broker.Job{})
 
 	// Age: done jobs older than 30ms go; dead ones are kept longer.
-	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: short, Dead: time.Hour}, 100)
+	n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Done: short, Dead: time.Hour}, 100)
 	noErr(t, "Trim", err)
 	want(t, "trimmed by age", n, 3)
 	for _, id := range oldDone {
-		_, err := s.b.Job(s.ctx, s.q, id)
+		_, err := s.b.Inspector().Job(s.ctx, s.q, id)
 		wantErr(t, "old done job", err, broker.ErrJobNotFound)
 	}
 	for _, id := range append(append(oldDead, newDone...), pending) {
@@ -543,18 +543,18 @@ func testRetention(t *testing.T, nb NewBackend) {
 	}
 	// Count: at most 2 done jobs, oldest go first; bounded by the limit.
 	s.pastHorizon()
-	n, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 2}, 1)
+	n, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 2}, 1)
 	noErr(t, "Trim", err)
 	want(t, "trimmed within the limit", n, 1)
-	n, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 2}, 100)
+	n, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 2}, 100)
 	noErr(t, "Trim", err)
 	want(t, "trimmed by count", n, 1)
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "counts", c, broker.Counts{Pending: 1, Done: 2, Dead: 2})
-	n, err = s.b.Trim(s.ctx, s.q, broker.Retention{}, 100)
+	n, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{}, 100)
 	noErr(t, "Trim", err)
 	want(t, "the zero Retention trims", n, 0)
-	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: -time.Second}, 100)
+	_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Done: -time.Second}, 100)
 	wantErr(t, "negative retention", err, broker.ErrInvalid)
 	s.consistent(t)
 	// A trimmed id is free again.
@@ -566,13 +566,13 @@ func testUnique(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	first := s.enqueue(t, broker.Job{UniqueKey: "report-42"})
 	s.wantHeld(t, "report-42", first)
-	res := s.b.EnqueueMany(s.ctx, []broker.Job{{Queue: s.q, Kind: "k", UniqueKey: "report-42"}, {Queue: s.q, Kind: "k", UniqueKey: "report-43"}})
+	res := s.b.Client().EnqueueMany(s.ctx, []broker.Job{{Queue: s.q, Kind: "k", UniqueKey: "report-42"}, {Queue: s.q, Kind: "k", UniqueKey: "report-43"}})
 	wantErr(t, "EnqueueMany of a held key", res[0].Err, broker.ErrUniqueHeld)
 	noErr(t, "EnqueueMany of a free key", res[1].Err)
 	if !res[0].Existing || res[0].ID != first || res[1].Existing {
 		t.Fatalf("EnqueueMany answers %+v", res)
 	}
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending", c.Pending, int64(2))
 
 	// Held until the job finishes; free after.
@@ -583,7 +583,7 @@ func testUnique(t *testing.T, nb NewBackend) {
 		}
 	}
 	s.wantHeld(t, "report-42", first)
-	_, err := s.b.Ack(s.ctx, l, nil)
+	_, err := s.b.Leases().Ack(s.ctx, l, nil)
 	noErr(t, "Ack", err)
 	if next := s.enqueue(t, broker.Job{UniqueKey: "report-42"}); next == first {
 		t.Fatal("the unique key is still held after its job was done")
@@ -604,7 +604,7 @@ func testUnique(t *testing.T, nb NewBackend) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: "race"})
+			id, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: "race"})
 			if err != nil && !errors.Is(err, broker.ErrUniqueHeld) {
 				t.Error(err)
 			}
@@ -618,7 +618,7 @@ func testUnique(t *testing.T, nb NewBackend) {
 		seen[id] = true
 	}
 	want(t, "jobs made by 10 concurrent enqueues of one key", len(seen), 1)
-	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueFor: time.Minute})
+	_, err = s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueFor: time.Minute})
 	wantErr(t, "UniqueFor without a key", err, broker.ErrInvalid)
 	s.consistent(t)
 }
@@ -630,7 +630,7 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	drain := func() {
 		for _, l := range s.claim(t, 100, long) {
-			_, err := s.b.Ack(s.ctx, l, nil)
+			_, err := s.b.Leases().Ack(s.ctx, l, nil)
 			noErr(t, "Ack", err)
 		}
 	}
@@ -638,18 +638,18 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 	// A TTL outlives the job and its retention.
 	hourly := s.enqueue(t, broker.Job{UniqueKey: "hourly", UniqueFor: time.Hour})
 	drain()
-	_, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
+	_, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
 	noErr(t, "Trim", err)
 	s.enqueue(t, broker.Job{}) // one more done job pushes the first out
 	drain()
 	s.pastHorizon()
-	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
+	_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
 	noErr(t, "Trim", err)
-	if _, err := s.b.Job(s.ctx, s.q, hourly); !errors.Is(err, broker.ErrJobNotFound) {
+	if _, err := s.b.Inspector().Job(s.ctx, s.q, hourly); !errors.Is(err, broker.ErrJobNotFound) {
 		t.Fatalf("the holder should have been trimmed: %v", err)
 	}
-	s.wantHeld(t, "hourly", hourly)                                                                   // retention does not end the hour
-	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: "hourly", UniqueFor: 0}) // nor a newcomer's terms
+	s.wantHeld(t, "hourly", hourly)                                                                            // retention does not end the hour
+	_, err = s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: "hourly", UniqueFor: 0}) // nor a newcomer's terms
 	wantErr(t, "a newcomer without a TTL", err, broker.ErrUniqueHeld)
 
 	// A key held until done is free once its holder is, whatever the
@@ -664,10 +664,10 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 	// Retry takes the key back when it is free, and is refused while
 	// another live job holds it.
 	a := s.enqueue(t, broker.Job{UniqueKey: "invoice-7", MaxAttempts: 1})
-	_, _, err = s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+	_, _, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 	noErr(t, "Fail", err)
 	b := s.enqueue(t, broker.Job{UniqueKey: "invoice-7"}) // a's death freed the key
-	_, err = s.b.Retry(s.ctx, s.q, a)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, a)
 	if err == nil {
 		t.Fatalf("Retry of %s succeeded while %s holds its unique key: two live jobs hold one key", a, b)
 	}
@@ -679,21 +679,21 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 	for _, l := range s.claim(t, 10, long) { // b runs on, holding the key
 		switch l.ID {
 		case other:
-			_, _, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+			_, _, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 			noErr(t, "Fail", err)
 		case b:
 			bLease = l
 		}
 	}
-	n, err := s.b.RetryDead(s.ctx, s.q, 1)
+	n, err := s.b.Inspector().RetryDead(s.ctx, s.q, 1)
 	noErr(t, "RetryDead", err)
 	want(t, "jobs RetryDead sent back past a refused one", n, 1)
 	want(t, "the refused job", s.job(t, a).State, broker.StateDead)
 	want(t, "the job behind it", s.job(t, other).State, broker.StatePending)
 
-	_, err = s.b.Ack(s.ctx, bLease, nil)
+	_, err = s.b.Leases().Ack(s.ctx, bLease, nil)
 	noErr(t, "Ack", err)
-	_, err = s.b.Retry(s.ctx, s.q, a)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, a)
 	noErr(t, "Retry once the key is free", err)
 	s.wantHeld(t, "invoice-7", a)
 	s.consistent(t)
@@ -703,7 +703,7 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 // names the holder.
 func (s *bundle) wantHeld(t failer, key, holder string) {
 	t.Helper()
-	id, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: key})
+	id, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", UniqueKey: key})
 	var held *broker.UniqueHeldError
 	if !errors.As(err, &held) {
 		t.Fatalf("enqueue with unique key %q: error %v, want a *UniqueHeldError", key, err)
@@ -719,8 +719,8 @@ func testLimits(t *testing.T, nb NewBackend) {
 	for range 6 {
 		s.enqueue(t, broker.Job{})
 	}
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 2}))
-	l, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 2}))
+	l, err := s.b.Inspector().Limits(s.ctx, s.q)
 	noErr(t, "Limits", err)
 	want(t, "limits", l, broker.Limits{MaxRunning: 2})
 	running := s.claim(t, 5, long)
@@ -728,7 +728,7 @@ func testLimits(t *testing.T, nb NewBackend) {
 	want(t, "claimed at the limit", len(s.claim(t, 5, long)), 0)
 	key := s.queueKey("wake")
 	noErr(t, "DEL wake", s.Client.Del(s.ctx, key).Err())
-	_, err = s.b.Ack(s.ctx, running[0], nil)
+	_, err = s.b.Leases().Ack(s.ctx, running[0], nil)
 	noErr(t, "Ack", err)
 	if n, _ := s.Client.LLen(s.ctx, key).Result(); n != 1 {
 		t.Fatal("a finished job under a concurrency limit did not wake a pool")
@@ -737,11 +737,11 @@ func testLimits(t *testing.T, nb NewBackend) {
 
 	// A rate: 2 starts per window, then a wait the claim announces.
 	const window = 300 * time.Millisecond // wide enough for two claims on a loaded machine
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{Rate: 2, Per: window}))
-	got, err := s.b.Claim(s.ctx, s.q, 5, long)
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{Rate: 2, Per: window}))
+	got, err := s.b.Leases().Claim(s.ctx, s.q, 5, long)
 	noErr(t, "Claim", err)
 	want(t, "claimed under the rate", len(got.Leases), 2)
-	got, err = s.b.Claim(s.ctx, s.q, 5, long)
+	got, err = s.b.Leases().Claim(s.ctx, s.q, 5, long)
 	noErr(t, "Claim", err)
 	want(t, "claimed past the rate", len(got.Leases), 0)
 	if got.NextDue <= 0 || got.NextDue > window {
@@ -750,11 +750,11 @@ func testLimits(t *testing.T, nb NewBackend) {
 	s.Advance(window + 10*time.Millisecond)
 	want(t, "claimed in the next window", len(s.claim(t, 5, long)), 1)
 
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{}))
-	l, _ = s.b.Limits(s.ctx, s.q)
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{}))
+	l, _ = s.b.Inspector().Limits(s.ctx, s.q)
 	want(t, "limits removed", l, broker.Limits{})
 	for _, bad := range []broker.Limits{{MaxRunning: -1}, {Rate: 5}, {Per: time.Second}} {
-		wantErr(t, "bad limits", s.b.SetLimits(s.ctx, s.q, bad), broker.ErrInvalid)
+		wantErr(t, "bad limits", s.b.Inspector().SetLimits(s.ctx, s.q, bad), broker.ErrInvalid)
 	}
 	s.consistent(t)
 }
@@ -763,27 +763,27 @@ func testLimits(t *testing.T, nb NewBackend) {
 // on, and limits read, changed and written back keep the ones left alone.
 func testLimitsKeepOtherSettings(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	noErr(t, "SetEvents", s.b.SetEvents(s.ctx, s.q, 1000))
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{Rate: 5, Per: time.Second}))
-	l, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "SetEvents", s.b.Inspector().SetEvents(s.ctx, s.q, 1000))
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{Rate: 5, Per: time.Second}))
+	l, err := s.b.Inspector().Limits(s.ctx, s.q)
 	noErr(t, "Limits", err)
 	l.MaxRunning = 3
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, l))
-	l, err = s.b.Limits(s.ctx, s.q)
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, l))
+	l, err = s.b.Inspector().Limits(s.ctx, s.q)
 	noErr(t, "Limits", err)
 	want(t, "a rate, then max running", l, broker.Limits{MaxRunning: 3, Rate: 5, Per: time.Second})
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 3}))
-	l, _ = s.b.Limits(s.ctx, s.q)
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 3}))
+	l, _ = s.b.Inspector().Limits(s.ctx, s.q)
 	want(t, "a zero rate removes the rate only", l, broker.Limits{MaxRunning: 3})
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{}))
-	l, _ = s.b.Limits(s.ctx, s.q)
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{}))
+	l, _ = s.b.Inspector().Limits(s.ctx, s.q)
 	want(t, "the zero Limits removes them all", l, broker.Limits{})
 
-	kept, err := s.b.EventsKept(s.ctx, s.q)
+	kept, err := s.b.Inspector().EventsKept(s.ctx, s.q)
 	noErr(t, "EventsKept", err)
 	want(t, "events kept after SetLimits", kept, 1000)
 	id := s.enqueue(t, broker.Job{})
-	evs, err := s.b.RecentEvents(s.ctx, s.q, 1)
+	evs, err := s.b.Inspector().RecentEvents(s.ctx, s.q, 1)
 	noErr(t, "RecentEvents", err)
 	if len(evs) != 1 || evs[0].JobID != id || evs[0].Event != "enqueued" {
 		t.Fatalf("after SetLimits, an enqueue recorded %+v; want its enqueued event", evs)
@@ -794,8 +794,8 @@ func testLimitsKeepOtherSettings(t *testing.T, nb NewBackend) {
 func testEvents(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{}) // before events are on: not recorded
-	noErr(t, "SetEvents", s.b.SetEvents(s.ctx, s.q, 1000))
-	kept, err := s.b.EventsKept(s.ctx, s.q)
+	noErr(t, "SetEvents", s.b.Inspector().SetEvents(s.ctx, s.q, 1000))
+	kept, err := s.b.Inspector().EventsKept(s.ctx, s.q)
 	noErr(t, "EventsKept", err)
 	want(t, "events kept", kept, 1000)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 2})
@@ -806,15 +806,15 @@ func testEvents(t *testing.T, nb NewBackend) {
 			mine = l
 		}
 	}
-	_, _, err = s.b.Fail(s.ctx, mine, broker.Failure{Error: "boom"})
+	_, _, err = s.b.Leases().Fail(s.ctx, mine, broker.Failure{Error: "boom"})
 	noErr(t, "Fail", err)
-	_, err = s.b.Ack(s.ctx, mine, nil) // stale now
+	_, err = s.b.Leases().Ack(s.ctx, mine, nil) // stale now
 	noErr(t, "stale Ack", err)
 	second := s.claimOne(t, long)
-	_, err = s.b.Ack(s.ctx, second, nil)
+	_, err = s.b.Leases().Ack(s.ctx, second, nil)
 	noErr(t, "Ack", err)
 
-	evs, err := s.b.Events(s.ctx, s.q, "0", 100, 0)
+	evs, err := s.b.Inspector().Events(s.ctx, s.q, "0", 100, 0)
 	noErr(t, "Events", err)
 	var got []string
 	for _, e := range evs {
@@ -830,12 +830,12 @@ func testEvents(t *testing.T, nb NewBackend) {
 		t.Fatalf("last event %+v", evs[len(evs)-1])
 	}
 	// Reading after the last one waits, then answers nothing.
-	more, err := s.b.Events(s.ctx, s.q, evs[len(evs)-1].StreamID, 10, 20*time.Millisecond)
+	more, err := s.b.Inspector().Events(s.ctx, s.q, evs[len(evs)-1].StreamID, 10, 20*time.Millisecond)
 	noErr(t, "Events", err)
 	want(t, "events after the last", len(more), 0)
-	noErr(t, "SetEvents off", s.b.SetEvents(s.ctx, s.q, 0))
+	noErr(t, "SetEvents off", s.b.Inspector().SetEvents(s.ctx, s.q, 0))
 	s.enqueue(t, broker.Job{})
-	evs, err = s.b.Events(s.ctx, s.q, "0", 100, 0)
+	evs, err = s.b.Inspector().Events(s.ctx, s.q, "0", 100, 0)
 	noErr(t, "Events", err)
 	want(t, "events once off", len(evs), 0)
 	s.consistent(t)
@@ -852,7 +852,7 @@ func testDependencies(t *testing.T, nb NewBackend) {
 	want(t, "child", s.job(t, child).State, broker.StateBlocked)
 	grand := s.enqueue(t, broker.Job{ID: "grandchild", DependsOn: []string{child}})
 	runAnyway := s.enqueue(t, broker.Job{ID: "stubborn", DependsOn: []string{p2}, RunIfDependencyFails: true})
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "blocked", c.Blocked, int64(3))
 	s.consistent(t)
 
@@ -862,10 +862,10 @@ func testDependencies(t *testing.T, nb NewBackend) {
 	for _, l := range ls {
 		byID[l.ID] = l
 	}
-	_, err := s.b.Ack(s.ctx, byID[p1], nil)
+	_, err := s.b.Leases().Ack(s.ctx, byID[p1], nil)
 	noErr(t, "Ack p1", err)
 	want(t, "child after one of two", s.job(t, child).State, broker.StateBlocked)
-	_, _, err = s.b.Fail(s.ctx, byID[p2], broker.Failure{Error: "boom"}) // dies: one attempt
+	_, _, err = s.b.Leases().Fail(s.ctx, byID[p2], broker.Failure{Error: "boom"}) // dies: one attempt
 	noErr(t, "Fail p2", err)
 	j := s.job(t, child)
 	if j.State != broker.StateCancelled || !strings.Contains(j.LastError, "p2 ended dead") {
@@ -885,16 +885,16 @@ func testDependencies(t *testing.T, nb NewBackend) {
 	a := s.enqueue(t, broker.Job{})
 	later := s.enqueue(t, broker.Job{DependsOn: []string{a}, Delay: time.Hour})
 	for _, l := range s.claim(t, 10, long) {
-		_, err := s.b.Ack(s.ctx, l, nil)
+		_, err := s.b.Leases().Ack(s.ctx, l, nil)
 		noErr(t, "Ack", err)
 	}
 	want(t, "a delayed dependent once released", s.job(t, later).State, broker.StateScheduled)
 
 	blocked := s.enqueue(t, broker.Job{DependsOn: []string{s.enqueue(t, broker.Job{})}})
-	st, err := s.b.Cancel(s.ctx, s.q, blocked)
+	st, err := s.b.Inspector().Cancel(s.ctx, s.q, blocked)
 	noErr(t, "Cancel", err)
 	want(t, "a cancelled blocked job", st, broker.StateCancelled)
-	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", DependsOn: []string{"no-such-job"}})
+	_, err = s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", DependsOn: []string{"no-such-job"}})
 	wantErr(t, "a missing dependency", err, broker.ErrInvalid)
 	s.consistent(t)
 }
@@ -915,21 +915,21 @@ func testDependencyEdges(t *testing.T, nb NewBackend) {
 		other := s.enqueue(t, broker.Job{ID: "other"})
 		parents := s.claim(t, 2, long)
 		s.enqueue(t, broker.Job{ID: "c", DependsOn: []string{p}})
-		_, err := s.b.Cancel(s.ctx, s.q, "c")
+		_, err := s.b.Inspector().Cancel(s.ctx, s.q, "c")
 		noErr(t, "Cancel", err)
-		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxCancelled: 0, Cancelled: time.Millisecond}, 100)
+		_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxCancelled: 0, Cancelled: time.Millisecond}, 100)
 		noErr(t, "Trim", err)
 		s.pastHorizon()
-		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Cancelled: time.Millisecond}, 100)
+		_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Cancelled: time.Millisecond}, 100)
 		noErr(t, "Trim", err)
-		if _, err := s.b.Job(s.ctx, s.q, "c"); !errors.Is(err, broker.ErrJobNotFound) {
+		if _, err := s.b.Inspector().Job(s.ctx, s.q, "c"); !errors.Is(err, broker.ErrJobNotFound) {
 			t.Fatalf("c should have been trimmed: %v", err)
 		}
 		// The id again, waiting for another job only.
 		s.enqueue(t, broker.Job{ID: "c", DependsOn: []string{other}})
 		for _, l := range parents {
 			if l.ID == p {
-				_, err := s.b.Ack(s.ctx, l, nil)
+				_, err := s.b.Leases().Ack(s.ctx, l, nil)
 				noErr(t, "Ack p", err)
 			}
 		}
@@ -945,7 +945,7 @@ func testDependencyEdges(t *testing.T, nb NewBackend) {
 		// Lose the record of c as p's dependent, as a bug or a hand edit would.
 		noErr(t, "DEL", s.Client.Del(s.ctx, s.b.Prefix()+":{"+s.q+"}:children:"+p).Err())
 		s.ackAll(t)
-		bad, err := s.b.Check(s.ctx, s.q)
+		bad, err := s.b.Inspector().Check(s.ctx, s.q)
 		noErr(t, "Check", err)
 		if len(bad) != 1 || bad[0].ID != c || !strings.Contains(bad[0].Problem, "blocked") {
 			t.Fatalf("Check found %v; want %s reported as blocked for ever", bad, c)
@@ -955,15 +955,15 @@ func testDependencyEdges(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		p := s.enqueue(t, broker.Job{})
 		c := s.enqueue(t, broker.Job{DependsOn: []string{p}})
-		_, err := s.b.Cancel(s.ctx, s.q, c)
+		_, err := s.b.Inspector().Cancel(s.ctx, s.q, c)
 		noErr(t, "Cancel", err)
-		_, err = s.b.Retry(s.ctx, s.q, c)
+		_, err = s.b.Inspector().Retry(s.ctx, s.q, c)
 		noErr(t, "Retry", err)
 		want(t, "a retried dependent whose dependency has not run", s.job(t, c).State, broker.StateBlocked)
 		ls := s.claim(t, 10, long)
 		want(t, "claimable", len(ls), 1)
 		want(t, "claimed", ls[0].ID, p)
-		_, err = s.b.Ack(s.ctx, ls[0], nil)
+		_, err = s.b.Leases().Ack(s.ctx, ls[0], nil)
 		noErr(t, "Ack", err)
 		want(t, "the dependent after its dependency", s.job(t, c).State, broker.StatePending)
 
@@ -971,11 +971,11 @@ func testDependencyEdges(t *testing.T, nb NewBackend) {
 		s.ackAll(t)
 		q := s.enqueue(t, broker.Job{MaxAttempts: 1})
 		d := s.enqueue(t, broker.Job{DependsOn: []string{q}})
-		_, _, err = s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+		_, _, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 		s.settleCascade(t)
 		want(t, "dependent of a dead job", s.job(t, d).State, broker.StateCancelled)
-		_, err = s.b.Retry(s.ctx, s.q, d)
+		_, err = s.b.Inspector().Retry(s.ctx, s.q, d)
 		if err == nil || !strings.Contains(err.Error(), q) {
 			t.Fatalf("Retry of a dependent of a dead job: %v, want an error naming %s", err, q)
 		}
@@ -995,22 +995,22 @@ func testBoundedCascades(t *testing.T, nb NewBackend) {
 		for i := range jobs {
 			jobs[i] = broker.Job{Queue: s.q, Kind: "k", DependsOn: []string{p}}
 		}
-		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+		for _, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
 			noErr(t, "EnqueueMany", e.Err)
 		}
-		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+		_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 		noErr(t, "Ack", err)
-		c, _ := s.b.Counts(s.ctx, s.q)
+		c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 		if c.Pending == 0 || c.Pending > 50 {
 			t.Fatalf("the ack released %d of %d dependents itself; want some, and at most its budget of 50", c.Pending, n)
 		}
-		o, err := s.b.Overview(s.ctx, s.q)
+		o, err := s.b.Inspector().Overview(s.ctx, s.q)
 		noErr(t, "Overview", err)
 		want(t, "finished jobs with dependents left", o.Cascading, int64(1))
 		steps := s.settleCascade(t)
-		c, _ = s.b.Counts(s.ctx, s.q)
+		c, _ = s.b.Inspector().Counts(s.ctx, s.q)
 		want(t, "dependents released", c.Pending, int64(n))
-		o, err = s.b.Overview(s.ctx, s.q)
+		o, err = s.b.Inspector().Overview(s.ctx, s.q)
 		noErr(t, "Overview", err)
 		want(t, "finished jobs with dependents left", o.Cascading, int64(0))
 		if steps < (n-50)/50 {
@@ -1045,19 +1045,19 @@ func testBoundedCascades(t *testing.T, nb NewBackend) {
 		for i := range jobs {
 			jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("link-%d", i+1), DependsOn: []string{fmt.Sprintf("link-%d", i)}}
 		}
-		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+		for _, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
 			noErr(t, "EnqueueMany", e.Err)
 		}
-		_, err := s.b.Cancel(s.ctx, s.q, root)
+		_, err := s.b.Inspector().Cancel(s.ctx, s.q, root)
 		noErr(t, "Cancel", err)
 		// The cancel settles one bounded step of the chain itself, never
 		// the whole of it (it once recursed down the chain in one script).
-		c, _ := s.b.Counts(s.ctx, s.q)
+		c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 		if c.Cancelled > 1+50 || c.Blocked == 0 {
 			t.Fatalf("the cancel of the root cancelled %d of %d links itself; want at most its budget of 50", c.Cancelled-1, n)
 		}
 		s.settleCascade(t)
-		c, _ = s.b.Counts(s.ctx, s.q)
+		c, _ = s.b.Inspector().Counts(s.ctx, s.q)
 		want(t, "cancelled down the chain", c.Cancelled, int64(n+1))
 		want(t, "still blocked", c.Blocked, int64(0))
 		s.consistent(t)
@@ -1068,7 +1068,7 @@ func testBoundedCascades(t *testing.T, nb NewBackend) {
 func (s *bundle) ackAll(t failer) {
 	t.Helper()
 	for _, l := range s.claim(t, 1000, long) {
-		_, err := s.b.Ack(s.ctx, l, nil)
+		_, err := s.b.Leases().Ack(s.ctx, l, nil)
 		noErr(t, "Ack", err)
 	}
 }
@@ -1094,7 +1094,7 @@ func testOverviewClaimable(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	claimable := func(w int64) {
 		t.Helper()
-		o, err := s.b.Overview(s.ctx, s.q)
+		o, err := s.b.Inspector().Overview(s.ctx, s.q)
 		noErr(t, "Overview", err)
 		want(t, "claimable", o.Claimable, w)
 	}
@@ -1102,15 +1102,15 @@ func testOverviewClaimable(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{})
 	}
 	claimable(3)
-	noErr(t, "Pause", s.b.Pause(s.ctx, s.q))
+	noErr(t, "Pause", s.b.Inspector().Pause(s.ctx, s.q))
 	claimable(0)
-	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
-	noErr(t, "SetMaxRunning", s.b.SetMaxRunning(s.ctx, s.q, 2))
+	noErr(t, "Resume", s.b.Inspector().Resume(s.ctx, s.q))
+	noErr(t, "SetMaxRunning", s.b.Inspector().SetMaxRunning(s.ctx, s.q, 2))
 	claimable(2)
-	noErr(t, "SetRate", s.b.SetRate(s.ctx, s.q, 1, time.Hour))
+	noErr(t, "SetRate", s.b.Inspector().SetRate(s.ctx, s.q, 1, time.Hour))
 	claimable(1)
 	s.claimOne(t, long)
 	claimable(0) // the hour's one start is spent
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{}))
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{}))
 	claimable(2)
 }

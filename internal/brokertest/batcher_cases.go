@@ -109,7 +109,7 @@ func behind(t *testing.T, s *bundle, bt *broker.Batcher, ctx context.Context, jo
 			id, err := bt.Enqueue(ctx, j)
 			out[i] = answer{id, err}
 		}()
-		if s.b.ValidateJob(j) != nil {
+		if s.b.Client().ValidateJob(j) != nil {
 			continue // refused at once, never waits
 		}
 		waiting++
@@ -172,11 +172,11 @@ func testBatcherAnswers(t *testing.T, nb NewBackend) {
 		t.Fatalf("the second of two jobs with one unique key: %q, %v; want the first, %s", res[9].id, res[9].err, res[8].id)
 	}
 	noErr(t, "job of another queue", res[10].err)
-	j, err := s.b.Job(s.ctx, "other", res[10].id)
+	j, err := s.b.Inspector().Job(s.ctx, "other", res[10].id)
 	noErr(t, "Job in the other queue", err)
 	want(t, "delayed job's state", j.State, broker.StateScheduled)
 
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending: taken, held, first, plain, chosen, twin, pair", c.Pending, int64(7))
 	s.consistent(t)
 }
@@ -222,7 +222,7 @@ func testBatcherConcurrent(t *testing.T, nb NewBackend) {
 	if st.Batches > st.Jobs || st.Jobs > 16*st.Batches {
 		t.Fatalf("%d jobs in %d round trips of at most 16", st.Jobs, st.Batches)
 	}
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending", c.Pending, int64(callers*each))
 	s.consistent(t)
 }
@@ -258,7 +258,7 @@ func testBatcherCancel(t *testing.T, nb NewBackend) {
 		close(h.release)
 		noErr(t, "the first job", <-first)
 		noErr(t, "Close", bt.Close())
-		_, err := s.b.Job(s.ctx, s.q, "given-up")
+		_, err := s.b.Inspector().Job(s.ctx, s.q, "given-up")
 		wantErr(t, "the job given up", err, broker.ErrJobNotFound)
 		want(t, "jobs sent", bt.Stats().Jobs, int64(1))
 		s.consistent(t)
@@ -284,7 +284,7 @@ func testBatcherCancel(t *testing.T, nb NewBackend) {
 		noErr(t, "Close", bt.Close()) // the round trip completes
 		want(t, "the job given up in flight", s.job(t, a.id).State, broker.StatePending)
 		// Enqueued again under its id, it is found kept.
-		_, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: a.id})
+		_, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: a.id})
 		wantErr(t, "the job enqueued again", err, broker.ErrJobExists)
 		s.consistent(t)
 	})
@@ -331,7 +331,7 @@ func testBatcherClose(t *testing.T, nb NewBackend) {
 	}
 	close(h.release)
 	<-closed
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending once Close returned", c.Pending, int64(6))
 	st := bt.Stats()
 	want(t, "round trips: the held one, then three of at most two", st.Batches, int64(4))
@@ -344,7 +344,7 @@ func testBatcherClose(t *testing.T, nb NewBackend) {
 
 	_, err := bt.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "late", ID: "late"})
 	wantErr(t, "Enqueue after Close", err, broker.ErrBatcherClosed)
-	_, err = s.b.Job(s.ctx, s.q, "late")
+	_, err = s.b.Inspector().Job(s.ctx, s.q, "late")
 	wantErr(t, "a job refused after Close", err, broker.ErrJobNotFound)
 	noErr(t, "a second Close", bt.Close())
 }
@@ -368,7 +368,7 @@ func testBatcherBounds(t *testing.T, nb NewBackend) {
 	// In order: three small, three small, each big one alone (two would
 	// pass 1000 bytes), the huge one alone; and the held one.
 	want(t, "round trips", bt.Stats().Batches, int64(7))
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending", c.Pending, int64(11))
 
 	_, err := broker.NewBatcher(s.b, broker.BatcherOptions{MaxJobs: -1})
@@ -402,7 +402,7 @@ func testBatcherLostReply(t *testing.T, nb NewBackend) {
 	}
 	want(t, "chosen id", res[0].id, "mine")
 	wantErr(t, "the second of two jobs with one id, sent twice", res[4].err, broker.ErrJobExists)
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending after a round trip sent twice", c.Pending, int64(5))
 	s.consistent(t)
 }
@@ -447,11 +447,11 @@ func testBatcherCloseRace(t *testing.T, nb NewBackend) {
 		return true
 	})
 	refused.Range(func(k, _ any) bool {
-		_, err := s.b.Job(s.ctx, s.q, k.(string))
+		_, err := s.b.Inspector().Job(s.ctx, s.q, k.(string))
 		wantErr(t, "a job refused by a closed Batcher", err, broker.ErrJobNotFound)
 		return true
 	})
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending", c.Pending, int64(n))
 	want(t, "jobs sent", bt.Stats().Jobs, int64(n))
 	s.consistent(t)

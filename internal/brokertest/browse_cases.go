@@ -20,10 +20,10 @@ func testJobPageReadsWhatAListingShows(t *testing.T, nb NewBackend) {
 	msg := strings.Repeat("é", 2<<10) // 4 KiB, two bytes a character
 	id := s.enqueue(t, broker.Job{Kind: "resize", Payload: payload, MaxAttempts: 3})
 	l := s.claimOne(t, long)
-	if _, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
+	if _, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.b.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StateDead})
+	p, err := s.b.Inspector().JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StateDead})
 	noErr(t, "JobPage", err)
 	if len(p.Jobs) != 1 {
 		t.Fatalf("JobPage listed %d jobs, want 1", len(p.Jobs))
@@ -52,19 +52,19 @@ func testJobListedReadsNoPayload(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{Kind: "resize", Payload: bytes.Repeat([]byte("p"), 64<<10)})
 	l := s.claimOne(t, long)
-	if _, err := s.b.Renew(s.ctx, []broker.Lease{l}, long); err != nil {
+	if _, err := s.b.Leases().Renew(s.ctx, []broker.Lease{l}, long); err != nil {
 		t.Fatal(err)
 	}
-	j, err := s.b.JobListed(s.ctx, s.q, id)
+	j, err := s.b.Inspector().JobListed(s.ctx, s.q, id)
 	noErr(t, "JobListed", err)
 	whole := s.job(t, id)
 	if j.State != broker.StateRunning || j.Generation != whole.Generation || !j.LeaseUntil.Equal(whole.LeaseUntil) || j.Renewals != whole.Renewals || j.Renewals == 0 || j.Attempt != 1 {
 		t.Errorf("JobListed answered %+v; Job reads state %s, generation %d, lease until %v, %d renewals", j, whole.State, whole.Generation, whole.LeaseUntil, whole.Renewals)
 	}
 	want(t, "payload bytes JobListed read", len(j.Payload), 0)
-	_, err = s.b.JobListed(s.ctx, s.q, "nope")
+	_, err = s.b.Inspector().JobListed(s.ctx, s.q, "nope")
 	want(t, "JobListed of a job that is gone is ErrJobNotFound", errors.Is(err, broker.ErrJobNotFound), true)
 	noErr(t, "SET a job key", s.Client.Set(s.ctx, s.jobKey("str"), "x", 0).Err())
-	_, err = s.b.JobListed(s.ctx, s.q, "str")
+	_, err = s.b.Inspector().JobListed(s.ctx, s.q, "str")
 	want(t, "JobListed of a key that is not a hash is ErrCorruptJob", errors.Is(err, broker.ErrCorruptJob), true)
 }

@@ -71,7 +71,7 @@ func interleaved(t *testing.T, nb NewBackend) *bundle {
 func (s *bundle) checkWith(t *testing.T, fn func()) []broker.Inconsistency {
 	t.Helper()
 	ctx, in := during(s.ctx, fn)
-	bad, err := s.b.Check(ctx, s.q)
+	bad, err := s.b.Inspector().Check(ctx, s.q)
 	noErr(t, "Check", err)
 	if !in.ran {
 		t.Fatal("Check sent no SCAN: the test's seam missed it")
@@ -88,7 +88,7 @@ func testCheckWhileJobsMove(t *testing.T, nb NewBackend) {
 	// transitions that take each one to another state, or out of Redis.
 	moving := func(t *testing.T, s *bundle) func() {
 		s.enqueue(t, broker.Job{ID: "done-then-trimmed"})
-		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+		_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 		noErr(t, "Ack", err)
 		s.Advance(past) // finished before the next: retention trims it first
 		s.enqueue(t, broker.Job{ID: "running-then-done"})
@@ -96,13 +96,13 @@ func testCheckWhileJobsMove(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{ID: "pending-then-running"})
 		s.enqueue(t, broker.Job{ID: "pending-then-cancelled", Priority: broker.PriorityMin})
 		return func() {
-			_, err := s.b.Ack(s.ctx, running, nil)
+			_, err := s.b.Leases().Ack(s.ctx, running, nil)
 			noErr(t, "Ack", err)
-			_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
+			_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
 			noErr(t, "Trim", err)
 			l := s.claimOne(t, long)
 			want(t, "claimed", l.ID, "pending-then-running")
-			_, err = s.b.Cancel(s.ctx, s.q, "pending-then-cancelled")
+			_, err = s.b.Inspector().Cancel(s.ctx, s.q, "pending-then-cancelled")
 			noErr(t, "Cancel", err)
 			s.enqueue(t, broker.Job{ID: "enqueued-meanwhile", Delay: long})
 		}
@@ -118,7 +118,7 @@ func testCheckWhileJobsMove(t *testing.T, nb NewBackend) {
 		s := interleaved(t, nb)
 		twice := s.enqueue(t, broker.Job{ID: "dead-and-scheduled"})
 		l := s.claimOne(t, long)
-		_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 		move := moving(t, s)
 		lost := s.enqueue(t, broker.Job{ID: "pending-in-no-index"})

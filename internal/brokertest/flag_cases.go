@@ -38,7 +38,7 @@ func flagged(t *testing.T, nb NewBackend) *bundle {
 func testFlagScheduled(t *testing.T, nb NewBackend) {
 	s := flagged(t, nb)
 	delayed := s.enqueue(t, broker.Job{Delay: flagDelay})
-	res, err := s.b.Claim(s.ctx, s.q, 1, long)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 1, long)
 	noErr(t, "Claim", err)
 	if len(res.Leases) != 0 || res.NextDue <= 0 || res.NextDue > flagDelay {
 		t.Fatalf("claim before the flagDelay: %d leases, next due %v", len(res.Leases), res.NextDue)
@@ -50,7 +50,7 @@ func testFlagScheduled(t *testing.T, nb NewBackend) {
 	retried := s.enqueue(t, broker.Job{MaxAttempts: 3})
 	l := s.claimOne(t, long)
 	want(t, "claimed", l.ID, retried)
-	_, st, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "e", Backoff: flagDelay})
+	_, st, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "e", Backoff: flagDelay})
 	noErr(t, "Fail", err)
 	want(t, "state after a failure with backoff", st, broker.StateScheduled)
 	if ls := s.claim(t, 1, long); len(ls) != 0 {
@@ -64,7 +64,7 @@ func testFlagScheduled(t *testing.T, nb NewBackend) {
 	child := s.enqueue(t, broker.Job{DependsOn: []string{parent}, Delay: flagDelay})
 	p := s.claimOne(t, long)
 	want(t, "parent claimed", p.ID, parent)
-	o, err := s.b.Ack(s.ctx, p, nil)
+	o, err := s.b.Leases().Ack(s.ctx, p, nil)
 	noErr(t, "Ack", err)
 	want(t, "ack", o, broker.OK)
 	want(t, "dependent released to", s.job(t, child).State, broker.StateScheduled)
@@ -82,10 +82,10 @@ func testFlagScheduledStaleLow(t *testing.T, nb NewBackend) {
 	s := flagged(t, nb)
 	early := s.enqueue(t, broker.Job{Delay: 100 * time.Millisecond})
 	later := s.enqueue(t, broker.Job{Delay: 100*time.Millisecond + flagDelay})
-	_, err := s.b.Cancel(s.ctx, s.q, early)
+	_, err := s.b.Inspector().Cancel(s.ctx, s.q, early)
 	noErr(t, "Cancel", err)
 	s.Advance(150 * time.Millisecond)
-	res, err := s.b.Claim(s.ctx, s.q, 1, long)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 1, long)
 	noErr(t, "Claim", err)
 	if len(res.Leases) != 0 || res.NextDue <= 0 || res.NextDue > flagDelay {
 		t.Fatalf("claim after the cancelled job's time: %d leases, next due %v", len(res.Leases), res.NextDue)
@@ -100,11 +100,11 @@ func testFlagScheduledStaleLow(t *testing.T, nb NewBackend) {
 func testFlagPaused(t *testing.T, nb NewBackend) {
 	s := flagged(t, nb)
 	id := s.enqueue(t, broker.Job{})
-	noErr(t, "Pause", s.b.Pause(s.ctx, s.q))
+	noErr(t, "Pause", s.b.Inspector().Pause(s.ctx, s.q))
 	if ls := s.claim(t, 1, long); len(ls) != 0 {
 		t.Fatalf("claimed %s from a paused queue", ls[0].ID)
 	}
-	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
+	noErr(t, "Resume", s.b.Inspector().Resume(s.ctx, s.q))
 	want(t, "claimed after resume", s.claimOne(t, long).ID, id)
 }
 
@@ -119,7 +119,7 @@ func testFlagCascade(t *testing.T, nb NewBackend) {
 	}
 	p := s.claimOne(t, long)
 	want(t, "parent claimed", p.ID, parent)
-	_, err := s.b.Ack(s.ctx, p, nil)
+	_, err := s.b.Leases().Ack(s.ctx, p, nil)
 	noErr(t, "Ack", err)
 	got := len(s.claim(t, 2*n, long)) // the claim's step comes before its pop
 	want(t, "dependents claimed", got, n)
@@ -133,14 +133,14 @@ func testFlagCascade(t *testing.T, nb NewBackend) {
 // set then limits.
 func testFlagEventsAndLimits(t *testing.T, nb NewBackend) {
 	s := flagged(t, nb)
-	noErr(t, "SetEvents", s.b.SetEvents(s.ctx, s.q, 100))
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 1}))
+	noErr(t, "SetEvents", s.b.Inspector().SetEvents(s.ctx, s.q, 100))
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 1}))
 	s.enqueue(t, broker.Job{})
 	s.enqueue(t, broker.Job{})
 	if ls := s.claim(t, 2, long); len(ls) != 1 {
 		t.Fatalf("claimed %d jobs under a running limit of 1", len(ls))
 	}
-	evs, err := s.b.RecentEvents(s.ctx, s.q, 10)
+	evs, err := s.b.Inspector().RecentEvents(s.ctx, s.q, 10)
 	noErr(t, "RecentEvents", err)
 	kinds := map[string]int{}
 	for _, e := range evs {
@@ -174,7 +174,7 @@ func testFlagUpgrade(t *testing.T, nb NewBackend) {
 	paused, err := s.Client.HGet(s.ctx, limits, "paused").Result()
 	noErr(t, "HGET paused", err)
 	want(t, "paused flag written by the claim", paused, "1")
-	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
+	noErr(t, "Resume", s.b.Inspector().Resume(s.ctx, s.q))
 	want(t, "claimed after resume", s.claimOne(t, long).ID, id)
 
 	// A scheduled job and no flag.
@@ -190,7 +190,7 @@ func testFlagUpgrade(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{DependsOn: []string{parent}})
 	}
 	p := s.claimOne(t, long)
-	_, err = s.b.Ack(s.ctx, p, nil)
+	_, err = s.b.Leases().Ack(s.ctx, p, nil)
 	noErr(t, "Ack", err)
 	old()
 	want(t, "dependents claimed", len(s.claim(t, 2*n, long)), n)
@@ -208,6 +208,6 @@ func testFlagRecheck(t *testing.T, nb NewBackend) {
 	if ls := s.claim(t, 1, long); len(ls) != 0 {
 		t.Fatalf("claimed %s after the recheck from a queue paused by its key", ls[0].ID)
 	}
-	noErr(t, "Resume", s.b.Resume(s.ctx, s.q))
+	noErr(t, "Resume", s.b.Inspector().Resume(s.ctx, s.q))
 	want(t, "claimed after resume", s.claimOne(t, long).ID, id)
 }

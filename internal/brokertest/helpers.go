@@ -29,7 +29,7 @@ func (s *bundle) enqueue(t failer, j broker.Job) string {
 	if j.Kind == "" {
 		j.Kind = "k"
 	}
-	id, err := s.b.Enqueue(s.ctx, j)
+	id, err := s.b.Client().Enqueue(s.ctx, j)
 	if err != nil {
 		t.Fatalf("Enqueue(%+v): %v", j, err)
 	}
@@ -38,7 +38,7 @@ func (s *bundle) enqueue(t failer, j broker.Job) string {
 
 func (s *bundle) claim(t failer, n int, lease time.Duration) []broker.Lease {
 	t.Helper()
-	res, err := s.b.Claim(s.ctx, s.q, n, lease)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, n, lease)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
@@ -59,7 +59,7 @@ func (s *bundle) claimOne(t failer, lease time.Duration) broker.Lease {
 
 func (s *bundle) job(t failer, id string) broker.JobInfo {
 	t.Helper()
-	j, err := s.b.Job(s.ctx, s.q, id)
+	j, err := s.b.Inspector().Job(s.ctx, s.q, id)
 	if err != nil {
 		t.Fatalf("Job(%q): %v", id, err)
 	}
@@ -69,7 +69,7 @@ func (s *bundle) job(t failer, id string) broker.JobInfo {
 // consistent fails the test unless invariant 6 holds for the queue.
 func (s *bundle) consistent(t failer) {
 	t.Helper()
-	bad, err := s.b.Check(s.ctx, s.q)
+	bad, err := s.b.Inspector().Check(s.ctx, s.q)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -80,7 +80,7 @@ func (s *bundle) consistent(t failer) {
 
 func (s *bundle) reap(t failer, limit int) broker.ReapResult {
 	t.Helper()
-	r, err := s.b.Reap(s.ctx, s.q, limit)
+	r, err := s.b.Leases().Reap(s.ctx, s.q, limit)
 	if err != nil {
 		t.Fatalf("Reap: %v", err)
 	}

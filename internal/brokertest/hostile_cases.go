@@ -36,15 +36,15 @@ func testHugeGenPoisonsCounter(t *testing.T, nb NewBackend) {
 	// The largest integer Redis itself stores in a hash field.
 	noErr(t, "corrupt gen", s.Client.HSet(s.ctx, s.jobKey("a"), "gen", "9223372036854775807").Err())
 
-	res, err := s.b.Claim(s.ctx, s.q, 3, long)
-	bad, cerr := s.b.Check(s.ctx, s.q)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 3, long)
+	bad, cerr := s.b.Inspector().Check(s.ctx, s.q)
 	noErr(t, "Check", cerr)
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("one job with a huge gen: Claim answered %v (leases %d); invariant 6 after it: %v", err, len(res.Leases), bad)
 	}
 	// The queue goes on working for jobs enqueued afterwards.
 	s.enqueue(t, broker.Job{ID: "d"})
-	res, err = s.b.Claim(s.ctx, s.q, 10, long)
+	res, err = s.b.Leases().Claim(s.ctx, s.q, 10, long)
 	noErr(t, "a later Claim", err)
 	for _, l := range res.Leases {
 		if l.Generation <= 0 {
@@ -69,7 +69,7 @@ func testCorruptBlockedOnAbortsCascade(t *testing.T, nb NewBackend) {
 	noErr(t, "corrupt blocked_on", s.Client.HSet(s.ctx, s.jobKey("c07"), "blocked_on", "x").Err())
 
 	l := s.claimOne(t, long)
-	o, err := s.b.Ack(s.ctx, l, nil)
+	o, err := s.b.Leases().Ack(s.ctx, l, nil)
 	if err != nil {
 		t.Errorf("Ack of the parent: %v (the job is stored as done: %s)", err, s.job(t, p).State)
 	} else {
@@ -104,16 +104,16 @@ func testCascadeEntryWrongTypeWedgesQueue(t *testing.T, nb NewBackend) {
 	noErr(t, "corrupt cascade set", s.Client.Set(s.ctx, s.queueKey("cascade:424242"), "not a set", 0).Err())
 	id := s.enqueue(t, broker.Job{})
 
-	res, err := s.b.Claim(s.ctx, s.q, 1, long)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 1, long)
 	if err != nil {
 		t.Errorf("Claim with a corrupt cascade entry ahead: %v", err)
 	} else if len(res.Leases) != 1 || res.Leases[0].ID != id {
 		t.Errorf("Claim took %+v, want job %s", res.Leases, id)
 	}
-	if _, err := s.b.Reap(s.ctx, s.q, 10); err != nil {
+	if _, err := s.b.Leases().Reap(s.ctx, s.q, 10); err != nil {
 		t.Errorf("Reap with a corrupt cascade entry ahead: %v", err)
 	}
-	if _, err := s.b.Claim(s.ctx, s.q, 1, long); err != nil {
+	if _, err := s.b.Leases().Claim(s.ctx, s.q, 1, long); err != nil {
 		t.Errorf("a second Claim: %v (the entry is never moved aside, so the queue stays wedged)", err)
 	}
 }
@@ -129,17 +129,17 @@ func testCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
 	// bad dies first (it is the oldest in dead), then good.
 	for _, id := range []string{"bad", "good"} {
 		s.enqueue(t, broker.Job{ID: id, MaxAttempts: 1})
-		_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+		_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 		s.Advance(2 * time.Millisecond)
 	}
 	noErr(t, "corrupt depends_on", s.Client.HSet(s.ctx, s.jobKey("bad"), "depends_on", `[["x"]]`, "blocked_on", "1").Err())
 
-	_, err := s.b.Retry(s.ctx, s.q, "bad")
+	_, err := s.b.Inspector().Retry(s.ctx, s.q, "bad")
 	if err == nil || !strings.Contains(err.Error(), "depends_on") {
 		t.Errorf("Retry of a job whose depends_on is [[\"x\"]]: %v; want a refusal that names depends_on", err)
 	}
-	n, err := s.b.RetryDead(s.ctx, s.q, 10)
+	n, err := s.b.Inspector().RetryDead(s.ctx, s.q, 10)
 	if err != nil || n != 1 {
 		t.Errorf("RetryDead with one corrupt job among two: sent %d back, error %v; want 1 (the sound one), no error", n, err)
 	}
@@ -159,11 +159,15 @@ func testResendAfterReclaim(t *testing.T, nb NewBackend) {
 		name string
 		op   func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
 	}{
-		{"Release", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Release(s.ctx, l) }},
-		{"FailNoBackoff", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
-			return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+		{"Release", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Leases().Release(s.ctx, l)
 		}},
-		{"SnoozeZero", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) }},
+		{"FailNoBackoff", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom"})
+		}},
+		{"SnoozeZero", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Leases().Snooze(s.ctx, l, 0)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,20 +207,20 @@ func testWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
 	ctx1, cancel1 := context.WithCancel(s.ctx)
 	first := make(chan error, 1)
 	go func() {
-		_, err := s.b.Wait(ctx1, s.q, id)
+		_, err := s.b.Client().Wait(ctx1, s.q, id)
 		first <- err
 	}()
 	s.waitedOn(t, id)
 	time.Sleep(50 * time.Millisecond) // into its BLPOP
 	second := make(chan error, 1)
 	go func() {
-		_, err := s.b.Wait(s.ctx, s.q, id)
+		_, err := s.b.Client().Wait(s.ctx, s.q, id)
 		second <- err
 	}()
 	time.Sleep(50 * time.Millisecond) // into its BLPOP, behind the first
 
 	cancel1() // the first caller gives up while blocked
-	_, err := s.b.Ack(s.ctx, l, nil)
+	_, err := s.b.Leases().Ack(s.ctx, l, nil)
 	noErr(t, "Ack", err)
 	select {
 	case err := <-first:
@@ -239,9 +243,9 @@ func testWaitWakeupLostToCancelledCaller(t *testing.T, nb NewBackend) {
 // SetLimits lost one of them).
 func testLimitsLostUpdate(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	noErr(t, "SetMaxRunning by A", s.b.SetMaxRunning(s.ctx, s.q, 5))
-	noErr(t, "SetRate by B", s.b.SetRate(s.ctx, s.q, 10, time.Second))
-	got, err := s.b.Limits(s.ctx, s.q)
+	noErr(t, "SetMaxRunning by A", s.b.Inspector().SetMaxRunning(s.ctx, s.q, 5))
+	noErr(t, "SetRate by B", s.b.Inspector().SetRate(s.ctx, s.q, 10, time.Second))
+	got, err := s.b.Inspector().Limits(s.ctx, s.q)
 	noErr(t, "Limits", err)
 	if w := (broker.Limits{MaxRunning: 5, Rate: 10, Per: time.Second}); got != w {
 		t.Fatalf("two operators changed one limit each; the queue has %+v, want %+v", got, w)
@@ -254,15 +258,15 @@ func testLimitsLostUpdate(t *testing.T, nb NewBackend) {
 // change is lost whichever lands first; a change it refuses writes nothing.
 func testChangeLimitsKeepsWhatItDoesNotName(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 5, Rate: 100, Per: time.Second}))
-	noErr(t, "SetRate by B", s.b.SetRate(s.ctx, s.q, 200, time.Second)) // lands while A's form is on its way
-	got, err := s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Per: time.Minute}, Per: true})
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 5, Rate: 100, Per: time.Second}))
+	noErr(t, "SetRate by B", s.b.Inspector().SetRate(s.ctx, s.q, 200, time.Second)) // lands while A's form is on its way
+	got, err := s.b.Inspector().ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Per: time.Minute}, Per: true})
 	noErr(t, "ChangeLimits of the period by A", err)
 	want(t, "limits after A changed the period only", got, broker.Limits{MaxRunning: 5, Rate: 200, Per: time.Minute})
-	got, err = s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Rate: 7}, Rate: true})
+	got, err = s.b.Inspector().ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Rate: 7}, Rate: true})
 	noErr(t, "ChangeLimits of the rate", err)
 	want(t, "limits after the rate alone changed", got, broker.Limits{MaxRunning: 5, Rate: 7, Per: time.Minute})
-	got, err = s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Per: time.Hour}, Rate: true, Per: true})
+	got, err = s.b.Inspector().ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{Per: time.Hour}, Rate: true, Per: true})
 	noErr(t, "ChangeLimits removing the rate", err)
 	want(t, "limits after the rate was removed", got, broker.Limits{MaxRunning: 5})
 	for _, c := range []broker.LimitsChange{
@@ -270,13 +274,13 @@ func testChangeLimitsKeepsWhatItDoesNotName(t *testing.T, nb NewBackend) {
 		{To: broker.Limits{MaxRunning: 9, Rate: 3}, MaxRunning: true, Rate: true},         // a rate, and no period
 		{To: broker.Limits{Per: time.Microsecond}, Per: true},
 	} {
-		_, err := s.b.ChangeLimits(s.ctx, s.q, c)
+		_, err := s.b.Inspector().ChangeLimits(s.ctx, s.q, c)
 		want(t, fmt.Sprintf("ChangeLimits(%+v) is refused", c), errors.Is(err, broker.ErrInvalid), true)
 	}
-	l, err := s.b.Limits(s.ctx, s.q)
+	l, err := s.b.Inspector().Limits(s.ctx, s.q)
 	noErr(t, "Limits", err)
 	want(t, "limits after refused changes", l, broker.Limits{MaxRunning: 5})
-	got, err = s.b.ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{MaxRunning: 0}, MaxRunning: true})
+	got, err = s.b.Inspector().ChangeLimits(s.ctx, s.q, broker.LimitsChange{To: broker.Limits{MaxRunning: 0}, MaxRunning: true})
 	noErr(t, "ChangeLimits removing max running", err)
 	want(t, "limits after max running was removed", got, broker.Limits{})
 	n, err := s.Client.Exists(s.ctx, s.queueKey("limits")).Result()
@@ -298,12 +302,12 @@ func testResentClaimOverstatesLocalDeadline(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{})
 	const lease = time.Second
 	req := broker.NewRequestID()
-	first, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, lease) // its reply is lost
+	first, err := s.b.Leases().ClaimRequest(s.ctx, req, s.q, 1, lease) // its reply is lost
 	noErr(t, "ClaimRequest", err)
 	want(t, "leases of the first claim", len(first.Leases), 1)
 
 	s.Advance(600 * time.Millisecond) // the pool re-sends within half a lease
-	again, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, lease)
+	again, err := s.b.Leases().ClaimRequest(s.ctx, req, s.q, 1, lease)
 	noErr(t, "ClaimRequest sent again", err)
 	want(t, "leases of the re-send", len(again.Leases), 1)
 	l := again.Leases[0]
@@ -333,7 +337,7 @@ func testResendAfterUnsettledReclaim(t *testing.T, nb NewBackend) {
 			s := setup(t, nb)
 			id := s.enqueue(t, broker.Job{MaxAttempts: 5})
 			first := s.claimOne(t, long)
-			o, st, err := s.b.Release(s.ctx, first) // its reply is lost
+			o, st, err := s.b.Leases().Release(s.ctx, first) // its reply is lost
 			noErr(t, "Release", err)
 			want(t, "first answer", o, broker.OK)
 			want(t, "first state", st, broker.StatePending)
@@ -345,12 +349,12 @@ func testResendAfterUnsettledReclaim(t *testing.T, nb NewBackend) {
 				want(t, "reaped", len(s.reap(t, 10).Reaped), 1)
 			} else {
 				s.claimOne(t, long)
-				_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+				_, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 				noErr(t, "ReleaseUnowned", err)
 			}
 			s.claimOne(t, long) // a third worker runs it
 
-			o, st, err = s.b.Release(s.ctx, first) // the identical request, sent again
+			o, st, err = s.b.Leases().Release(s.ctx, first) // the identical request, sent again
 			noErr(t, "Release sent again", err)
 			if o != broker.OK || st != broker.StatePending {
 				t.Fatalf("Release sent again after an unsettled claim (%s) and another claim answered %v %q; the first answered ok %q",
@@ -370,15 +374,15 @@ func testResendAfterOperatorRetry(t *testing.T, nb NewBackend) {
 	id := s.enqueue(t, broker.Job{MaxAttempts: 3})
 	l := s.claimOne(t, long)
 	f := broker.Failure{Error: "permanent", Dead: true}
-	o, st, err := s.b.Fail(s.ctx, l, f) // its reply is lost
+	o, st, err := s.b.Leases().Fail(s.ctx, l, f) // its reply is lost
 	noErr(t, "Fail", err)
 	want(t, "first answer", o, broker.OK)
 	want(t, "first state", st, broker.StateDead)
 
-	_, err = s.b.Retry(s.ctx, s.q, id) // an operator sends it back at once
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, id) // an operator sends it back at once
 	noErr(t, "Retry", err)
 
-	o, st, err = s.b.Fail(s.ctx, l, f) // the identical request, sent again
+	o, st, err = s.b.Leases().Fail(s.ctx, l, f) // the identical request, sent again
 	noErr(t, "Fail sent again", err)
 	if o != broker.OK || st != broker.StateDead {
 		t.Fatalf("Fail sent again after an operator retried the job answered %v %q; the first answered ok %q", o, st, broker.StateDead)
@@ -450,16 +454,18 @@ var settleAgain = []struct {
 	fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
 }{
 	{"Snooze",
-		func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) { return s.b.Snooze(s.ctx, l, 0) },
+		func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+			return s.b.Leases().Snooze(s.ctx, l, 0)
+		},
 		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-			return s.b.SnoozeClaim(s.ctx, l, 0, c)
+			return s.b.Leases().SnoozeClaim(s.ctx, l, 0, c)
 		}},
 	{"Fail",
 		func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
-			return s.b.Fail(s.ctx, l, broker.Failure{Error: "boom"})
+			return s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom"})
 		},
 		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-			return s.b.FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
+			return s.b.Leases().FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
 		}},
 }
 
@@ -479,7 +485,7 @@ func settledThenGivenBack(t *testing.T, s *bundle, name string,
 	want(t, "first state", st, broker.StatePending)
 
 	other := s.claimOne(t, long) // another worker takes the job and gives it back
-	o, _, err = s.b.Release(s.ctx, other)
+	o, _, err = s.b.Leases().Release(s.ctx, other)
 	noErr(t, "Release", err)
 	want(t, "the other worker's release", o, broker.OK)
 	return first
@@ -512,7 +518,7 @@ func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
 			bad := s.enqueue(t, broker.Job{ID: "bad", Metadata: map[string]string{"tenant": "acme"}})
 			key := s.b.Prefix() + ":{" + s.q + "}:job:" + bad
 			noErr(t, "corrupt", s.Client.HSet(s.ctx, key, "meta", tc.meta).Err())
-			res, err := s.b.Claim(s.ctx, s.q, 10, long)
+			res, err := s.b.Leases().Claim(s.ctx, s.q, 10, long)
 			if err != nil {
 				t.Fatalf("Claim with a job whose meta field is %q: %v; want the good job claimed", tc.meta, err)
 			}
@@ -566,7 +572,7 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 			want(t, "fused state", st, broker.StatePending)
 			want(t, "jobs the fused send took", len(res.Leases), 1)
 			// reask: the claim again under its id; the pool starts its job.
-			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
+			again, err := s.b.Leases().ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask answered", len(again.Leases), 1)
 			// Its slot passed on, the pool sends the settlement plain.
@@ -598,7 +604,7 @@ func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{ID: "pretty", Metadata: map[string]string{"tenant": "acme"}})
 		noErr(t, "hand-edit meta", s.Client.HSet(s.ctx, s.jobKey(id), "meta", meta).Err())
-		res, err := s.b.Claim(s.ctx, s.q, 1, long)
+		res, err := s.b.Leases().Claim(s.ctx, s.q, 1, long)
 		noErr(t, "Claim", err)
 		if len(res.Leases) != 1 || !strings.HasPrefix(res.Leases[0].Metadata["tenant"], "acme") || len(res.Problems) != 0 {
 			j := s.job(t, id)
@@ -619,24 +625,24 @@ func testFusedResendAfterLeaseExpired(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	f := broker.Failure{Error: "boom"}
 	first := settledThenGivenBack(t, s, "Fail", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
-		return s.b.Fail(s.ctx, l, f)
+		return s.b.Leases().Fail(s.ctx, l, f)
 	})
 
 	// The pool's fused retry, with the pool's (short) lease; reply lost.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: short}
-	o, st, res, err := s.b.FailClaim(s.ctx, first, f, spec)
+	o, st, res, err := s.b.Leases().FailClaim(s.ctx, first, f, spec)
 	noErr(t, "FailClaim", err)
 	want(t, "fused answer", o, broker.OK)
 	want(t, "fused state", st, broker.StatePending)
 	want(t, "jobs the fused send took", len(res.Leases), 1)
-	again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, short) // reask
+	again, err := s.b.Leases().ClaimRequest(s.ctx, spec.RequestID, s.q, 1, short) // reask
 	noErr(t, "ClaimRequest (reask)", err)
 	want(t, "jobs the reask answered", len(again.Leases), 1)
 
 	// Redis stays unreachable for longer than the lease; the pool keeps
 	// re-sending the failure, plain.
 	s.Advance(3 * short)
-	o, st, err = s.b.Fail(s.ctx, first, f)
+	o, st, err = s.b.Leases().Fail(s.ctx, first, f)
 	noErr(t, "Fail sent again", err)
 	if o != broker.OK || st != broker.StatePending {
 		t.Fatalf("Fail sent again after the fused call's lease expired answered %v %q; Redis applied the failure: want ok %q",
@@ -661,7 +667,7 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 			// fails before Redis runs it. reask: the claim under its id,
 			// which takes the job back; the pool starts it.
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-			again, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
+			again, err := s.b.Leases().ClaimRequest(s.ctx, spec.RequestID, s.q, 1, long)
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask took", len(again.Leases), 1)
 			// The settlement again, plain.
@@ -688,12 +694,12 @@ func testUsedRequestIDSettlesItsOwnLease(t *testing.T, nb NewBackend) {
 	ls := s.claim(t, 2, long)
 	f := broker.Failure{Error: "boom", Backoff: time.Hour}
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	o, st, _, err := s.b.FailClaim(s.ctx, ls[0], f, spec)
+	o, st, _, err := s.b.Leases().FailClaim(s.ctx, ls[0], f, spec)
 	noErr(t, "FailClaim", err)
 	want(t, "first answer", o, broker.OK)
 	want(t, "first state", st, broker.StateScheduled)
 
-	o, st, _, err = s.b.FailClaim(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
+	o, st, _, err = s.b.Leases().FailClaim(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
 	noErr(t, "FailClaim of the other lease", err)
 	if j := s.job(t, ls[1].ID); o == broker.OK && j.State != broker.StateScheduled {
 		t.Fatalf("FailClaim (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
@@ -710,16 +716,16 @@ func testResendAfterThreeLaterClaims(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{MaxAttempts: 5})
 	first := s.claimOne(t, long)
-	o, st, err := s.b.Release(s.ctx, first) // its reply is lost
+	o, st, err := s.b.Leases().Release(s.ctx, first) // its reply is lost
 	noErr(t, "Release", err)
 	want(t, "first answer", o, broker.OK)
 	for i := range 2 {
-		o, _, err := s.b.Release(s.ctx, s.claimOne(t, long))
+		o, _, err := s.b.Leases().Release(s.ctx, s.claimOne(t, long))
 		noErr(t, "another worker's Release", err)
 		want(t, fmt.Sprintf("worker %d's release", i+2), o, broker.OK)
 	}
 	s.claimOne(t, long) // a fourth worker runs it
-	o, st2, err := s.b.Release(s.ctx, first)
+	o, st2, err := s.b.Leases().Release(s.ctx, first)
 	noErr(t, "Release sent again", err)
 	if o != broker.OK || st2 != st {
 		t.Fatalf("Release sent again after three later claims answered %v %q; the first answered ok %q", o, st2, st)

@@ -37,11 +37,11 @@ func testLifecycle(t *testing.T, nb NewBackend) {
 	want(t, "stored lease_until", j.LeaseUntil, l.Deadline)
 	s.consistent(t)
 
-	o, err := s.b.Progress(s.ctx, l, []byte(`{"pct":50}`))
+	o, err := s.b.Leases().Progress(s.ctx, l, []byte(`{"pct":50}`))
 	noErr(t, "Progress", err)
 	want(t, "progress outcome", o, broker.OK)
 
-	o, err = s.b.Ack(s.ctx, l, []byte("result"))
+	o, err = s.b.Leases().Ack(s.ctx, l, []byte("result"))
 	noErr(t, "Ack", err)
 	want(t, "ack outcome", o, broker.OK)
 	j = s.job(t, id)
@@ -77,15 +77,15 @@ func testGenerationStrictlyIncreases(t *testing.T, nb NewBackend) {
 
 	l := s.claimOne(t, long)
 	step("claim")
-	_, _, err := s.b.Release(s.ctx, l)
+	_, _, err := s.b.Leases().Release(s.ctx, l)
 	noErr(t, "Release", err)
 	step("release")
 	s.claimOne(t, long)
 	step("claim")
-	_, err = s.b.ReleaseUnowned(s.ctx, s.q, id)
+	_, err = s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 	noErr(t, "ReleaseUnowned", err)
 	step("release_unowned of a running job")
-	_, err = s.b.ReleaseUnowned(s.ctx, s.q, id)
+	_, err = s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 	noErr(t, "ReleaseUnowned", err)
 	step("release_unowned of a pending job")
 	s.claimOne(t, short)
@@ -104,24 +104,24 @@ func testGenerationStrictlyIncreases(t *testing.T, nb NewBackend) {
 func staleOps(t *testing.T, s *bundle, stale broker.Lease) {
 	t.Helper()
 	before := s.job(t, stale.ID)
-	rs, err := s.b.Renew(s.ctx, []broker.Lease{stale}, long)
+	rs, err := s.b.Leases().Renew(s.ctx, []broker.Lease{stale}, long)
 	noErr(t, "stale Renew", err)
 	want(t, "stale renew outcome", rs[0].Outcome, broker.Stale)
-	o, err := s.b.Progress(s.ctx, stale, []byte("stale progress"))
+	o, err := s.b.Leases().Progress(s.ctx, stale, []byte("stale progress"))
 	noErr(t, "stale Progress", err)
 	want(t, "stale progress outcome", o, broker.Stale)
-	o, err = s.b.Ack(s.ctx, stale, []byte("stale result"))
+	o, err = s.b.Leases().Ack(s.ctx, stale, []byte("stale result"))
 	noErr(t, "stale Ack", err)
 	want(t, "stale ack outcome", o, broker.Stale)
 	for _, f := range []broker.Failure{{Error: "stale failure"}, {Error: "stale", Dead: true}, {Error: "stale", Backoff: time.Minute}} {
-		o, _, err = s.b.Fail(s.ctx, stale, f)
+		o, _, err = s.b.Leases().Fail(s.ctx, stale, f)
 		noErr(t, "stale Fail", err)
 		want(t, "stale fail outcome", o, broker.Stale)
 	}
-	o, _, err = s.b.Snooze(s.ctx, stale, time.Minute)
+	o, _, err = s.b.Leases().Snooze(s.ctx, stale, time.Minute)
 	noErr(t, "stale Snooze", err)
 	want(t, "stale snooze outcome", o, broker.Stale)
-	o, _, err = s.b.Release(s.ctx, stale)
+	o, _, err = s.b.Leases().Release(s.ctx, stale)
 	noErr(t, "stale Release", err)
 	want(t, "stale release outcome", o, broker.Stale)
 	sameJob(t, "after the stale claim's operations", s.job(t, stale.ID), before)
@@ -134,7 +134,7 @@ func testStaleAfterReleaseUnowned(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{})
 	a := s.claimOne(t, long)
-	r, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+	r, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 	noErr(t, "ReleaseUnowned", err)
 	want(t, "released from", r.Previous, broker.StateRunning)
 	want(t, "released to", r.State, broker.StatePending)
@@ -145,7 +145,7 @@ func testStaleAfterReleaseUnowned(t *testing.T, nb NewBackend) {
 	staleOps(t, s, a)
 
 	// B's claim is intact and settles normally.
-	o, err := s.b.Ack(s.ctx, b, []byte("B"))
+	o, err := s.b.Leases().Ack(s.ctx, b, []byte("B"))
 	noErr(t, "B's Ack", err)
 	want(t, "B's ack outcome", o, broker.OK)
 	want(t, "stored result", string(s.job(t, id).Result), "B")
@@ -163,7 +163,7 @@ func testStaleAfterReap(t *testing.T, nb NewBackend) {
 	b := s.claimOne(t, long)
 	want(t, "attempt of the second claim", b.Attempt, 2)
 	staleOps(t, s, a) // and with B holding it
-	o, err := s.b.Ack(s.ctx, b, []byte("B"))
+	o, err := s.b.Leases().Ack(s.ctx, b, []byte("B"))
 	noErr(t, "B's Ack", err)
 	want(t, "B's ack outcome", o, broker.OK)
 	want(t, "stored result", string(s.job(t, id).Result), "B")
@@ -177,17 +177,17 @@ func testExpiredButUnreaped(t *testing.T, nb NewBackend) {
 	ls := s.claim(t, 2, short)
 	s.Advance(past)
 
-	expired, err := s.b.ExpiredLeases(s.ctx, s.q, 10)
+	expired, err := s.b.Inspector().ExpiredLeases(s.ctx, s.q, 10)
 	noErr(t, "ExpiredLeases", err)
 	want(t, "expired leases listed", len(expired), 2)
 	if !expired[0].Expired() || expired[0].Kind != "k" || expired[0].Generation != 1 {
 		t.Fatalf("expired lease = %+v", expired[0])
 	}
 
-	rs, err := s.b.Renew(s.ctx, ls[:1], long)
+	rs, err := s.b.Leases().Renew(s.ctx, ls[:1], long)
 	noErr(t, "Renew after expiry", err)
 	want(t, "renew after expiry", rs[0].Outcome, broker.OK)
-	o, err := s.b.Ack(s.ctx, ls[1], nil)
+	o, err := s.b.Leases().Ack(s.ctx, ls[1], nil)
 	noErr(t, "Ack after expiry", err)
 	want(t, "ack after expiry", o, broker.OK)
 	want(t, "state after late ack", s.job(t, ls[1].ID).State, broker.StateDone)
@@ -196,7 +196,7 @@ func testExpiredButUnreaped(t *testing.T, nb NewBackend) {
 	if r := s.reap(t, 10); len(r.Reaped) != 0 {
 		t.Fatalf("reaped %+v after renew and ack", r.Reaped)
 	}
-	expired, err = s.b.ExpiredLeases(s.ctx, s.q, 10)
+	expired, err = s.b.Inspector().ExpiredLeases(s.ctx, s.q, 10)
 	noErr(t, "ExpiredLeases", err)
 	want(t, "expired leases after renew and ack", len(expired), 0)
 	want(t, "renewed job state", s.job(t, ls[0].ID).State, broker.StateRunning)
@@ -212,7 +212,7 @@ func testReap(t *testing.T, nb NewBackend) {
 		s.claim(t, 5, short)
 		s.Advance(past)
 		want(t, "first reap", len(s.reap(t, 2).Reaped), 2)
-		c, _ := s.b.Counts(s.ctx, s.q)
+		c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 		want(t, "running after first reap", c.Running, int64(3))
 		want(t, "pending after first reap", c.Pending, int64(2))
 		want(t, "second reap", len(s.reap(t, 10).Reaped), 3)
@@ -245,7 +245,7 @@ func testReap(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{})
 		s.claimOne(t, short)
-		st, err := s.b.Cancel(s.ctx, s.q, id)
+		st, err := s.b.Inspector().Cancel(s.ctx, s.q, id)
 		noErr(t, "Cancel", err)
 		want(t, "state after cancel of a running job", st, broker.StateRunning)
 		s.Advance(past)
@@ -263,7 +263,7 @@ func testRelease(t *testing.T, nb NewBackend) {
 	for range 3 { // more releases than attempts: none is charged
 		l := s.claimOne(t, long)
 		want(t, "attempt", l.Attempt, 1)
-		o, st, err := s.b.Release(s.ctx, l)
+		o, st, err := s.b.Leases().Release(s.ctx, l)
 		noErr(t, "Release", err)
 		want(t, "release outcome", o, broker.OK)
 		want(t, "state after release", st, broker.StatePending)
@@ -282,12 +282,12 @@ func testReleaseUnowned(t *testing.T, nb NewBackend) {
 		case broker.StateRunning:
 			s.claimOne(t, long)
 		case broker.StateDone:
-			_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+			_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 			noErr(t, "Ack", err)
 		}
 		before := s.job(t, id)
 		want(t, "state", before.State, st)
-		r, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+		r, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 		noErr(t, "ReleaseUnowned", err)
 		want(t, "previous state", r.Previous, st)
 		want(t, "new generation", r.Generation, before.Generation+1)
@@ -301,7 +301,7 @@ func testReleaseUnowned(t *testing.T, nb NewBackend) {
 		}
 		s.consistent(t)
 	}
-	_, err := s.b.ReleaseUnowned(s.ctx, s.q, "no-such-job")
+	_, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, "no-such-job")
 	wantErr(t, "ReleaseUnowned of a missing job", err, broker.ErrJobNotFound)
 }
 
@@ -310,7 +310,7 @@ func testFail(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{MaxAttempts: 2})
 		l := s.claimOne(t, long)
-		o, st, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "boom 1", Backoff: past})
+		o, st, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 1", Backoff: past})
 		noErr(t, "Fail", err)
 		want(t, "fail outcome", o, broker.OK)
 		want(t, "state after first failure", st, broker.StateScheduled)
@@ -319,7 +319,7 @@ func testFail(t *testing.T, nb NewBackend) {
 		want(t, "token cleared", j.ClaimID, "")
 		s.consistent(t)
 
-		res, err := s.b.Claim(s.ctx, s.q, 1, long)
+		res, err := s.b.Leases().Claim(s.ctx, s.q, 1, long)
 		noErr(t, "Claim", err)
 		if len(res.Leases) != 0 {
 			t.Fatal("claimed a job still in backoff")
@@ -330,7 +330,7 @@ func testFail(t *testing.T, nb NewBackend) {
 		s.Advance(past)
 		l = s.claimOne(t, long)
 		want(t, "second attempt", l.Attempt, 2)
-		_, st, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "boom 2"})
+		_, st, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 2"})
 		noErr(t, "Fail", err)
 		want(t, "state when attempts are spent", st, broker.StateDead)
 		want(t, "last error", s.job(t, id).LastError, "boom 2")
@@ -339,7 +339,7 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("ZeroBackoffIsPendingAtOnce", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{})
-		_, st, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "x"})
+		_, st, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "x"})
 		noErr(t, "Fail", err)
 		want(t, "state", st, broker.StatePending)
 		want(t, "attempt of the retry", s.claimOne(t, long).Attempt, 2)
@@ -347,7 +347,7 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("PermanentIsDeadAtOnce", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{MaxAttempts: 10})
-		_, st, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "bad input", Dead: true})
+		_, st, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "bad input", Dead: true})
 		noErr(t, "Fail", err)
 		want(t, "state", st, broker.StateDead)
 		s.consistent(t)
@@ -355,11 +355,11 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("SnoozeDoesNotChargeAttempt", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{MaxAttempts: 1})
-		_, st, err := s.b.Snooze(s.ctx, s.claimOne(t, long), 0)
+		_, st, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
 		noErr(t, "Snooze", err)
 		want(t, "state", st, broker.StatePending)
 		want(t, "attempt", s.job(t, id).Attempt, 0)
-		_, st, err = s.b.Snooze(s.ctx, s.claimOne(t, long), time.Minute)
+		_, st, err = s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), time.Minute)
 		noErr(t, "Snooze", err)
 		want(t, "state", st, broker.StateScheduled)
 		s.consistent(t)
@@ -367,7 +367,7 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("LongErrorIsCut", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{})
-		_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: string(bytes.Repeat([]byte("x"), 100_000)), Dead: true})
+		_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: string(bytes.Repeat([]byte("x"), 100_000)), Dead: true})
 		noErr(t, "Fail", err)
 		if n := len(s.job(t, id).LastError); n > 33_000 {
 			t.Fatalf("stored last_error of %d bytes", n)
@@ -382,16 +382,16 @@ func testRenewMany(t *testing.T, nb NewBackend) {
 	}
 	s.enqueue(t, broker.Job{Queue: "other"})
 	ls := s.claim(t, 3, short)
-	other, err := s.b.Claim(s.ctx, "other", 1, short)
+	other, err := s.b.Leases().Claim(s.ctx, "other", 1, short)
 	noErr(t, "Claim other", err)
 	ls = append(ls, other.Leases...)
 	want(t, "leases", len(ls), 4)
-	_, err = s.b.ReleaseUnowned(s.ctx, s.q, ls[1].ID) // ls[1] is now stale
+	_, err = s.b.Inspector().ReleaseUnowned(s.ctx, s.q, ls[1].ID) // ls[1] is now stale
 	noErr(t, "ReleaseUnowned", err)
-	_, err = s.b.Cancel(s.ctx, s.q, ls[2].ID)
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, ls[2].ID)
 	noErr(t, "Cancel", err)
 
-	rs, err := s.b.Renew(s.ctx, ls, long)
+	rs, err := s.b.Leases().Renew(s.ctx, ls, long)
 	noErr(t, "Renew", err)
 	for i, w := range []broker.Outcome{broker.OK, broker.Stale, broker.CancelRequested, broker.OK} {
 		want(t, "renewal outcome", rs[i].Outcome, w)
@@ -419,7 +419,7 @@ func testStaleAfterRecreate(t *testing.T, nb NewBackend) {
 		t.Fatalf("the re-created job's claim has generation %d, not above its predecessor's %d", b.Generation, a.Generation)
 	}
 	staleOps(t, s, a)
-	o, err := s.b.Ack(s.ctx, b, []byte("B"))
+	o, err := s.b.Leases().Ack(s.ctx, b, []byte("B"))
 	noErr(t, "B's Ack", err)
 	want(t, "B's ack outcome", o, broker.OK)
 }
@@ -431,10 +431,10 @@ func testAckMany(t *testing.T, nb NewBackend) {
 	}
 	s.enqueue(t, broker.Job{Queue: "other"})
 	ls := s.claim(t, 3, long)
-	other, err := s.b.Claim(s.ctx, "other", 1, long)
+	other, err := s.b.Leases().Claim(s.ctx, "other", 1, long)
 	noErr(t, "Claim other", err)
 	ls = append(ls, other.Leases...)
-	_, err = s.b.ReleaseUnowned(s.ctx, s.q, ls[1].ID) // ls[1] is now stale
+	_, err = s.b.Inspector().ReleaseUnowned(s.ctx, s.q, ls[1].ID) // ls[1] is now stale
 	noErr(t, "ReleaseUnowned", err)
 	noErr(t, "SCRIPT FLUSH", s.Client.ScriptFlush(s.ctx).Err())
 
@@ -442,14 +442,14 @@ func testAckMany(t *testing.T, nb NewBackend) {
 	for i, l := range ls {
 		acks[i] = broker.Ack{Lease: l, Result: []byte("r" + l.ID)}
 	}
-	os, err := s.b.AckMany(s.ctx, acks)
+	os, err := s.b.Leases().AckMany(s.ctx, acks)
 	noErr(t, "AckMany", err)
 	for i, w := range []broker.Outcome{broker.OK, broker.Stale, broker.OK, broker.OK} {
 		want(t, "ack outcome", os[i], w)
 	}
 	want(t, "result", string(s.job(t, ls[0].ID).Result), "r"+ls[0].ID)
 	want(t, "stale job's state", s.job(t, ls[1].ID).State, broker.StatePending)
-	j, err := s.b.Job(s.ctx, "other", ls[3].ID)
+	j, err := s.b.Inspector().Job(s.ctx, "other", ls[3].ID)
 	noErr(t, "Job other", err)
 	want(t, "other queue's job", j.State, broker.StateDone)
 	s.consistent(t)
@@ -458,14 +458,14 @@ func testAckMany(t *testing.T, nb NewBackend) {
 // Wait returns once the job finishes, woken by its settlement.
 func testWait(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
-	_, err := s.b.Wait(s.ctx, s.q, "missing")
+	_, err := s.b.Client().Wait(s.ctx, s.q, "missing")
 	wantErr(t, "Wait of a missing job", err, broker.ErrJobNotFound)
 
 	id := s.enqueue(t, broker.Job{})
 	got := make(chan broker.JobInfo, 3)
 	for range 3 {
 		go func() {
-			j, err := s.b.Wait(s.ctx, s.q, id)
+			j, err := s.b.Client().Wait(s.ctx, s.q, id)
 			if err != nil {
 				t.Error(err)
 			}
@@ -474,12 +474,12 @@ func testWait(t *testing.T, nb NewBackend) {
 	}
 	// A caller that gives up changes nothing for the others.
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
-	_, err = s.b.Wait(ctx, s.q, id)
+	_, err = s.b.Client().Wait(ctx, s.q, id)
 	cancel()
 	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
 	s.waitedOn(t, id)
 	time.Sleep(20 * time.Millisecond) // let the waiters reach their blocking pop
-	_, err = s.b.Ack(s.ctx, s.claimOne(t, long), []byte("answer"))
+	_, err = s.b.Leases().Ack(s.ctx, s.claimOne(t, long), []byte("answer"))
 	noErr(t, "Ack", err)
 	for range 3 {
 		select {
@@ -492,7 +492,7 @@ func testWait(t *testing.T, nb NewBackend) {
 		}
 	}
 	// A finished job answers at once.
-	j, err := s.b.Wait(s.ctx, s.q, id)
+	j, err := s.b.Client().Wait(s.ctx, s.q, id)
 	noErr(t, "Wait of a done job", err)
 	want(t, "state", j.State, broker.StateDone)
 	s.consistent(t)
@@ -504,17 +504,17 @@ func testWaitAfterRetry(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
-	_, err := s.b.Wait(ctx, s.q, id) // registers, then gives up
+	_, err := s.b.Client().Wait(ctx, s.q, id) // registers, then gives up
 	cancel()
 	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
-	_, _, err = s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+	_, _, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 	noErr(t, "Fail", err)
-	_, err = s.b.Retry(s.ctx, s.q, id)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
 	noErr(t, "Retry", err)
 
 	ctx, cancel = context.WithTimeout(s.ctx, 200*time.Millisecond)
 	defer cancel()
-	j, err := s.b.Wait(ctx, s.q, id)
+	j, err := s.b.Client().Wait(ctx, s.q, id)
 	if err == nil {
 		t.Fatalf("Wait returned the job %s in state %s: it has not finished since the retry", id, j.State)
 	}
@@ -523,13 +523,13 @@ func testWaitAfterRetry(t *testing.T, nb NewBackend) {
 	// It does return once the retried job finishes.
 	done := make(chan error, 1)
 	go func() {
-		j, err := s.b.Wait(s.ctx, s.q, id)
+		j, err := s.b.Client().Wait(s.ctx, s.q, id)
 		if err == nil && j.State != broker.StateDone {
 			err = fmt.Errorf("broker.Wait returned state %s", j.State)
 		}
 		done <- err
 	}()
-	_, err = s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+	_, err = s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 	noErr(t, "Ack", err)
 	select {
 	case err := <-done:
@@ -544,7 +544,7 @@ func testWaitAfterRetry(t *testing.T, nb NewBackend) {
 	for _, d := range []time.Duration{100 * time.Microsecond, 400 * time.Microsecond, 900 * time.Microsecond} {
 		ctx, cancel := context.WithTimeout(s.ctx, d)
 		start := time.Now()
-		_, err := s.b.Wait(ctx, s.q, other)
+		_, err := s.b.Client().Wait(ctx, s.q, other)
 		cancel()
 		if err == nil || time.Since(start) > 5*time.Second {
 			t.Fatalf("Wait with a %v deadline: %v after %v", d, err, time.Since(start))
@@ -577,37 +577,37 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 	lost := context.WithValue(s.ctx, resendKey{}, true)
 
 	// Enqueue, one and many, with ids of the caller's and generated ones.
-	_, err := s.b.Enqueue(lost, broker.Job{Queue: s.q, Kind: "k", ID: "mine", MaxAttempts: 1})
+	_, err := s.b.Client().Enqueue(lost, broker.Job{Queue: s.q, Kind: "k", ID: "mine", MaxAttempts: 1})
 	noErr(t, "Enqueue sent twice", err)
-	_, err = s.b.Enqueue(lost, broker.Job{Queue: s.q, Kind: "k"})
+	_, err = s.b.Client().Enqueue(lost, broker.Job{Queue: s.q, Kind: "k"})
 	noErr(t, "Enqueue of a generated id sent twice", err)
-	for _, e := range s.b.EnqueueMany(lost, []broker.Job{{Queue: s.q, Kind: "k", ID: "many-1"}, {Queue: s.q, Kind: "k", UniqueKey: "u"}}) {
+	for _, e := range s.b.Client().EnqueueMany(lost, []broker.Job{{Queue: s.q, Kind: "k", ID: "many-1"}, {Queue: s.q, Kind: "k", UniqueKey: "u"}}) {
 		noErr(t, "EnqueueMany sent twice", e.Err)
 	}
-	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: "mine"})
+	_, err = s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: "mine"})
 	wantErr(t, "another request for the same id", err, broker.ErrJobExists)
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending after four enqueues sent twice", c.Pending, int64(4))
 
 	// Claim under one request id, twice.
 	req := broker.NewRequestID()
-	first, err := s.b.ClaimRequest(s.ctx, req, s.q, 2, long)
+	first, err := s.b.Leases().ClaimRequest(s.ctx, req, s.q, 2, long)
 	noErr(t, "ClaimRequest", err)
-	second, err := s.b.ClaimRequest(s.ctx, req, s.q, 2, long)
+	second, err := s.b.Leases().ClaimRequest(s.ctx, req, s.q, 2, long)
 	noErr(t, "ClaimRequest sent again", err)
 	if len(first.Leases) != 2 || len(second.Leases) != 2 || first.Leases[0].ClaimID() != second.Leases[0].ClaimID() ||
 		first.Leases[1].Generation != second.Leases[1].Generation {
 		t.Fatalf("a claim sent twice answered %+v, then %+v", first.Leases, second.Leases)
 	}
-	c, _ = s.b.Counts(s.ctx, s.q)
+	c, _ = s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "running after a claim of 2 sent twice", c.Running, int64(2))
 
 	// Ack, fail and release, each sent twice, answer as the first did.
-	o, err := s.b.Ack(lost, first.Leases[0], []byte("result"))
+	o, err := s.b.Leases().Ack(lost, first.Leases[0], []byte("result"))
 	noErr(t, "Ack sent twice", err)
 	want(t, "Ack sent twice", o, broker.OK)
 	want(t, "result", string(s.job(t, first.Leases[0].ID).Result), "result")
-	o, st, err := s.b.Release(lost, first.Leases[1])
+	o, st, err := s.b.Leases().Release(lost, first.Leases[1])
 	noErr(t, "Release sent twice", err)
 	want(t, "Release sent twice", o, broker.OK)
 	want(t, "state after release", st, broker.StatePending)
@@ -617,17 +617,17 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 		if i == 0 {
 			f.Dead, w, dead = true, broker.StateDead, l.ID
 		}
-		o, st, err := s.b.Fail(lost, l, f)
+		o, st, err := s.b.Leases().Fail(lost, l, f)
 		noErr(t, "Fail sent twice", err)
 		want(t, "Fail sent twice", o, broker.OK)
 		want(t, "state after Fail sent twice", st, w)
 	}
 
 	// Retry and cancel.
-	prev, err := s.b.Retry(lost, s.q, dead)
+	prev, err := s.b.Inspector().Retry(lost, s.q, dead)
 	noErr(t, "Retry sent twice", err)
 	want(t, "Retry's previous state", prev, broker.StateDead)
-	st, err = s.b.Cancel(lost, s.q, dead)
+	st, err = s.b.Inspector().Cancel(lost, s.q, dead)
 	noErr(t, "Cancel sent twice", err)
 	want(t, "Cancel sent twice", st, broker.StateCancelled)
 	s.consistent(t)
@@ -645,7 +645,7 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	want(t, "first claim", lp.ID, p)
 
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 3, Lease: long}
-	os, res, err := s.b.AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	os, res, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
 	noErr(t, "AckClaim", err)
 	want(t, "ack outcome", os[0], broker.OK)
 	want(t, "acked job", s.job(t, p).State, broker.StateDone)
@@ -661,21 +661,21 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 
 	// Sent again (its reply was lost): the same answers, nothing more taken.
 	s.enqueue(t, broker.Job{})
-	os2, res2, err := s.b.AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	os2, res2, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
 	noErr(t, "AckClaim sent again", err)
 	want(t, "re-sent ack outcome", os2[0], broker.OK)
 	sameLeases(t, "AckClaim sent again", res2.Leases, res.Leases)
 	// Its claim alone, sent again as a ClaimRequest, answers the same.
-	res3, err := s.b.ClaimRequest(s.ctx, spec.RequestID, s.q, spec.N, long)
+	res3, err := s.b.Leases().ClaimRequest(s.ctx, spec.RequestID, s.q, spec.N, long)
 	noErr(t, "ClaimRequest under the AckClaim's id", err)
 	sameLeases(t, "ClaimRequest under the AckClaim's id", res3.Leases, res.Leases)
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending after the re-sends", c.Pending, int64(1))
 
 	// A stale ack is refused, and the claim still runs; the claim may be of
 	// another queue than the acks.
 	s.enqueue(t, broker.Job{Queue: "other"})
-	os, res, err = s.b.AckClaim(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
+	os, res, err = s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "other", N: 5, Lease: long})
 	noErr(t, "AckClaim across queues", err)
 	want(t, "the first ack again, under a spent claim", os[0], broker.OK)
@@ -685,25 +685,25 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	// A stale lease is a real earlier claim of a job that a later claim
 	// holds now (of a queue of its own, so the claim below does not see it).
 	s.enqueue(t, broker.Job{Queue: "superseded"})
-	first, err := s.b.Claim(s.ctx, "superseded", 1, long)
+	first, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim the superseded job", err)
-	_, _, err = s.b.Release(s.ctx, first.Leases[0])
+	_, _, err = s.b.Leases().Release(s.ctx, first.Leases[0])
 	noErr(t, "Release it", err)
-	now, err := s.b.Claim(s.ctx, "superseded", 1, long)
+	now, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim it again", err)
 	stale := first.Leases[0]
-	os, res, err = s.b.AckClaim(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
+	os, res, err = s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
 	noErr(t, "AckClaim with a stale ack", err)
 	want(t, "stale ack", os[0], broker.Stale)
 	want(t, "claimed beside a stale ack", len(res.Leases), 1)
 	want(t, "the dependent, still running", s.job(t, d).State, broker.StateRunning)
-	j, err := s.b.Job(s.ctx, "superseded", stale.ID)
+	j, err := s.b.Inspector().Job(s.ctx, "superseded", stale.ID)
 	noErr(t, "Job", err)
 	want(t, "the superseded job, still running", j.State, broker.StateRunning)
 	want(t, "under the later claim", j.ClaimID, now.Leases[0].ClaimID())
 
 	// No claim: N = 0 answers no leases and takes nothing.
-	_, res, err = s.b.AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
+	_, res, err = s.b.Leases().AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
 	noErr(t, "AckClaim of nothing", err)
 	want(t, "leases of a claim of 0", len(res.Leases), 0)
 
@@ -713,7 +713,7 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 		{RequestID: "r", Queue: s.q, N: 1, Lease: 0},
 		{RequestID: "r", Queue: "", N: 1, Lease: long},
 	} {
-		_, _, err := s.b.AckClaim(s.ctx, nil, bad)
+		_, _, err := s.b.Leases().AckClaim(s.ctx, nil, bad)
 		var ve *broker.ValidationError
 		if !errors.As(err, &ve) {
 			t.Fatalf("AckClaim(%+v): %v, want a ValidationError", bad, err)
@@ -743,21 +743,21 @@ func testFailClaim(t *testing.T, nb NewBackend) {
 	b := s.enqueue(t, broker.Job{})
 	la := s.claimOne(t, long)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 2, Lease: long}
-	o, st, res, err := s.b.FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	o, st, res, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
 	noErr(t, "FailClaim", err)
 	want(t, "fail outcome", o, broker.OK)
 	want(t, "failed job's state", st, broker.StatePending)
 	if len(res.Leases) != 2 || res.Leases[0].ID != b || res.Leases[1].ID != a || res.Leases[1].Attempt != 2 {
 		t.Fatalf("FailClaim took %+v; want %s, then %s on its second attempt", res.Leases, b, a)
 	}
-	o, st, again, err := s.b.FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	o, st, again, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
 	noErr(t, "FailClaim sent again", err)
 	want(t, "re-sent fail outcome", o, broker.OK)
 	want(t, "re-sent fail state", st, broker.StatePending)
 	sameLeases(t, "FailClaim sent again", again.Leases, res.Leases)
 
 	c := s.enqueue(t, broker.Job{})
-	o, st, res, err = s.b.SnoozeClaim(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
+	o, st, res, err = s.b.Leases().SnoozeClaim(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
 	noErr(t, "SnoozeClaim", err)
 	want(t, "snooze outcome", o, broker.OK)
 	want(t, "snoozed job's state", st, broker.StatePending)
@@ -766,7 +766,7 @@ func testFailClaim(t *testing.T, nb NewBackend) {
 	}
 	want(t, "snoozed job's attempt", s.job(t, b).Attempt, 0)
 
-	_, _, _, err = s.b.FailClaim(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
+	_, _, _, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
 	var ve *broker.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("FailClaim with a claim of another queue: %v, want a ValidationError", err)
@@ -787,27 +787,27 @@ func testWaitKeepsNothingAfterARetry(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
-	_, err := s.b.Wait(ctx, s.q, id) // registers, then gives up
+	_, err := s.b.Client().Wait(ctx, s.q, id) // registers, then gives up
 	cancel()
 	wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
 	s.waitedOn(t, id)
-	_, err = s.b.Cancel(s.ctx, s.q, id) // ends with a caller: kept for Wait
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, id) // ends with a caller: kept for Wait
 	noErr(t, "Cancel", err)
-	_, err = s.b.Retry(s.ctx, s.q, id)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
 	noErr(t, "Retry", err)
 	s.enqueue(t, broker.Job{DependsOn: []string{id}}) // a dependent of its second run
 	for {
 		l := s.claimOne(t, long)
-		_, err = s.b.Ack(s.ctx, l, nil)
+		_, err = s.b.Leases().Ack(s.ctx, l, nil)
 		noErr(t, "Ack", err)
 		if l.ID == id {
 			break
 		}
 	}
 	s.pastHorizon()
-	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond, Cancelled: time.Millisecond}, 100)
+	_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond, Cancelled: time.Millisecond}, 100)
 	noErr(t, "Trim", err)
-	_, err = s.b.Wait(s.ctx, s.q, id)
+	_, err = s.b.Client().Wait(s.ctx, s.q, id)
 	wantErr(t, "Wait of a job trimmed after it ended again with nobody waiting", err, broker.ErrJobNotFound)
 	s.consistent(t)
 }
@@ -818,13 +818,13 @@ func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
 		defer cancel()
-		_, err := s.b.Wait(ctx, s.q, id) // registers, then gives up before the ack
+		_, err := s.b.Client().Wait(ctx, s.q, id) // registers, then gives up before the ack
 		wantErr(t, "Wait of an unfinished job", err, context.DeadlineExceeded)
 		s.waitedOn(t, id)
 	}
 	ack := func(result string) {
 		t.Helper()
-		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), []byte(result))
+		_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), []byte(result))
 		noErr(t, "Ack", err)
 	}
 
@@ -836,18 +836,18 @@ func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{})
 	ack("kept by the count")
 	s.pastHorizon()
-	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
+	n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 100)
 	noErr(t, "Trim", err)
 	want(t, "jobs trimmed past a count of 1", n, 2)
-	_, err = s.b.Job(s.ctx, s.q, waited)
+	_, err = s.b.Inspector().Job(s.ctx, s.q, waited)
 	wantErr(t, "Job of the trimmed job", err, broker.ErrJobNotFound)
 
-	j, err := s.b.Wait(s.ctx, s.q, waited)
+	j, err := s.b.Client().Wait(s.ctx, s.q, waited)
 	noErr(t, "Wait of a job trimmed after it finished with a caller waiting", err)
 	if j.State != broker.StateDone || string(j.Result) != "answer" {
 		t.Fatalf("Wait returned %s with result %q; want done with %q", j.State, j.Result, "answer")
 	}
-	_, err = s.b.Wait(s.ctx, s.q, unwatched)
+	_, err = s.b.Client().Wait(s.ctx, s.q, unwatched)
 	wantErr(t, "Wait of a trimmed job nobody waited for", err, broker.ErrJobNotFound)
 
 	// The same by age: retention of 1 ms.
@@ -855,11 +855,11 @@ func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
 	register(aged)
 	ack("old at once")
 	s.pastHorizon()
-	_, err = s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 100)
+	_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 100)
 	noErr(t, "Trim", err)
-	_, err = s.b.Job(s.ctx, s.q, aged)
+	_, err = s.b.Inspector().Job(s.ctx, s.q, aged)
 	wantErr(t, "Job of the aged-out job", err, broker.ErrJobNotFound)
-	j, err = s.b.Wait(s.ctx, s.q, aged)
+	j, err = s.b.Client().Wait(s.ctx, s.q, aged)
 	noErr(t, "Wait of a job trimmed by age with a caller waiting", err)
 	want(t, "result", string(j.Result), "old at once")
 
@@ -867,7 +867,7 @@ func testWaitAcrossShortRetention(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{ID: waited})
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Millisecond)
 	defer cancel()
-	_, err = s.b.Wait(ctx, s.q, waited)
+	_, err = s.b.Client().Wait(ctx, s.q, waited)
 	wantErr(t, "Wait of the new, pending job under the id", err, context.DeadlineExceeded)
 	s.consistent(t)
 }

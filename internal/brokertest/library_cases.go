@@ -23,12 +23,12 @@ func testPerCallState(t *testing.T, nb NewBackend) {
 		mine = append(mine, s.enqueue(t, broker.Job{}))
 		theirs = append(theirs, s.enqueue(t, broker.Job{Queue: other}))
 	}
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 1}))
-	noErr(t, "SetEvents", s.b.SetEvents(s.ctx, s.q, 100))
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 1}))
+	noErr(t, "SetEvents", s.b.Inspector().SetEvents(s.ctx, s.q, 100))
 	for round := range 2 {
 		got := s.claim(t, 5, long)
 		want(t, "claimed under MaxRunning 1", len(got), 1-round) // the second finds the slot taken
-		res, err := s.b.Claim(s.ctx, other, 2, long)
+		res, err := s.b.Leases().Claim(s.ctx, other, 2, long)
 		noErr(t, "Claim of the other queue", err)
 		want(t, "claimed in the other queue, which has no limit", len(res.Leases), 2)
 		for _, l := range res.Leases {
@@ -40,10 +40,10 @@ func testPerCallState(t *testing.T, nb NewBackend) {
 	for _, id := range mine[1:] {
 		want(t, "state of a job over the limit", s.job(t, id).State, broker.StatePending)
 	}
-	evs, err := s.b.Events(s.ctx, other, "0", 100, 0)
+	evs, err := s.b.Inspector().Events(s.ctx, other, "0", 100, 0)
 	noErr(t, "Events of the other queue", err)
 	want(t, "events of the other queue, which has them off", len(evs), 0)
-	evs, err = s.b.Events(s.ctx, s.q, "0", 100, 0)
+	evs, err = s.b.Inspector().Events(s.ctx, s.q, "0", 100, 0)
 	noErr(t, "Events", err)
 	if len(evs) == 0 {
 		t.Fatal("no events in the queue that has them on")
@@ -82,7 +82,7 @@ func testLibraryDeleted(t *testing.T, nb NewBackend) {
 		noErr(t, "FUNCTION DELETE", err)
 	}
 	drop()
-	es := s.b.EnqueueMany(s.ctx, []broker.Job{{Queue: s.q, Kind: "k"}, {Queue: "second", Kind: "k"}})
+	es := s.b.Client().EnqueueMany(s.ctx, []broker.Job{{Queue: s.q, Kind: "k"}, {Queue: "second", Kind: "k"}})
 	for _, e := range es {
 		noErr(t, "EnqueueMany after FUNCTION DELETE", e.Err)
 	}
@@ -90,13 +90,13 @@ func testLibraryDeleted(t *testing.T, nb NewBackend) {
 	ls := s.claim(t, 2, long)
 	want(t, "claimed after FUNCTION DELETE", len(ls), 2)
 	drop()
-	rs, err := s.b.Renew(s.ctx, ls, long)
+	rs, err := s.b.Leases().Renew(s.ctx, ls, long)
 	noErr(t, "Renew after FUNCTION DELETE", err)
 	for _, r := range rs {
 		want(t, "renew outcome", r.Outcome, broker.OK)
 	}
 	drop()
-	os, err := s.b.AckMany(s.ctx, []broker.Ack{{Lease: ls[0]}, {Lease: ls[1]}})
+	os, err := s.b.Leases().AckMany(s.ctx, []broker.Ack{{Lease: ls[0]}, {Lease: ls[1]}})
 	noErr(t, "AckMany after FUNCTION DELETE", err)
 	for _, o := range os {
 		want(t, "ack outcome", o, broker.OK)

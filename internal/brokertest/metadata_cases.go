@@ -47,7 +47,7 @@ func testMetadata(t *testing.T, nb NewBackend) {
 		noErr(t, "HEXISTS", err)
 		want(t, "meta field of a job without metadata", has, false)
 		for _, l := range ls {
-			_, err := s.b.Ack(s.ctx, l, nil)
+			_, err := s.b.Leases().Ack(s.ctx, l, nil)
 			noErr(t, "Ack", err)
 		}
 	})
@@ -55,11 +55,11 @@ func testMetadata(t *testing.T, nb NewBackend) {
 	t.Run("KeptByEveryReturnToTheQueue", func(t *testing.T) {
 		id := s.enqueue(t, broker.Job{ID: "kept", Metadata: meta, MaxAttempts: 3})
 		l := s.claimOne(t, long)
-		_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "first"})
+		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "first"})
 		noErr(t, "Fail", err)
 		l = s.claimOne(t, long)
 		wantMeta("claim after a failed attempt", l.Metadata)
-		_, _, err = s.b.Release(s.ctx, l)
+		_, _, err = s.b.Leases().Release(s.ctx, l)
 		noErr(t, "Release", err)
 		l = s.claimOne(t, short)
 		wantMeta("claim after a release", l.Metadata)
@@ -67,20 +67,20 @@ func testMetadata(t *testing.T, nb NewBackend) {
 		s.reap(t, 10)
 		l = s.claimOne(t, long)
 		wantMeta("claim after a reap", l.Metadata)
-		_, _, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "for good", Dead: true})
+		_, _, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "for good", Dead: true})
 		noErr(t, "Fail", err)
 		wantMeta("dead job", s.job(t, id).Metadata)
-		_, err = s.b.Retry(s.ctx, s.q, id)
+		_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
 		noErr(t, "Retry", err)
 		// The claim and its re-send (a lost reply) both carry it.
 		for range 2 {
-			res, err := s.b.ClaimRequest(s.ctx, "metadata-resend", s.q, 1, long)
+			res, err := s.b.Leases().ClaimRequest(s.ctx, "metadata-resend", s.q, 1, long)
 			noErr(t, "ClaimRequest", err)
 			want(t, "claimed", len(res.Leases), 1)
 			wantMeta("claim after an operator's retry", res.Leases[0].Metadata)
 			l = res.Leases[0]
 		}
-		_, err = s.b.Ack(s.ctx, l, nil)
+		_, err = s.b.Leases().Ack(s.ctx, l, nil)
 		noErr(t, "Ack", err)
 	})
 
@@ -92,28 +92,28 @@ func testMetadata(t *testing.T, nb NewBackend) {
 		for name, m := range map[string]map[string]string{
 			"over": over, "empty key": {"": "x"}, "bad key": {"\xff": "x"}, "bad value": {"k": "\xff"},
 		} {
-			_, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: "refused", Metadata: m})
+			_, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: "refused", Metadata: m})
 			wantErr(t, "Enqueue with metadata "+name, err, broker.ErrInvalid)
 			if ve := err.(*broker.ValidationError); ve.Field != "metadata" {
 				t.Fatalf("Enqueue with metadata %s: field %q, want metadata", name, ve.Field)
 			}
-			_, err = s.b.Job(s.ctx, s.q, "refused")
+			_, err = s.b.Inspector().Job(s.ctx, s.q, "refused")
 			wantErr(t, "Job refused for its metadata", err, broker.ErrJobNotFound)
 		}
 		l := s.claimOne(t, long)
 		want(t, "claimed", l.ID, "at-limit")
 		want(t, "value at the limit", l.Metadata["k"], at["k"])
-		_, err := s.b.Ack(s.ctx, l, nil)
+		_, err := s.b.Leases().Ack(s.ctx, l, nil)
 		noErr(t, "Ack", err)
 	})
 
 	t.Run("NotInheritedByAReusedID", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{ID: "reused", Metadata: meta})
-		_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+		_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 		noErr(t, "Ack", err)
 		s.pastHorizon()
-		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: short}, 10)
+		n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Done: short}, 10)
 		noErr(t, "Trim", err)
 		want(t, "trimmed", n, 1)
 		s.enqueue(t, broker.Job{ID: "reused"})
@@ -142,7 +142,7 @@ func testMetadata(t *testing.T, nb NewBackend) {
 		for id, v := range bad {
 			noErr(t, "corrupt", s.Client.HSet(s.ctx, key(s, id), "meta", v).Err())
 		}
-		res, err := s.b.Claim(s.ctx, s.q, 20, long)
+		res, err := s.b.Leases().Claim(s.ctx, s.q, 20, long)
 		noErr(t, "Claim", err)
 		if len(res.Leases) != 2 || res.Leases[0].ID != good || res.Leases[1].ID != null {
 			t.Fatalf("claimed %+v, want only the good job and the null one", res.Leases)

@@ -242,10 +242,10 @@ func (m *model) enqueue(t *rapid.T) {
 	var res []broker.Enqueued
 	m.begin(t)
 	if len(jobs) == 1 {
-		id, err := m.s.b.Enqueue(ctx, jobs[0])
+		id, err := m.s.b.Client().Enqueue(ctx, jobs[0])
 		res = []broker.Enqueued{{ID: id, Err: err}}
 	} else {
-		res = m.s.b.EnqueueMany(ctx, jobs)
+		res = m.s.b.Client().EnqueueMany(ctx, jobs)
 	}
 	m.end(t)
 	// A lost reply means Redis ran the whole batch once before the answer
@@ -344,7 +344,7 @@ func (m *model) enqueueBatched(t *rapid.T) {
 		late := broker.Job{Queue: m.s.q, Kind: "k", ID: fmt.Sprintf("late-%d", len(m.ids))}
 		_, err := m.batcher.Enqueue(m.s.ctx, late)
 		wantErr(t, "Enqueue after Close", err, broker.ErrBatcherClosed)
-		_, err = m.s.b.Job(m.s.ctx, m.s.q, late.ID)
+		_, err = m.s.b.Inspector().Job(m.s.ctx, m.s.q, late.ID)
 		wantErr(t, "a job refused after Close", err, broker.ErrJobNotFound)
 		m.newBatcher(t)
 	}
@@ -359,20 +359,20 @@ func (m *model) enqueueBatched(t *rapid.T) {
 			}
 			if strings.HasPrefix(verdicts[i], "perhaps ") {
 				// Its key's TTL ended within the step: Redis says which.
-				if _, err := m.s.b.Job(m.s.ctx, m.s.q, res[i].id); err == nil {
+				if _, err := m.s.b.Inspector().Job(m.s.ctx, m.s.q, res[i].id); err == nil {
 					m.create(t, j, res[i].id)
 				}
 			}
 		case giveUp[i]:
 			if j.ID != "" && verdicts[i] != "exists" {
-				_, err := m.s.b.Job(m.s.ctx, m.s.q, j.ID)
+				_, err := m.s.b.Inspector().Job(m.s.ctx, m.s.q, j.ID)
 				wantErr(t, "a job given up before it was sent", err, broker.ErrJobNotFound)
 			}
 		default:
 			m.enqueued(t, j, res[i].id, res[i].err)
 		}
 	}
-	c, err := m.s.b.Counts(m.s.ctx, m.s.q)
+	c, err := m.s.b.Inspector().Counts(m.s.ctx, m.s.q)
 	noErr(t, "Counts", err)
 	want(t, "jobs in Redis", c.Blocked+c.Scheduled+c.Pending+c.Running+c.Done+c.Dead+c.Cancelled, int64(len(m.jobs)))
 }
@@ -649,14 +649,14 @@ func (m *model) claim(t *rapid.T) {
 	var err error
 	if dropped {
 		// Claim under a request id of its own, which the broker sends again.
-		res, err = m.s.b.Claim(dropping(m.s.ctx, 1), m.s.q, n, lease)
+		res, err = m.s.b.Leases().Claim(dropping(m.s.ctx, 1), m.s.q, n, lease)
 		noErr(t, "Claim whose first reply was lost", err)
 	} else {
-		res, err = m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
+		res, err = m.s.b.Leases().ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
 		noErr(t, "ClaimRequest", err)
 	}
 	if lost {
-		again, err := m.s.b.ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
+		again, err := m.s.b.Leases().ClaimRequest(m.s.ctx, req, m.s.q, n, lease)
 		noErr(t, "ClaimRequest sent again", err)
 		if len(again.Leases) != len(res.Leases) {
 			t.Fatalf("a re-sent claim took %d leases, the first %d", len(again.Leases), len(res.Leases))
@@ -693,7 +693,7 @@ func (m *model) ackClaim(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
 	m.begin(t)
-	os, res, err := m.s.b.AckClaim(ctx, acks, spec)
+	os, res, err := m.s.b.Leases().AckClaim(ctx, acks, spec)
 	m.end(t)
 	noErr(t, "AckClaim", err)
 	if len(acks) > 0 {
@@ -760,7 +760,7 @@ func (m *model) resendClaim(t *rapid.T) {
 	var res broker.ClaimResult
 	var err error
 	if rapid.Bool().Draw(t, "alone") {
-		res, err = m.s.b.ClaimRequest(m.lostOrDropped(t), r.id, m.s.q, r.n, r.lease)
+		res, err = m.s.b.Leases().ClaimRequest(m.lostOrDropped(t), r.id, m.s.q, r.n, r.lease)
 		noErr(t, "ClaimRequest sent again", err)
 	} else {
 		var acks []broker.Ack
@@ -772,7 +772,7 @@ func (m *model) resendClaim(t *rapid.T) {
 			acks = append(acks, broker.Ack{Lease: l})
 		}
 		var os []broker.Outcome
-		os, res, err = m.s.b.AckClaim(m.lostOrDropped(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
+		os, res, err = m.s.b.Leases().AckClaim(m.lostOrDropped(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
 		noErr(t, "AckClaim sent again with other acks", err)
 		if len(acks) > 0 {
 			_, resent := again(j, l, "ack")
@@ -832,7 +832,7 @@ func (m *model) ackClaimMany(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
 	m.begin(t)
-	os, res, err := m.s.b.AckClaim(ctx, acks, spec)
+	os, res, err := m.s.b.Leases().AckClaim(ctx, acks, spec)
 	m.end(t)
 	noErr(t, "AckClaim of several", err)
 	for i := range acks {
@@ -1050,7 +1050,7 @@ func (m *model) wantOutcome(t *rapid.T, op string, got broker.Outcome, err error
 func (m *model) renew(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
 	ctx := m.lostReply(t)
-	rs, err := m.s.b.Renew(ctx, []broker.Lease{l}, time.Hour)
+	rs, err := m.s.b.Leases().Renew(ctx, []broker.Lease{l}, time.Hour)
 	noErr(t, "Renew", err)
 	w := broker.Stale
 	if valid {
@@ -1072,13 +1072,13 @@ func (m *model) renew(t *rapid.T) {
 
 func (m *model) progress(t *rapid.T) {
 	l, _, valid := m.pickClaim(t)
-	o, err := m.s.b.Progress(m.lostReply(t), l, []byte("p"))
+	o, err := m.s.b.Leases().Progress(m.lostReply(t), l, []byte("p"))
 	m.wantOutcome(t, "progress", o, err, valid)
 }
 
 func (m *model) ack(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, err := m.s.b.Ack(m.lostOrDropped(t), l, nil)
+	o, err := m.s.b.Leases().Ack(m.lostOrDropped(t), l, nil)
 	_, resent := again(j, l, "ack")
 	m.wantOutcome(t, "ack", o, err, valid || resent)
 	if valid {
@@ -1111,9 +1111,9 @@ func (m *model) fail(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &claim.Lease)
 	m.begin(t)
 	if claim.N > 0 {
-		o, st, res, err = m.s.b.FailClaim(ctx, l, f, claim)
+		o, st, res, err = m.s.b.Leases().FailClaim(ctx, l, f, claim)
 	} else {
-		o, st, err = m.s.b.Fail(ctx, l, f)
+		o, st, err = m.s.b.Leases().Fail(ctx, l, f)
 	}
 	m.end(t)
 	var w broker.State
@@ -1160,9 +1160,9 @@ func (m *model) snooze(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &claim.Lease)
 	m.begin(t)
 	if claim.N > 0 {
-		o, st, res, err = m.s.b.SnoozeClaim(ctx, l, d, claim)
+		o, st, res, err = m.s.b.Leases().SnoozeClaim(ctx, l, d, claim)
 	} else {
-		o, st, err = m.s.b.Snooze(ctx, l, d)
+		o, st, err = m.s.b.Leases().Snooze(ctx, l, d)
 	}
 	m.end(t)
 	var w broker.State
@@ -1195,7 +1195,7 @@ func (m *model) giveBack(t *rapid.T) {
 		For: rapid.SampledFrom([]time.Duration{-1, 0, 20 * time.Millisecond}).Draw(t, "for")}
 	ctx := m.lostReply(t)
 	m.begin(t)
-	o, st, err := m.s.b.GiveBack(ctx, l, u)
+	o, st, err := m.s.b.Leases().GiveBack(ctx, l, u)
 	m.end(t)
 	var w broker.State
 	if valid {
@@ -1262,7 +1262,7 @@ func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, v
 
 func (m *model) release(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, st, err := m.s.b.Release(m.lostOrDropped(t), l)
+	o, st, err := m.s.b.Leases().Release(m.lostOrDropped(t), l)
 	w, resent := again(j, l, "release")
 	m.wantOutcome(t, "release", o, err, valid || resent)
 	switch {
@@ -1303,7 +1303,7 @@ func (m *model) pickID(t *rapid.T) (string, *mjob) {
 
 func (m *model) releaseUnowned(t *rapid.T) {
 	id, j := m.pickID(t)
-	r, err := m.s.b.ReleaseUnowned(m.s.ctx, m.s.q, id)
+	r, err := m.s.b.Inspector().ReleaseUnowned(m.s.ctx, m.s.q, id)
 	if j == nil {
 		wantErr(t, "ReleaseUnowned of a trimmed job", err, broker.ErrJobNotFound)
 		return
@@ -1364,7 +1364,7 @@ func (m *model) reap(t *rapid.T) {
 
 func (m *model) cancelJob(t *rapid.T) {
 	id, j := m.pickID(t)
-	st, err := m.s.b.Cancel(m.lostOrDropped(t), m.s.q, id)
+	st, err := m.s.b.Inspector().Cancel(m.lostOrDropped(t), m.s.q, id)
 	if j == nil {
 		wantErr(t, "Cancel of a trimmed job", err, broker.ErrJobNotFound)
 		return
@@ -1383,7 +1383,7 @@ func (m *model) retry(t *rapid.T) {
 	id, j := m.pickID(t)
 	ctx := m.lostOrDropped(t)
 	m.begin(t)
-	prev, err := m.s.b.Retry(ctx, m.s.q, id)
+	prev, err := m.s.b.Inspector().Retry(ctx, m.s.q, id)
 	m.end(t)
 	if j == nil {
 		wantErr(t, "Retry of a trimmed job", err, broker.ErrJobNotFound)
@@ -1424,7 +1424,7 @@ func (m *model) retryDead(t *rapid.T) {
 	}
 	ctx := m.lostReply(t)
 	m.begin(t)
-	n, err := m.s.b.RetryDead(ctx, m.s.q, limit)
+	n, err := m.s.b.Inspector().RetryDead(ctx, m.s.q, limit)
 	m.end(t)
 	noErr(t, "RetryDead", err)
 	// One script retried them in turn: take them in the order of the
@@ -1500,9 +1500,9 @@ func (m *model) retried(t *rapid.T, id string, open map[string]bool) {
 func (m *model) pause(t *rapid.T) {
 	m.paused = rapid.Bool().Draw(t, "paused")
 	if m.paused {
-		noErr(t, "Pause", m.s.b.Pause(m.s.ctx, m.s.q))
+		noErr(t, "Pause", m.s.b.Inspector().Pause(m.s.ctx, m.s.q))
 	} else {
-		noErr(t, "Resume", m.s.b.Resume(m.s.ctx, m.s.q))
+		noErr(t, "Resume", m.s.b.Inspector().Resume(m.s.ctx, m.s.q))
 	}
 }
 
@@ -1526,12 +1526,12 @@ func (m *model) trim(t *rapid.T) {
 	}
 	limit := rapid.IntRange(1, 5).Draw(t, "limit")
 	m.begin(t)
-	n, err := m.s.b.Trim(m.s.ctx, m.s.q, r, limit)
+	n, err := m.s.b.Leases().Trim(m.s.ctx, m.s.q, r, limit)
 	m.end(t)
 	noErr(t, "Trim", err)
 	gone := map[string]bool{}
 	for id, j := range m.jobs {
-		_, err := m.s.b.Job(m.s.ctx, m.s.q, id)
+		_, err := m.s.b.Inspector().Job(m.s.ctx, m.s.q, id)
 		if !errors.Is(err, broker.ErrJobNotFound) {
 			continue
 		}
@@ -1640,7 +1640,7 @@ func (m *model) wait(t *rapid.T) {
 		defer time.AfterFunc(d, cancel).Stop()
 		ended = context.Canceled
 	}
-	got, err := m.s.b.Wait(ctx, m.s.q, id)
+	got, err := m.s.b.Client().Wait(ctx, m.s.q, id)
 	kept := m.keptToWait[id]
 	switch {
 	case j == nil && len(kept) > 0:
@@ -1673,13 +1673,13 @@ func (m *model) setLimits(t *rapid.T) {
 	}
 	switch rapid.IntRange(0, 3).Draw(t, "limits set") {
 	case 0:
-		noErr(t, "SetLimits", m.s.b.SetLimits(m.s.ctx, m.s.q, l))
+		noErr(t, "SetLimits", m.s.b.Inspector().SetLimits(m.s.ctx, m.s.q, l))
 		m.maxRunning, m.rate, m.per = l.MaxRunning, l.Rate, l.Per.Milliseconds()
 	case 1:
-		noErr(t, "SetMaxRunning", m.s.b.SetMaxRunning(m.s.ctx, m.s.q, l.MaxRunning))
+		noErr(t, "SetMaxRunning", m.s.b.Inspector().SetMaxRunning(m.s.ctx, m.s.q, l.MaxRunning))
 		m.maxRunning = l.MaxRunning
 	case 2:
-		noErr(t, "SetRate", m.s.b.SetRate(m.s.ctx, m.s.q, l.Rate, l.Per))
+		noErr(t, "SetRate", m.s.b.Inspector().SetRate(m.s.ctx, m.s.q, l.Rate, l.Per))
 		m.rate, m.per = l.Rate, l.Per.Milliseconds()
 	default:
 		m.changeLimits(t, l)
@@ -1705,7 +1705,7 @@ func (m *model) changeLimits(t *rapid.T, l broker.Limits) {
 	if rate == 0 {
 		per = 0
 	}
-	got, err := m.s.b.ChangeLimits(m.s.ctx, m.s.q, c)
+	got, err := m.s.b.Inspector().ChangeLimits(m.s.ctx, m.s.q, c)
 	if refused {
 		want(t, fmt.Sprintf("ChangeLimits(%+v) with the limits %d, %d per %dms refused", c, m.maxRunning, m.rate, m.per), errors.Is(err, broker.ErrInvalid), true)
 		return
@@ -1717,7 +1717,7 @@ func (m *model) changeLimits(t *rapid.T, l broker.Limits) {
 
 func (m *model) setEvents(t *rapid.T) {
 	m.events = rapid.SampledFrom([]int{0, 50}).Draw(t, "events")
-	noErr(t, "SetEvents", m.s.b.SetEvents(m.s.ctx, m.s.q, m.events))
+	noErr(t, "SetEvents", m.s.b.Inspector().SetEvents(m.s.ctx, m.s.q, m.events))
 }
 
 // check compares every job with Redis after each step.
@@ -1775,17 +1775,17 @@ func (m *model) check(t *rapid.T) {
 		if m.jobs[id] != nil {
 			continue
 		}
-		if _, err := m.s.b.Job(m.s.ctx, m.s.q, id); !errors.Is(err, broker.ErrJobNotFound) {
+		if _, err := m.s.b.Inspector().Job(m.s.ctx, m.s.q, id); !errors.Is(err, broker.ErrJobNotFound) {
 			t.Fatalf("job %s, trimmed in the model, is in Redis (%v)", id, err)
 		}
 	}
-	kept, err := m.s.b.EventsKept(m.s.ctx, m.s.q)
+	kept, err := m.s.b.Inspector().EventsKept(m.s.ctx, m.s.q)
 	noErr(t, "EventsKept", err)
 	want(t, "events kept", kept, m.events)
-	paused, err := m.s.b.Paused(m.s.ctx, m.s.q)
+	paused, err := m.s.b.Inspector().Paused(m.s.ctx, m.s.q)
 	noErr(t, "Paused", err)
 	want(t, "paused", paused, m.paused)
-	l, err := m.s.b.Limits(m.s.ctx, m.s.q)
+	l, err := m.s.b.Inspector().Limits(m.s.ctx, m.s.q)
 	noErr(t, "Limits", err)
 	want(t, "limits", l, broker.Limits{MaxRunning: m.maxRunning, Rate: m.rate, Per: time.Duration(m.per) * time.Millisecond})
 	m.checkUnique(t)
@@ -1796,7 +1796,7 @@ func (m *model) check(t *rapid.T) {
 			pending++
 		}
 	}
-	c, err := m.s.b.Counts(m.s.ctx, m.s.q)
+	c, err := m.s.b.Inspector().Counts(m.s.ctx, m.s.q)
 	noErr(t, "Counts", err)
 	want(t, "pending jobs counted", c.Pending, pending)
 	m.s.consistent(t) // invariant 6

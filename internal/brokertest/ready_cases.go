@@ -18,7 +18,7 @@ func testReadyIndex(t *testing.T, nb NewBackend) {
 		s.enqueue(t, j)
 	}
 	cancel := func(id string) {
-		st, err := s.b.Cancel(s.ctx, s.q, id)
+		st, err := s.b.Inspector().Cancel(s.ctx, s.q, id)
 		noErr(t, "Cancel", err)
 		want(t, "state after Cancel of "+id, st, broker.StateCancelled)
 	}
@@ -26,34 +26,34 @@ func testReadyIndex(t *testing.T, nb NewBackend) {
 	cancel("low")
 	pending := func(what string, n int64) {
 		t.Helper()
-		c, err := s.b.Counts(s.ctx, s.q)
+		c, err := s.b.Inspector().Counts(s.ctx, s.q)
 		noErr(t, "Counts", err)
 		want(t, "pending "+what, c.Pending, n)
-		o, err := s.b.Overview(s.ctx, s.q)
+		o, err := s.b.Inspector().Overview(s.ctx, s.q)
 		noErr(t, "Overview", err)
 		want(t, "Overview pending "+what, o.Pending, n)
-		p, err := s.b.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending})
+		p, err := s.b.Inspector().JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending})
 		noErr(t, "JobPage", err)
 		want(t, "JobPage total "+what, p.Total, n)
 		want(t, "JobPage jobs "+what, int64(len(p.Jobs)), n)
 		s.consistent(t)
 	}
 	pending("after two cancels", 4)
-	st, err := s.b.Retry(s.ctx, s.q, "low")
+	st, err := s.b.Inspector().Retry(s.ctx, s.q, "low")
 	noErr(t, "Retry", err)
 	want(t, "state before Retry", st, broker.StateCancelled)
-	st, err = s.b.Retry(s.ctx, s.q, "c") // pending: not retryable
+	st, err = s.b.Inspector().Retry(s.ctx, s.q, "c") // pending: not retryable
 	if err == nil {
 		t.Fatalf("Retry of a pending job answered %s, want an error", st)
 	}
 	cancel("c")
-	_, err = s.b.Retry(s.ctx, s.q, "c") // its tombstone and a new entry
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, "c") // its tombstone and a new entry
 	noErr(t, "Retry", err)
 	pending("after a retry of each", 5)
 
 	var order []string
 	for range 6 {
-		res, err := s.b.Claim(s.ctx, s.q, 1, long)
+		res, err := s.b.Leases().Claim(s.ctx, s.q, 1, long)
 		noErr(t, "Claim", err)
 		if len(res.Problems) > 0 {
 			t.Fatalf("claim reported %v; a tombstone is no problem", res.Problems)
@@ -80,11 +80,11 @@ func testWakePastTombSkip(t *testing.T, nb NewBackend) {
 	for i := range jobs {
 		jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("t%d", i)}
 	}
-	for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+	for _, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
 		noErr(t, "EnqueueMany", e.Err)
 	}
 	for _, j := range jobs {
-		_, err := s.b.Cancel(s.ctx, s.q, j.ID)
+		_, err := s.b.Inspector().Cancel(s.ctx, s.q, j.ID)
 		noErr(t, "Cancel", err)
 	}
 	wake := s.queueKey("wake")
@@ -95,7 +95,7 @@ func testWakePastTombSkip(t *testing.T, nb NewBackend) {
 	for round := 0; ; round++ {
 		woken, err := s.Client.LPop(s.ctx, wake).Result()
 		if err != nil || woken == "" {
-			c, cerr := s.b.Counts(s.ctx, s.q)
+			c, cerr := s.b.Inspector().Counts(s.ctx, s.q)
 			noErr(t, "Counts", cerr)
 			t.Fatalf("round %d: no wake-up left, and the pending job behind the tombstones is not claimed (pending: %d)", round, c.Pending)
 		}

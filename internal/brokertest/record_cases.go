@@ -15,7 +15,7 @@ func testResendPutsBackWhatItPopped(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	first := s.enqueue(t, broker.Job{ID: "first"})
 	req := broker.NewRequestID()
-	res, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, long)
+	res, err := s.b.Leases().ClaimRequest(s.ctx, req, s.q, 1, long)
 	noErr(t, "ClaimRequest", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != first {
 		t.Fatalf("first send took %+v", res.Leases)
@@ -23,12 +23,12 @@ func testResendPutsBackWhatItPopped(t *testing.T, nb NewBackend) {
 	for i, p := range []int{0, 5, 0, -3} {
 		s.enqueue(t, broker.Job{ID: string(rune('a' + i)), Priority: p})
 	}
-	again, err := s.b.ClaimRequest(s.ctx, req, s.q, 3, long)
+	again, err := s.b.Leases().ClaimRequest(s.ctx, req, s.q, 3, long)
 	noErr(t, "ClaimRequest sent again", err)
 	if len(again.Leases) != 1 || again.Leases[0].ClaimID() != res.Leases[0].ClaimID() {
 		t.Fatalf("the re-send answered %+v; want the first send's lease %+v", again.Leases, res.Leases[0])
 	}
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending after the re-send", c.Pending, int64(4))
 	var got []string
 	for _, l := range s.claim(t, 10, long) {

@@ -82,68 +82,68 @@ func testBrokerResendsLostReplies(t *testing.T, nb NewBackend) {
 	t.Cleanup(cleanup)
 	lost := func() context.Context { return dropping(s.ctx, 2) }
 
-	id, err := s.b.Enqueue(lost(), broker.Job{Queue: s.q, Kind: "k", ID: "once", MaxAttempts: 1})
+	id, err := s.b.Client().Enqueue(lost(), broker.Job{Queue: s.q, Kind: "k", ID: "once", MaxAttempts: 1})
 	noErr(t, "Enqueue whose replies were lost", err)
 	want(t, "id", id, "once")
-	for i, e := range s.b.EnqueueMany(lost(), []broker.Job{{Queue: s.q, Kind: "k", ID: "many"}, {Queue: s.q, Kind: "k"}, {Queue: "other", Kind: "k"}}) {
+	for i, e := range s.b.Client().EnqueueMany(lost(), []broker.Job{{Queue: s.q, Kind: "k", ID: "many"}, {Queue: s.q, Kind: "k"}, {Queue: "other", Kind: "k"}}) {
 		if e.Err != nil {
 			t.Fatalf("EnqueueMany whose replies were lost: job %d answered %v", i, e.Err)
 		}
 	}
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending after enqueues whose replies were lost", c.Pending, int64(3))
 
-	res, err := s.b.Claim(lost(), s.q, 1, long)
+	res, err := s.b.Leases().Claim(lost(), s.q, 1, long)
 	noErr(t, "Claim whose replies were lost", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != "once" || res.Leases[0].Attempt != 1 {
 		t.Fatalf("Claim whose replies were lost answered %+v; want job once, attempt 1", res.Leases)
 	}
 	l := res.Leases[0]
 	want(t, "the claim Redis holds", s.job(t, l.ID).ClaimID, l.ClaimID())
-	o, err := s.b.Ack(lost(), l, []byte("r"))
+	o, err := s.b.Leases().Ack(lost(), l, []byte("r"))
 	noErr(t, "Ack whose replies were lost", err)
 	want(t, "Ack whose replies were lost", o, broker.OK)
 	want(t, "acked job", s.job(t, l.ID).State, broker.StateDone)
 
 	// A claim of two, failed dead, retried; then released and cancelled.
-	res, err = s.b.ClaimRequest(lost(), broker.NewRequestID(), s.q, 2, long)
+	res, err = s.b.Leases().ClaimRequest(lost(), broker.NewRequestID(), s.q, 2, long)
 	noErr(t, "ClaimRequest whose replies were lost", err)
 	want(t, "jobs claimed", len(res.Leases), 2)
-	o, st, err := s.b.Fail(lost(), res.Leases[0], broker.Failure{Error: "boom", Dead: true})
+	o, st, err := s.b.Leases().Fail(lost(), res.Leases[0], broker.Failure{Error: "boom", Dead: true})
 	noErr(t, "Fail whose replies were lost", err)
 	want(t, "Fail whose replies were lost", o, broker.OK)
 	want(t, "state after Fail", st, broker.StateDead)
-	prev, err := s.b.Retry(lost(), s.q, res.Leases[0].ID)
+	prev, err := s.b.Inspector().Retry(lost(), s.q, res.Leases[0].ID)
 	noErr(t, "Retry whose replies were lost", err)
 	want(t, "Retry's previous state", prev, broker.StateDead)
-	o, st, err = s.b.Release(lost(), res.Leases[1])
+	o, st, err = s.b.Leases().Release(lost(), res.Leases[1])
 	noErr(t, "Release whose replies were lost", err)
 	want(t, "Release whose replies were lost", o, broker.OK)
 	want(t, "state after Release", st, broker.StatePending)
-	st, err = s.b.Cancel(lost(), s.q, res.Leases[1].ID)
+	st, err = s.b.Inspector().Cancel(lost(), s.q, res.Leases[1].ID)
 	noErr(t, "Cancel whose replies were lost", err)
 	want(t, "Cancel whose replies were lost", st, broker.StateCancelled)
 
 	// Settlements that claim the next job in the same call.
 	l = s.claimOne(t, long)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	o, st, next, err := s.b.SnoozeClaim(lost(), l, 0, spec)
+	o, st, next, err := s.b.Leases().SnoozeClaim(lost(), l, 0, spec)
 	noErr(t, "SnoozeClaim whose replies were lost", err)
 	want(t, "SnoozeClaim", o, broker.OK)
 	want(t, "state after SnoozeClaim", st, broker.StatePending)
 	want(t, "jobs SnoozeClaim took", len(next.Leases), 1)
 	s.enqueue(t, broker.Job{})
-	os, next, err := s.b.AckClaim(lost(), []broker.Ack{{Lease: next.Leases[0]}},
+	os, next, err := s.b.Leases().AckClaim(lost(), []broker.Ack{{Lease: next.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
 	noErr(t, "AckClaim whose replies were lost", err)
 	want(t, "AckClaim's ack", os[0], broker.OK)
 	want(t, "jobs AckClaim took", len(next.Leases), 1)
-	o, st, _, err = s.b.FailClaim(lost(), next.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour},
+	o, st, _, err = s.b.Leases().FailClaim(lost(), next.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
 	noErr(t, "FailClaim whose replies were lost", err)
 	want(t, "FailClaim", o, broker.OK)
 	want(t, "state after FailClaim", st, broker.StateScheduled)
-	c, _ = s.b.Counts(s.ctx, s.q)
+	c, _ = s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "running after the lost replies", c.Running, int64(0))
 	s.consistent(t)
 }
@@ -161,7 +161,7 @@ func testResendGivesUp(t *testing.T, nb NewBackend) {
 	never := func() context.Context { return dropping(s.ctx, -1) }
 	s.enqueue(t, broker.Job{Delay: time.Hour}) // the queue is registered: the scripts' replies are lost
 
-	id, err := s.b.Enqueue(never(), broker.Job{Queue: s.q, Kind: "k", ID: "e", MaxAttempts: 1})
+	id, err := s.b.Client().Enqueue(never(), broker.Job{Queue: s.q, Kind: "k", ID: "e", MaxAttempts: 1})
 	wantErr(t, "Enqueue whose replies are all lost", err, broker.ErrOutcomeUnknown)
 	want(t, "id answered", id, "e")
 	var unknown *broker.OutcomeUnknownError
@@ -171,27 +171,27 @@ func testResendGivesUp(t *testing.T, nb NewBackend) {
 	if !broker.IsTransient(err) {
 		t.Fatalf("an unknown outcome after timeouts is not transient: %v", err)
 	}
-	_, err = s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: "e"})
+	_, err = s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k", ID: "e"})
 	wantErr(t, "the lost enqueue stored its job", err, broker.ErrJobExists)
 
-	_, err = s.b.Claim(never(), s.q, 1, long)
+	_, err = s.b.Leases().Claim(never(), s.q, 1, long)
 	wantErr(t, "Claim whose replies are all lost", err, broker.ErrOutcomeUnknown)
 	if !errors.As(err, &unknown) || unknown.RequestID == "" || unknown.Op != "claim" || unknown.Queue != s.q {
 		t.Fatalf("Claim's error %v: want an *OutcomeUnknownError naming the claim's request id", err)
 	}
-	res, err := s.b.ClaimRequest(s.ctx, unknown.RequestID, s.q, 1, long)
+	res, err := s.b.Leases().ClaimRequest(s.ctx, unknown.RequestID, s.q, 1, long)
 	noErr(t, "ClaimRequest under the id the error named", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != "e" || res.Leases[0].Attempt != 1 {
 		t.Fatalf("the re-ask answered %+v; want job e, attempt 1", res.Leases)
 	}
 	want(t, "the claim Redis holds", s.job(t, "e").ClaimID, res.Leases[0].ClaimID())
-	o, err := s.b.Ack(s.ctx, res.Leases[0], nil)
+	o, err := s.b.Leases().Ack(s.ctx, res.Leases[0], nil)
 	noErr(t, "Ack", err)
 	want(t, "Ack of the re-asked lease", o, broker.OK)
 
 	ctx, cancel := context.WithCancel(never())
 	cancel()
-	_, err = s.b.Retry(ctx, s.q, "e")
+	_, err = s.b.Inspector().Retry(ctx, s.q, "e")
 	wantErr(t, "Retry with a context ended", err, context.Canceled)
 }
 
@@ -203,31 +203,31 @@ func testResendGivesUp(t *testing.T, nb NewBackend) {
 func testReaskThatTookNothingFencesTheOriginal(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	req := broker.NewRequestID()
-	res, err := s.b.ClaimRequest(s.ctx, req, s.q, 1, long) // the re-ask, first
+	res, err := s.b.Leases().ClaimRequest(s.ctx, req, s.q, 1, long) // the re-ask, first
 	noErr(t, "ClaimRequest (the re-ask) of an empty queue", err)
 	want(t, "jobs the re-ask took", len(res.Leases), 0)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
 
 	// The original, late: an AckClaim with the same claim, then a FailClaim.
-	_, res, err = s.b.AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
+	_, res, err = s.b.Leases().AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
 	noErr(t, "AckClaim (the late original)", err)
 	want(t, "jobs the late original took", len(res.Leases), 0)
 	other := s.enqueue(t, broker.Job{})
 	req2 := broker.NewRequestID()
 	l := s.claimOne(t, long)
 	want(t, "claimed", l.ID, id)
-	_, err = s.b.ClaimRequest(s.ctx, req2, s.q, 1, time.Hour)
+	_, err = s.b.Leases().ClaimRequest(s.ctx, req2, s.q, 1, time.Hour)
 	noErr(t, "ClaimRequest (the re-ask)", err)
 	s.enqueue(t, broker.Job{})
-	_, _, res, err = s.b.FailClaim(s.ctx, l, broker.Failure{Error: "x"}, broker.ClaimSpec{RequestID: req2, Queue: s.q, N: 1, Lease: long})
+	_, _, res, err = s.b.Leases().FailClaim(s.ctx, l, broker.Failure{Error: "x"}, broker.ClaimSpec{RequestID: req2, Queue: s.q, N: 1, Lease: long})
 	noErr(t, "FailClaim (the late original)", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != other {
 		t.Fatalf("the late FailClaim answered %+v; want the lease its re-ask took, of %s", res.Leases, other)
 	}
-	res, err = s.b.ClaimRequest(s.ctx, req, s.q, 1, long)
+	res, err = s.b.Leases().ClaimRequest(s.ctx, req, s.q, 1, long)
 	noErr(t, "ClaimRequest sent again", err)
 	want(t, "jobs a third send took", len(res.Leases), 0)
-	c, _ := s.b.Counts(s.ctx, s.q)
+	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "running: the one lease the re-ask answered", c.Running, int64(1))
 	want(t, "pending", c.Pending, int64(1))
 	s.consistent(t)

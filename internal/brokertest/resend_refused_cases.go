@@ -68,11 +68,11 @@ func testResendRefusedStaysTransient(t *testing.T, nb NewBackend) {
 	s, cleanup := on(t, be)
 	t.Cleanup(cleanup)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
-	if _, err := s.b.ClaimRequest(s.ctx, broker.NewRequestID(), s.q, 0, long); err != nil {
+	if _, err := s.b.Leases().ClaimRequest(s.ctx, broker.NewRequestID(), s.q, 0, long); err != nil {
 		t.Fatalf("ClaimRequest of none (loads the script): %v", err)
 	}
 
-	_, err := s.b.Claim(h.ctx(s.ctx), s.q, 1, long)
+	_, err := s.b.Leases().Claim(h.ctx(s.ctx), s.q, 1, long)
 	want(t, "the job the lost first send claimed", s.job(t, id).State, broker.StateRunning)
 	var unknown *broker.OutcomeUnknownError
 	if !errors.As(err, &unknown) {

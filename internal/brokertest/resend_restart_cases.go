@@ -121,19 +121,19 @@ func testResendAfterRestartSaysUnknown(t *testing.T, nb NewBackend) {
 	t.Cleanup(func() { deletePrefix(direct, s.b.Prefix()) }) // the proxy is gone by then
 
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1}) // loads the scripts, registers the queue
-	if _, err := s.b.Counts(s.ctx, s.q); err != nil {
+	if _, err := s.b.Inspector().Counts(s.ctx, s.q); err != nil {
 		t.Fatalf("Counts: %v", err)
 	}
-	if _, err := s.b.ClaimRequest(s.ctx, broker.NewRequestID(), "warm", 0, long); err != nil {
+	if _, err := s.b.Leases().ClaimRequest(s.ctx, broker.NewRequestID(), "warm", 0, long); err != nil {
 		t.Fatalf("warm the claim script: %v", err)
 	}
 	proxy.cut.Store(true)
-	_, err := s.b.Claim(s.ctx, s.q, 1, long)
+	_, err := s.b.Leases().Claim(s.ctx, s.q, 1, long)
 	ran, jerr := broker.New(direct, broker.Options{Prefix: s.b.Prefix()})
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
-	info, jerr := ran.Job(context.Background(), s.q, id)
+	info, jerr := ran.Inspector().Job(context.Background(), s.q, id)
 	if jerr != nil {
 		t.Fatalf("Job: %v", jerr)
 	}

@@ -77,10 +77,10 @@ func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 	h := newMeanwhile(func() {
 		// Another worker acks a newer job, and the reaper trims to one.
 		l := s.claimOne(t, long)
-		if o, err := s.b.Ack(s.ctx, l, nil); err != nil || o != broker.OK {
+		if o, err := s.b.Leases().Ack(s.ctx, l, nil); err != nil || o != broker.OK {
 			t.Errorf("Ack of b: %v %v", o, err)
 		}
-		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
+		n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
 		noErr(t, "Trim", err)
 		trimmed += n
 	})
@@ -92,7 +92,7 @@ func testAckResentAfterTrimAnswersStale(t *testing.T, nb NewBackend) {
 	l := s.claimOne(t, long)
 	want(t, "claimed", l.ID, "a")
 
-	o, err := s.b.Ack(h.lose(s.ctx, 1), l, []byte("r"))
+	o, err := s.b.Leases().Ack(h.lose(s.ctx, 1), l, []byte("r"))
 	noErr(t, "Ack whose reply was lost", err)
 	// Retention ran between the send and its re-send, and spared job a,
 	// finished within the re-send horizon (broker.ResendHorizon).
@@ -112,10 +112,10 @@ func trimAfterTheHorizon(t *testing.T, s *bundle, r broker.Retention, id string)
 		return // a real server's clock: no waiting out the horizon here
 	}
 	s.Advance(broker.ResendHorizon + time.Millisecond)
-	n, err := s.b.Trim(s.ctx, s.q, r, 10)
+	n, err := s.b.Leases().Trim(s.ctx, s.q, r, 10)
 	noErr(t, "Trim after the horizon", err)
 	want(t, "jobs trimmed after the horizon", n, 1)
-	_, err = s.b.Job(s.ctx, s.q, id)
+	_, err = s.b.Inspector().Job(s.ctx, s.q, id)
 	wantErr(t, "Job "+id+" after the horizon's trim", err, broker.ErrJobNotFound)
 }
 
@@ -137,11 +137,11 @@ func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
 			}
 			l := s.claimOne(t, long)
 			want(t, "claimed", l.ID, id)
-			if o, err := s.b.Ack(s.ctx, l, nil); err != nil || o != broker.OK {
+			if o, err := s.b.Leases().Ack(s.ctx, l, nil); err != nil || o != broker.OK {
 				t.Errorf("Ack of %s: %v %v", id, o, err)
 			}
 		}
-		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
+		n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 1}, 10)
 		noErr(t, "Trim", err)
 		trimmed += n
 	})
@@ -150,13 +150,13 @@ func testEnqueueResentAfterTrimRunsTwice(t *testing.T, nb NewBackend) {
 	t.Cleanup(cleanup)
 	s.enqueue(t, broker.Job{Delay: long}) // the queue is registered, the script loaded
 
-	id, err := s.b.Enqueue(h.lose(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k", ID: "a"})
+	id, err := s.b.Client().Enqueue(h.lose(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k", ID: "a"})
 	noErr(t, "Enqueue whose reply was lost", err)
 	want(t, "id", id, "a")
 	// Retention ran between the send and its re-send, and spared job a,
 	// finished within the re-send horizon (broker.ResendHorizon).
 	want(t, "jobs trimmed between the send and its re-send", trimmed, 0)
-	c, err := s.b.Counts(s.ctx, s.q)
+	c, err := s.b.Inspector().Counts(s.ctx, s.q)
 	noErr(t, "Counts", err)
 	if c.Pending != 0 {
 		t.Fatalf("job a ran and retention ran between the enqueue and the broker's re-send, and %d job is pending again: "+
@@ -178,11 +178,11 @@ func testDurableEnqueueLostReplySaysUnknown(t *testing.T, nb NewBackend) {
 	s, cleanup := on(t, be, func(o *broker.Options) { o.WaitReplicas, o.WaitTimeout = 1, time.Millisecond })
 	t.Cleanup(cleanup)
 	// The queue is registered, the script loaded (no replica: ErrNotReplicated).
-	if _, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k"}); err != nil && !errors.Is(err, broker.ErrNotReplicated) {
+	if _, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "k"}); err != nil && !errors.Is(err, broker.ErrNotReplicated) {
 		t.Fatalf("Enqueue: %v", err)
 	}
-	id, err := s.b.Enqueue(dropping(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k"})
-	if _, jerr := s.b.Job(s.ctx, s.q, id); jerr != nil {
+	id, err := s.b.Client().Enqueue(dropping(s.ctx, 1), broker.Job{Queue: s.q, Kind: "k"})
+	if _, jerr := s.b.Inspector().Job(s.ctx, s.q, id); jerr != nil {
 		t.Fatalf("the enqueue whose reply was lost did not store job %q (%v): the test did not lose a reply", id, jerr)
 	}
 	if err == nil {

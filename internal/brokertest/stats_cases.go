@@ -21,7 +21,7 @@ const kept = int(broker.ThroughputKept / time.Minute)
 // totals sums the whole throughput window of the bundle's queue.
 func (s *bundle) totals(t failer) (done, failed int64) {
 	t.Helper()
-	ms, err := s.b.Throughput(s.ctx, s.q, kept)
+	ms, err := s.b.Inspector().Throughput(s.ctx, s.q, kept)
 	noErr(t, "Throughput", err)
 	for _, m := range ms {
 		done += m.Done
@@ -56,38 +56,38 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 	ls := s.claim(t, 8, long)
 
 	// One batch with the same ack twice: one job done, counted once.
-	os, err := s.b.AckMany(s.ctx, []broker.Ack{{Lease: ls[0]}, {Lease: ls[1]}, {Lease: ls[0]}})
+	os, err := s.b.Leases().AckMany(s.ctx, []broker.Ack{{Lease: ls[0]}, {Lease: ls[1]}, {Lease: ls[0]}})
 	noErr(t, "AckMany", err)
 	want(t, "an ack twice in one batch", os[2], broker.OK)
 	s.wantTotals(t, "a batch of two jobs, one acked twice", 2, 0)
 
 	// A lost reply: Redis ran the ack, the client sends it again, and
 	// later once more.
-	o, err := s.b.Ack(lost, ls[2], nil)
+	o, err := s.b.Leases().Ack(lost, ls[2], nil)
 	noErr(t, "Ack sent twice", err)
 	want(t, "Ack sent twice", o, broker.OK)
-	o, err = s.b.Ack(s.ctx, ls[2], nil)
+	o, err = s.b.Leases().Ack(s.ctx, ls[2], nil)
 	noErr(t, "Ack sent a third time", err)
 	want(t, "Ack sent a third time", o, broker.OK)
 	s.wantTotals(t, "an ack re-sent", 3, 0)
 
 	// Failures: a retry and a death count, each once however often sent;
 	// a snooze does not.
-	_, st, err := s.b.Fail(lost, ls[3], broker.Failure{Error: "boom", Backoff: time.Hour})
+	_, st, err := s.b.Leases().Fail(lost, ls[3], broker.Failure{Error: "boom", Backoff: time.Hour})
 	noErr(t, "Fail sent twice", err)
 	want(t, "state", st, broker.StateScheduled)
-	_, st, err = s.b.Fail(lost, ls[4], broker.Failure{Error: "boom", Dead: true})
+	_, st, err = s.b.Leases().Fail(lost, ls[4], broker.Failure{Error: "boom", Dead: true})
 	noErr(t, "Fail (dead) sent twice", err)
 	want(t, "state", st, broker.StateDead)
-	_, st, err = s.b.Snooze(lost, ls[5], time.Hour)
+	_, st, err = s.b.Leases().Snooze(lost, ls[5], time.Hour)
 	noErr(t, "Snooze sent twice", err)
 	want(t, "state", st, broker.StateScheduled)
 	s.wantTotals(t, "a retry, a death and a snooze", 3, 2)
 
 	// A job whose cancel was requested fails into cancelled: not counted.
-	_, err = s.b.Cancel(s.ctx, s.q, ls[6].ID)
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, ls[6].ID)
 	noErr(t, "Cancel", err)
-	_, st, err = s.b.Fail(s.ctx, ls[6], broker.Failure{Error: "context canceled"})
+	_, st, err = s.b.Leases().Fail(s.ctx, ls[6], broker.Failure{Error: "context canceled"})
 	noErr(t, "Fail of a cancelled job", err)
 	want(t, "state", st, broker.StateCancelled)
 	s.wantTotals(t, "a cancellation", 3, 2)
@@ -98,7 +98,7 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{ID: "r2", MaxAttempts: 1})
 	s.enqueue(t, broker.Job{ID: "r3", MaxAttempts: 3})
 	expiring := s.claim(t, 3, short)
-	_, err = s.b.Cancel(s.ctx, s.q, "r3")
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, "r3")
 	noErr(t, "Cancel", err)
 	s.Advance(past)
 	if r := s.reap(t, 10); len(r.Reaped) != 3 {
@@ -110,25 +110,25 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 	// nothing, and neither does a settlement by another op under a claim
 	// that was settled (a fail after the ack).
 	for _, l := range expiring {
-		o, err := s.b.Ack(s.ctx, l, nil)
+		o, err := s.b.Leases().Ack(s.ctx, l, nil)
 		noErr(t, "stale Ack", err)
 		want(t, "stale Ack", o, broker.Stale)
-		o, _, err = s.b.Fail(s.ctx, l, broker.Failure{Error: "late"})
+		o, _, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "late"})
 		noErr(t, "stale Fail", err)
 		want(t, "stale Fail", o, broker.Stale)
 	}
-	o, _, err = s.b.Fail(s.ctx, ls[0], broker.Failure{Error: "after the ack"})
+	o, _, err = s.b.Leases().Fail(s.ctx, ls[0], broker.Failure{Error: "after the ack"})
 	noErr(t, "Fail after Ack", err)
 	want(t, "Fail after Ack", o, broker.Stale)
 	s.wantTotals(t, "stale settlements", 3, 4)
 
 	// AckClaim and FailClaim count as AckMany and Fail do.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	_, res, err := s.b.AckClaim(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
+	_, res, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
 	noErr(t, "AckClaim", err)
 	want(t, "claimed by AckClaim", len(res.Leases), 1)
 	spec.RequestID = broker.NewRequestID()
-	_, _, _, err = s.b.FailClaim(s.ctx, res.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour}, spec)
+	_, _, _, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour}, spec)
 	noErr(t, "FailClaim", err)
 	s.wantTotals(t, "AckClaim and FailClaim", 4, 5)
 }
@@ -138,12 +138,12 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 func testThroughputShape(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{ID: "a"})
-	_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+	_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 	noErr(t, "Ack", err)
 
 	before, err := s.Client.Time(s.ctx).Result()
 	noErr(t, "TIME", err)
-	ms, err := s.b.Throughput(s.ctx, s.q, 5)
+	ms, err := s.b.Inspector().Throughput(s.ctx, s.q, 5)
 	noErr(t, "Throughput", err)
 	after, err := s.Client.Time(s.ctx).Result()
 	noErr(t, "TIME", err)
@@ -156,14 +156,14 @@ func testThroughputShape(t *testing.T, nb NewBackend) {
 		want(t, fmt.Sprint("minute ", i, " after the one before"), ms[i].Start.Sub(ms[i-1].Start), time.Minute)
 	}
 
-	ms, err = s.b.Throughput(s.ctx, s.q, kept)
+	ms, err = s.b.Inspector().Throughput(s.ctx, s.q, kept)
 	noErr(t, "Throughput of the whole window", err)
 	want(t, "minutes", len(ms), kept)
 	for _, n := range []int{0, -1, kept + 1} {
-		_, err := s.b.Throughput(s.ctx, s.q, n)
+		_, err := s.b.Inspector().Throughput(s.ctx, s.q, n)
 		wantErr(t, fmt.Sprint("Throughput of ", n, " minutes"), err, broker.ErrInvalid)
 	}
-	_, err = s.b.Throughput(s.ctx, "bad{queue}", 1)
+	_, err = s.b.Inspector().Throughput(s.ctx, "bad{queue}", 1)
 	wantErr(t, "Throughput of a bad queue name", err, broker.ErrInvalid)
 }
 
@@ -242,7 +242,7 @@ func testThroughputWindow(t *testing.T, nb NewBackend) {
 	ack := func(t *testing.T) {
 		t.Helper()
 		s.enqueue(t, broker.Job{})
-		o, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+		o, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 		noErr(t, "Ack", err)
 		want(t, "Ack", o, broker.OK)
 	}
@@ -264,7 +264,7 @@ func testThroughputWindow(t *testing.T, nb NewBackend) {
 				t.Fatalf("head %d, before the minute %d read before the ack", m, m0)
 			}
 			s.wantWindow(t, "after the gap", m0-gap-k+1, m0-gap, m)
-			ms, err := s.b.Throughput(s.ctx, s.q, kept)
+			ms, err := s.b.Inspector().Throughput(s.ctx, s.q, kept)
 			noErr(t, "Throughput", err)
 			var d, f int64
 			for _, x := range ms {
@@ -299,17 +299,17 @@ func testThroughputWindow(t *testing.T, nb NewBackend) {
 	t.Run("trim of a queue gone idle", func(t *testing.T) {
 		m0 := s.redisMinute(t)
 		s.plant(t, m0-5, m0-k-4, m0-5)
-		_, err := s.b.Trim(s.ctx, s.q, broker.Retention{}, 10)
+		_, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{}, 10)
 		noErr(t, "Trim", err)
 		s.wantWindow(t, "after Trim", m0-k-4, m0-5)
 
 		s.plant(t, m0-k-1, m0-2*k, m0-k-1)
-		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{}, 10)
+		_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{}, 10)
 		noErr(t, "Trim", err)
 		n, err := s.Client.Exists(s.ctx, s.queueKey("stats")).Result()
 		noErr(t, "EXISTS", err)
 		want(t, "stats keys after Trim of a queue idle for longer than the window", n, int64(0))
-		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{}, 10)
+		_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{}, 10)
 		noErr(t, "Trim", err)
 		n, _ = s.Client.Exists(s.ctx, s.queueKey("stats")).Result()
 		want(t, "stats keys after Trim of a queue that counted nothing", n, int64(0))
@@ -318,18 +318,18 @@ func testThroughputWindow(t *testing.T, nb NewBackend) {
 		noErr(t, "DEL", s.Client.Del(s.ctx, s.queueKey("stats")).Err())
 		noErr(t, "SET", s.Client.Set(s.ctx, s.queueKey("stats"), "x", 0).Err())
 		ack(t) // goes through, uncounted
-		_, err := s.b.Throughput(s.ctx, s.q, 1)
+		_, err := s.b.Inspector().Throughput(s.ctx, s.q, 1)
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("Throughput of a stats key that is not a hash: %v, want a WRONGTYPE error", err)
 		}
-		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{}, 10)
+		_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{}, 10)
 		noErr(t, "Trim with a stats key that is not a hash", err)
 
 		noErr(t, "DEL", s.Client.Del(s.ctx, s.queueKey("stats")).Err())
 		m0 := s.redisMinute(t)
 		noErr(t, "HSET", s.Client.HSet(s.ctx, s.queueKey("stats"), "head", m0, fmt.Sprint(m0, ":d"), "x", fmt.Sprint(m0+1, ":d"), "x").Err())
 		ack(t)
-		_, err = s.b.Throughput(s.ctx, s.q, 2)
+		_, err = s.b.Inspector().Throughput(s.ctx, s.q, 2)
 		noErr(t, "Throughput with a garbage counter", err)
 	})
 }
@@ -343,7 +343,7 @@ func testThroughputMany(t *testing.T, nb NewBackend) {
 	for i := range jobs {
 		jobs[i] = broker.Job{Queue: s.q, Kind: "k"}
 	}
-	for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+	for _, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
 		noErr(t, "EnqueueMany", e.Err)
 	}
 	for range n / batch {
@@ -352,7 +352,7 @@ func testThroughputMany(t *testing.T, nb NewBackend) {
 		for i, l := range ls {
 			acks[i] = broker.Ack{Lease: l}
 		}
-		_, err := s.b.AckMany(s.ctx, acks)
+		_, err := s.b.Leases().AckMany(s.ctx, acks)
 		noErr(t, "AckMany", err)
 	}
 	s.wantTotals(t, "after many acks", n, 0)
@@ -367,14 +367,14 @@ func testErrorHistory(t *testing.T, nb NewBackend) {
 	id := s.enqueue(t, broker.Job{MaxAttempts: 30})
 	fail := func(msg string) {
 		t.Helper()
-		_, _, err := s.b.Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: msg})
+		_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: msg})
 		noErr(t, "Fail", err)
 	}
 	want(t, "errors of a new job", len(s.job(t, id).Errors), 0)
 	for i := 1; i <= 12; i++ {
 		fail(fmt.Sprint("e", i))
 	}
-	_, _, err := s.b.Snooze(s.ctx, s.claimOne(t, long), 0)
+	_, _, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
 	noErr(t, "Snooze", err)
 	j := s.job(t, id)
 	want(t, "errors kept", len(j.Errors), broker.ErrorsKept)
@@ -407,13 +407,13 @@ func testErrorHistory(t *testing.T, nb NewBackend) {
 	want(t, "error of a reaped attempt", e.Error, "lease expired without renewal (worker lost)")
 	want(t, "attempt of the reaped one", e.Attempt, 14)
 	want(t, "errors kept", len(j.Errors), broker.ErrorsKept)
-	_, err = s.b.Cancel(s.ctx, s.q, id) // out of the way of the claims below
+	_, err = s.b.Inspector().Cancel(s.ctx, s.q, id) // out of the way of the claims below
 	noErr(t, "Cancel", err)
 
 	// Dead, retried, failed again: the history goes on.
 	d := s.enqueue(t, broker.Job{MaxAttempts: 1})
 	fail("first")
-	_, err = s.b.Retry(s.ctx, s.q, d)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, d)
 	noErr(t, "Retry", err)
 	want(t, "errors after a retry", len(s.job(t, d).Errors), 1)
 	fail("second")
@@ -430,7 +430,7 @@ func testErrorHistory(t *testing.T, nb NewBackend) {
 			t.Fatalf("a job whose errors field is %q read as errors %+v, last error %q", bad, j.Errors, j.LastError)
 		}
 	}
-	_, err = s.b.Retry(s.ctx, s.q, d)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, d)
 	noErr(t, "Retry", err)
 	fail("third")
 	j = s.job(t, d)
@@ -449,39 +449,39 @@ func testRenewals(t *testing.T, nb NewBackend) {
 	ls := s.claim(t, 2, long)
 	want(t, "renewals of a new claim", s.job(t, a).Renewals, 0)
 	for range 3 {
-		rs, err := s.b.Renew(s.ctx, ls, long)
+		rs, err := s.b.Leases().Renew(s.ctx, ls, long)
 		noErr(t, "Renew", err)
 		want(t, "renewal", rs[0].Outcome, broker.OK)
 	}
-	_, err := s.b.Renew(s.ctx, ls[1:], long)
+	_, err := s.b.Leases().Renew(s.ctx, ls[1:], long)
 	noErr(t, "Renew", err)
 	want(t, "renewals of a", s.job(t, a).Renewals, 3)
 	want(t, "renewals of b", s.job(t, b).Renewals, 4)
 
 	// Released and claimed again: the old claim's renew is stale.
-	_, _, err = s.b.Release(s.ctx, ls[0])
+	_, _, err = s.b.Leases().Release(s.ctx, ls[0])
 	noErr(t, "Release", err)
 	again := s.claimOne(t, long)
 	want(t, "renewals of a claim after a release", s.job(t, a).Renewals, 0)
-	rs, err := s.b.Renew(s.ctx, []broker.Lease{ls[0], again}, long)
+	rs, err := s.b.Leases().Renew(s.ctx, []broker.Lease{ls[0], again}, long)
 	noErr(t, "Renew", err)
 	want(t, "stale renewal", rs[0].Outcome, broker.Stale)
 	want(t, "renewals after a stale and a valid renew", s.job(t, a).Renewals, 1)
 
-	_, err = s.b.Ack(s.ctx, ls[1], nil)
+	_, err = s.b.Leases().Ack(s.ctx, ls[1], nil)
 	noErr(t, "Ack", err)
 	want(t, "renewals of a done job", s.job(t, b).Renewals, 4)
 
 	noErr(t, "corrupt renewals", s.Client.HSet(s.ctx, s.jobKey(a), "renewals", "x").Err())
 	want(t, "renewals that are not a number", s.job(t, a).Renewals, 0)
-	rs, err = s.b.Renew(s.ctx, []broker.Lease{again}, long)
+	rs, err = s.b.Leases().Renew(s.ctx, []broker.Lease{again}, long)
 	noErr(t, "Renew over garbage", err)
 	want(t, "renewal over garbage", rs[0].Outcome, broker.OK)
 	want(t, "renewals over garbage (uncounted)", s.job(t, a).Renewals, 0)
-	_, _, err = s.b.Release(s.ctx, again)
+	_, _, err = s.b.Leases().Release(s.ctx, again)
 	noErr(t, "Release", err)
 	again = s.claimOne(t, long)
-	_, err = s.b.Renew(s.ctx, []broker.Lease{again}, long)
+	_, err = s.b.Leases().Renew(s.ctx, []broker.Lease{again}, long)
 	noErr(t, "Renew", err)
 	want(t, "renewals of the next claim", s.job(t, a).Renewals, 1)
 }
@@ -497,7 +497,7 @@ func testDoneLastMinuteFromStats(t *testing.T, nb NewBackend) {
 		for i := range jobs {
 			jobs[i] = broker.Job{Queue: s.q, Kind: "k"}
 		}
-		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+		for _, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
 			noErr(t, "EnqueueMany", e.Err)
 		}
 		ls := s.claim(t, n, long)
@@ -507,12 +507,12 @@ func testDoneLastMinuteFromStats(t *testing.T, nb NewBackend) {
 			acks[i] = broker.Ack{Lease: l}
 		}
 		before := s.redisMinute(t)
-		_, err := s.b.AckMany(s.ctx, acks)
+		_, err := s.b.Leases().AckMany(s.ctx, acks)
 		noErr(t, "AckMany", err)
 		s.pastHorizon()
-		_, err = s.b.Trim(s.ctx, s.q, broker.Retention{MaxDone: 10}, 100)
+		_, err = s.b.Leases().Trim(s.ctx, s.q, broker.Retention{MaxDone: 10}, 100)
 		noErr(t, "Trim", err)
-		o, err := s.b.Overview(s.ctx, s.q)
+		o, err := s.b.Inspector().Overview(s.ctx, s.q)
 		noErr(t, "Overview", err)
 		if s.redisMinute(t) != before && try == 0 {
 			// A minute began in between (a real server's clock): the

@@ -60,11 +60,11 @@ func testLeasesListEveryLeaseHeldThroughout(t *testing.T, nb NewBackend) {
 		for i, l := range soon {
 			acks[i] = broker.Ack{Lease: l}
 		}
-		_, err := s.b.AckMany(s.ctx, acks)
+		_, err := s.b.Leases().AckMany(s.ctx, acks)
 		noErr(t, "AckMany of the 100 soonest leases", err)
 	}}
 	lb := s.hookedBroker(t, hook)
-	ls, err := lb.Leases(s.ctx, s.q, 1000)
+	ls, err := lb.Inspector().Leases(s.ctx, s.q, 1000)
 	noErr(t, "Leases", err)
 	if !hook.ran {
 		t.Fatal("Leases sent no script: the test's seam missed it")
@@ -95,12 +95,12 @@ func testLeasesListEveryLeaseHeldThroughout(t *testing.T, nb NewBackend) {
 	want(t, "leases taken", len(first)+len(second), 200)
 	s2.Advance(past)
 	hook2 := &afterFirst{names: []string{"evalsha", "eval", "fcall"}, fn: func() {
-		r, err := s2.b.Reap(s2.ctx, s2.q, 100)
+		r, err := s2.b.Leases().Reap(s2.ctx, s2.q, 100)
 		noErr(t, "Reap of the 100 oldest expired leases", err)
 		want(t, "leases reaped between the steps", len(r.Reaped), 100)
 	}}
 	lb2 := s2.hookedBroker(t, hook2)
-	expired, err := lb2.ExpiredLeases(s2.ctx, s2.q, 1000)
+	expired, err := lb2.Inspector().ExpiredLeases(s2.ctx, s2.q, 1000)
 	noErr(t, "ExpiredLeases", err)
 	if !hook2.ran {
 		t.Fatal("ExpiredLeases sent no script: the test's seam missed it")
@@ -134,7 +134,7 @@ func testJobsListsEveryJobThatStayed(t *testing.T, nb NewBackend) {
 		for i := range jobs {
 			jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("j%04d", c*500+i)}
 		}
-		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+		for _, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
 			noErr(t, "EnqueueMany", e.Err)
 			ids = append(ids, e.ID)
 		}
@@ -143,7 +143,7 @@ func testJobsListsEveryJobThatStayed(t *testing.T, nb NewBackend) {
 		want(t, "jobs claimed between the chunks", len(s.claim(t, 500, long)), 500)
 	}}
 	lb := s.hookedBroker(t, hook)
-	js, err := lb.Jobs(s.ctx, s.q, broker.StatePending, 2000)
+	js, err := lb.Inspector().Jobs(s.ctx, s.q, broker.StatePending, 2000)
 	noErr(t, "Jobs", err)
 	if !hook.ran {
 		t.Fatal("Jobs sent no ZRANGE or script: the test's seam missed it")
@@ -179,12 +179,12 @@ func testRetryDeadEndsPastCorruptEntry(t *testing.T, nb NewBackend) {
 	}
 	noErr(t, "corrupt", s.Client.Del(s.ctx, s.jobKey(wrong)).Err())
 	noErr(t, "corrupt", s.Client.Set(s.ctx, s.jobKey(wrong), "not a hash", 0).Err())
-	res, err := s.b.Claim(s.ctx, s.q, 100, long)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 100, long)
 	noErr(t, "Claim", err)
 	want(t, "jobs claimed", len(res.Leases), 20)
 	s.Advance(2 * time.Millisecond) // the sound jobs die after wrong-type was listed dead
 	for _, l := range res.Leases {
-		_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 	}
 	dead, err := s.Client.ZRange(s.ctx, s.b.Prefix()+":{"+s.q+"}:dead", 0, 0).Result()
@@ -195,7 +195,7 @@ func testRetryDeadEndsPastCorruptEntry(t *testing.T, nb NewBackend) {
 
 	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
 	defer cancel()
-	n, err := s.b.RetryDead(ctx, s.q, 10)
+	n, err := s.b.Inspector().RetryDead(ctx, s.q, 10)
 	if err != nil || n != 10 {
 		t.Fatalf("RetryDead(10) behind a non-hash entry: sent %d, error %v; want 10 sent and no error", n, err)
 	}
@@ -215,11 +215,11 @@ func testTrimGoesOnPastAGhost(t *testing.T, nb NewBackend) {
 	for i, l := range ls {
 		acks[i] = broker.Ack{Lease: l}
 	}
-	_, err := s.b.AckMany(s.ctx, acks)
+	_, err := s.b.Leases().AckMany(s.ctx, acks)
 	noErr(t, "AckMany", err)
 	noErr(t, "ghost", s.Client.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:done", redisZ(0, "ghost")).Err())
 	s.pastHorizon()
-	n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 1000)
+	n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 1000)
 	noErr(t, "Trim", err)
 	want(t, "jobs Trim(1000) deleted behind one ghost entry", n, 150)
 }
@@ -235,7 +235,7 @@ func testReapGoesOnPastAGhost(t *testing.T, nb NewBackend) {
 	want(t, "leases taken", len(s.claim(t, 150, short)), 150)
 	noErr(t, "ghost", s.Client.ZAdd(s.ctx, s.b.Prefix()+":{"+s.q+"}:leases", redisZ(0, "ghost")).Err())
 	s.Advance(past)
-	r, err := s.b.Reap(s.ctx, s.q, 1000)
+	r, err := s.b.Leases().Reap(s.ctx, s.q, 1000)
 	noErr(t, "Reap", err)
 	want(t, "leases Reap(1000) reaped behind one ghost entry", len(r.Reaped), 150)
 }
@@ -258,7 +258,7 @@ func testRetryDeadSendsEachJobOnce(t *testing.T, nb NewBackend) {
 		ls := s.claim(t, 1000, long)
 		want(t, "jobs claimed to kill", len(ls), n)
 		for _, l := range ls {
-			_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "poison", Dead: true})
+			_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "poison", Dead: true})
 			noErr(t, "Fail", err)
 		}
 	}
@@ -266,7 +266,7 @@ func testRetryDeadSendsEachJobOnce(t *testing.T, nb NewBackend) {
 	s.Advance(2 * time.Millisecond)
 	hook := &afterFirst{names: []string{"evalsha", "eval", "fcall"}, fn: func() { kill(100) }}
 	lb := s.hookedBroker(t, hook)
-	n, err := lb.RetryDead(s.ctx, s.q, 1000)
+	n, err := lb.Inspector().RetryDead(s.ctx, s.q, 1000)
 	noErr(t, "RetryDead", err)
 	if !hook.ran {
 		t.Fatal("RetryDead sent no script: the test's seam missed it")
@@ -283,12 +283,12 @@ func testRetryDeadDropsAGhost(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{MaxAttempts: 1})
 	}
 	for _, l := range s.claim(t, 5, long) {
-		_, _, err := s.b.Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 	}
 	dead := s.b.Prefix() + ":{" + s.q + "}:dead"
 	noErr(t, "ghost", s.Client.ZAdd(s.ctx, dead, redisZ(0, "ghost")).Err())
-	n, err := s.b.RetryDead(s.ctx, s.q, 10)
+	n, err := s.b.Inspector().RetryDead(s.ctx, s.q, 10)
 	noErr(t, "RetryDead", err)
 	want(t, "jobs RetryDead(10) sent behind a ghost entry", n, 5)
 	left, err := s.Client.ZRange(s.ctx, dead, 0, -1).Result()
@@ -326,7 +326,7 @@ func testJobPageFilteredMissesNone(t *testing.T, nb NewBackend) {
 		for i := range jobs {
 			jobs[i] = broker.Job{Queue: s.q, Kind: "k", ID: fmt.Sprintf("j%04d", c*1000+i)}
 		}
-		for _, e := range s.b.EnqueueMany(s.ctx, jobs) {
+		for _, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
 			noErr(t, "EnqueueMany", e.Err)
 		}
 	}
@@ -334,7 +334,7 @@ func testJobPageFilteredMissesNone(t *testing.T, nb NewBackend) {
 		want(t, "jobs claimed between the chunks", len(s.claim(t, 500, long)), 500)
 	}}}
 	lb := s.hookedBroker(t, hook)
-	p, err := lb.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, IDPrefix: "j10", Limit: 100})
+	p, err := lb.Inspector().JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, IDPrefix: "j10", Limit: 100})
 	noErr(t, "JobPage", err)
 	if !hook.ran {
 		t.Fatal("JobPage sent no ZRANGE or script: the test's seam missed it")
@@ -362,7 +362,7 @@ func testLeasesGoOnPastAFractionalScore(t *testing.T, nb NewBackend) {
 		redisZ(tail[0].Score+0.5, tail[0].Member.(string)), redisZ(tail[1].Score+1, tail[1].Member.(string))).Err())
 	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
 	defer cancel()
-	got, err := s.b.Leases(ctx, s.q, 101)
+	got, err := s.b.Inspector().Leases(ctx, s.q, 101)
 	noErr(t, "Leases", err)
 	want(t, "leases Leases(101) listed past a fractional score", len(got), 101)
 }

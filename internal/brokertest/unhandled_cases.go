@@ -13,7 +13,7 @@ import (
 func (s *bundle) giveBack(t *testing.T, l broker.Lease, u broker.Unhandled, state broker.State) (broker.JobInfo, span) {
 	t.Helper()
 	before := s.redisTime(t)
-	o, st, err := s.b.GiveBack(s.ctx, l, u)
+	o, st, err := s.b.Leases().GiveBack(s.ctx, l, u)
 	noErr(t, "GiveBack", err)
 	after := s.redisTime(t)
 	want(t, "give-back outcome", o, broker.OK)
@@ -51,7 +51,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		s.consistent(t)
 
 		before := s.job(t, id)
-		o, st, err := s.b.GiveBack(s.ctx, l, u) // its reply was lost
+		o, st, err := s.b.Leases().GiveBack(s.ctx, l, u) // its reply was lost
 		noErr(t, "GiveBack again", err)
 		want(t, "re-sent outcome", o, broker.OK)
 		want(t, "re-sent state", st, broker.StateScheduled)
@@ -76,7 +76,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 
 		// The operator deployed a handler and retried it: a pool that
 		// still lacks the kind gives it back to wait again.
-		_, err = s.b.Retry(s.ctx, s.q, id)
+		_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
 		noErr(t, "Retry", err)
 		s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
 		s.consistent(t)
@@ -87,7 +87,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
 		s.Advance(u.MaxDelay)
 		// A pool that has the kind ran it and its handler snoozed.
-		_, _, err := s.b.Snooze(s.ctx, s.claimOne(t, long), 0)
+		_, _, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
 		noErr(t, "Snooze", err)
 		s.Advance(u.For)
 		j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
@@ -142,7 +142,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 				s.Advance(past)
 				s.reap(t, 10)
 			} else {
-				_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+				_, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 				noErr(t, "ReleaseUnowned", err)
 			}
 			want(t, "state after the claim ended", s.job(t, id).State, broker.StatePending)
@@ -165,7 +165,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{})
 		l := s.claimOne(t, long)
-		_, err := s.b.Cancel(s.ctx, s.q, id)
+		_, err := s.b.Inspector().Cancel(s.ctx, s.q, id)
 		noErr(t, "Cancel", err)
 		s.giveBack(t, l, u, broker.StateCancelled)
 		s.consistent(t)
@@ -174,9 +174,9 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{})
 		l := s.claimOne(t, long)
-		_, err := s.b.ReleaseUnowned(s.ctx, s.q, id)
+		_, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 		noErr(t, "ReleaseUnowned", err)
-		o, _, err := s.b.GiveBack(s.ctx, l, u)
+		o, _, err := s.b.Leases().GiveBack(s.ctx, l, u)
 		noErr(t, "GiveBack", err)
 		want(t, "outcome of a stale claim", o, broker.Stale)
 		want(t, "state", s.job(t, id).State, broker.StatePending)
@@ -187,7 +187,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		l := s.claimOne(t, long)
 		var ve *broker.ValidationError
 		for _, bad := range []broker.Unhandled{{Delay: 0, MaxDelay: time.Second}, {Delay: time.Second, MaxDelay: time.Millisecond}} {
-			if _, _, err := s.b.GiveBack(s.ctx, l, bad); !errors.As(err, &ve) {
+			if _, _, err := s.b.Leases().GiveBack(s.ctx, l, bad); !errors.As(err, &ve) {
 				t.Fatalf("GiveBack(%+v): error %v, want a *broker.ValidationError", bad, err)
 			}
 		}

@@ -18,7 +18,7 @@ func testGiveBackFreesItsStart(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{Kind: "new"})
 	known := s.enqueue(t, broker.Job{Kind: "old"})
-	noErr(t, "SetLimits", s.b.SetLimits(s.ctx, s.q, broker.Limits{Rate: 1, Per: time.Hour}))
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{Rate: 1, Per: time.Hour}))
 	l := s.claimOne(t, long)
 	want(t, "kind of the first claim", l.Kind, "new")
 	s.giveBack(t, l, u, broker.StateScheduled)

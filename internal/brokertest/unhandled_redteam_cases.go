@@ -26,10 +26,10 @@ func testGiveBackRetryStartsAFreshWait(t *testing.T, nb NewBackend) {
 		s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
 		// Nobody handles it yet: the operator cancels it, and later,
 		// past For, sends it back to run.
-		_, err := s.b.Cancel(s.ctx, s.q, id)
+		_, err := s.b.Inspector().Cancel(s.ctx, s.q, id)
 		noErr(t, "Cancel", err)
 		s.Advance(u.For + 100*time.Millisecond)
-		_, err = s.b.Retry(s.ctx, s.q, id)
+		_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
 		noErr(t, "Retry", err)
 		j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
 		wantWait(t, "the first give-back after the retry", j, at, u.Delay, u.Delay)
@@ -47,7 +47,7 @@ func testGiveBackRetryStartsAFreshWait(t *testing.T, nb NewBackend) {
 		s.reap(t, 10)
 		want(t, "state after the reap", s.job(t, id).State, broker.StateDead)
 		s.Advance(u.For)
-		_, err := s.b.Retry(s.ctx, s.q, id)
+		_, err := s.b.Inspector().Retry(s.ctx, s.q, id)
 		noErr(t, "Retry", err)
 		j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
 		wantWait(t, "the first give-back after the retry", j, at, u.Delay, u.Delay)

@@ -68,7 +68,7 @@ func testWaitKeepsEachIncarnation(t *testing.T, nb NewBackend) {
 	trim := func() {
 		t.Helper()
 		s.pastHorizon()
-		n, err := s.b.Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 100)
+		n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Done: time.Millisecond}, 100)
 		noErr(t, "Trim", err)
 		want(t, "jobs trimmed", n, 1)
 	}
@@ -82,11 +82,11 @@ func testWaitKeepsEachIncarnation(t *testing.T, nb NewBackend) {
 	id := s.enqueue(t, broker.Job{ID: "x"})
 	first := make(chan answer, 1)
 	go func() {
-		j, err := slow.Wait(s.ctx, s.q, id)
+		j, err := slow.Client().Wait(s.ctx, s.q, id)
 		first <- answer{j, err}
 	}()
 	s.waitedOn(t, id)
-	_, err := s.b.Ack(s.ctx, s.claimOne(t, long), []byte("one"))
+	_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), []byte("one"))
 	noErr(t, "Ack of the first job", err)
 	select {
 	case <-hold.woken:
@@ -98,11 +98,11 @@ func testWaitKeepsEachIncarnation(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{ID: id})
 	second := make(chan answer, 1)
 	go func() {
-		j, err := s.b.Wait(s.ctx, s.q, id)
+		j, err := s.b.Client().Wait(s.ctx, s.q, id)
 		second <- answer{j, err}
 	}()
 	s.waitedOn(t, id)
-	_, err = s.b.Ack(s.ctx, s.claimOne(t, long), []byte("two"))
+	_, err = s.b.Leases().Ack(s.ctx, s.claimOne(t, long), []byte("two"))
 	noErr(t, "Ack of the second job", err)
 	select {
 	case a := <-second:
@@ -123,7 +123,7 @@ func testWaitKeepsEachIncarnation(t *testing.T, nb NewBackend) {
 		t.Fatal("Wait for the first job did not return")
 	}
 	// A new caller, who registered on neither, gets the newest end.
-	j, err := s.b.Wait(s.ctx, s.q, id)
+	j, err := s.b.Client().Wait(s.ctx, s.q, id)
 	noErr(t, "Wait after both were trimmed", err)
 	want(t, "a new caller's result", string(j.Result), "two")
 	s.consistent(t)
@@ -139,7 +139,7 @@ func testWaitReturnsWhenCancelled(t *testing.T, nb NewBackend) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.b.Wait(ctx, s.q, id)
+		_, err := s.b.Client().Wait(ctx, s.q, id)
 		done <- err
 	}()
 	s.waitedOn(t, id)
@@ -163,7 +163,7 @@ func testWaitReturnsWhenCancelled(t *testing.T, nb NewBackend) {
 	for i := range 10 {
 		ctx, cancel := context.WithCancel(s.ctx)
 		go func() {
-			_, err := s.b.Wait(ctx, s.q, id)
+			_, err := s.b.Client().Wait(ctx, s.q, id)
 			done <- err
 		}()
 		time.Sleep(time.Duration(i) * time.Millisecond)
@@ -182,10 +182,10 @@ func testWaitReturnsWhenCancelled(t *testing.T, nb NewBackend) {
 	// The job's end still wakes the next caller.
 	got := make(chan error, 1)
 	go func() {
-		_, err := s.b.Wait(s.ctx, s.q, id)
+		_, err := s.b.Client().Wait(s.ctx, s.q, id)
 		got <- err
 	}()
-	_, err := s.b.Ack(s.ctx, s.claimOne(t, long), nil)
+	_, err := s.b.Leases().Ack(s.ctx, s.claimOne(t, long), nil)
 	noErr(t, "Ack", err)
 	select {
 	case err := <-got:

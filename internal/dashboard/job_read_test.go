@@ -30,13 +30,13 @@ func TestLiveJobReadsNoPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "big", ID: "j1", Kind: "resize", Payload: bytes.Repeat([]byte("p"), 1<<20)}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "big", ID: "j1", Kind: "resize", Payload: bytes.Repeat([]byte("p"), 1<<20)}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := b.Claim(ctx, "big", 1, time.Minute); err != nil || len(res.Leases) != 1 {
+	if res, err := b.Leases().Claim(ctx, "big", 1, time.Minute); err != nil || len(res.Leases) != 1 {
 		t.Fatalf("claim: %v", err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: token})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,13 +60,13 @@ func TestLimitsFormKeepsAConcurrentRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SetRate(ctx, "mail", 100, time.Second); err != nil {
+	if err := b.Inspector().SetRate(ctx, "mail", 100, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestLimitsFormKeepsAConcurrentRate(t *testing.T) {
 	f.Set("next", "/ui/queues/mail")
 
 	hook := &betweenReadAndWrite{meanwhile: func() {
-		if err := ob.SetRate(ctx, "mail", 200, time.Second); err != nil { // the other operator's new rate
+		if err := ob.Inspector().SetRate(ctx, "mail", 200, time.Second); err != nil { // the other operator's new rate
 			t.Error(err)
 		}
 	}}
@@ -95,7 +95,7 @@ func TestLimitsFormKeepsAConcurrentRate(t *testing.T) {
 	if hook.armed.Load() {
 		t.Fatal("the form was applied without reading the limits: the test did not interleave")
 	}
-	l, err := b.Limits(ctx, "mail")
+	l, err := b.Inspector().Limits(ctx, "mail")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,12 +51,12 @@ func TestLimitsFormKeepsWhatWasNotChanged(t *testing.T) {
 	c := r.client()
 	r.signIn(c)
 	ctx := context.Background()
-	if _, err := r.b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
+	if _, err := r.b.Client().Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send"}); err != nil {
 		t.Fatal(err)
 	}
 	limits := func() broker.Limits {
 		t.Helper()
-		l, err := r.b.Limits(ctx, "mail")
+		l, err := r.b.Inspector().Limits(ctx, "mail")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestLimitsFormKeepsWhatWasNotChanged(t *testing.T) {
 		_, body := r.get(c, "/ui/queues/mail")
 		return html.UnescapeString(body)
 	}
-	if err := r.b.SetMaxRunning(ctx, "mail", 5); err != nil {
+	if err := r.b.Inspector().SetMaxRunning(ctx, "mail", 5); err != nil {
 		t.Fatal(err)
 	}
 
@@ -93,7 +93,7 @@ func TestLimitsFormKeepsWhatWasNotChanged(t *testing.T) {
 	}
 	// Another operator sets max running meanwhile: a form that did not
 	// change it keeps theirs.
-	if err := r.b.SetMaxRunning(ctx, "mail", 7); err != nil {
+	if err := r.b.Inspector().SetMaxRunning(ctx, "mail", 7); err != nil {
 		t.Fatal(err)
 	}
 	f.Set("rate", "200")

@@ -56,20 +56,20 @@ func TestQueuePageReadsNoPayloads(t *testing.T) {
 	msg := "upstream refused: " + strings.Repeat("x", 4<<10)
 	const n = 20
 	for range n {
-		if _, err := b.Enqueue(ctx, broker.Job{Queue: "big", Kind: "resize", Payload: payload, MaxAttempts: 1}); err != nil {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "big", Kind: "resize", Payload: payload, MaxAttempts: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := b.Claim(ctx, "big", n, time.Minute)
+	res, err := b.Leases().Claim(ctx, "big", n, time.Minute)
 	if err != nil || len(res.Leases) != n {
 		t.Fatalf("claim: %v", err)
 	}
 	for _, l := range res.Leases {
-		if _, _, err := b.Fail(ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
+		if _, _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestUnknownQueue404(t *testing.T) {
 	if after := r.mr.Keys(); strings.Join(after, " ") != strings.Join(before, " ") {
 		t.Errorf("requests about an unknown queue changed the keys from\n%q to\n%q", before, after)
 	}
-	if ok, err := r.b.Paused(context.Background(), "nope"); err != nil || ok {
+	if ok, err := r.b.Inspector().Paused(context.Background(), "nope"); err != nil || ok {
 		t.Errorf("the unknown queue is paused=%v (%v)", ok, err)
 	}
 }
@@ -112,7 +112,7 @@ func TestSignOutRevokes(t *testing.T) {
 			t.Errorf("the copied cookie's pause after sign-out answered %d, want 403", code)
 		}
 	}
-	if paused, err := r.b.Paused(context.Background(), "mail"); err != nil || paused {
+	if paused, err := r.b.Inspector().Paused(context.Background(), "mail"); err != nil || paused {
 		t.Errorf("after sign-out, a replayed cookie paused the queue (paused=%v, %v)", paused, err)
 	}
 	if code, body := r.get(r.client(), "/ui/"); code != http.StatusOK || strings.Contains(body, `name="csrf"`) {
@@ -148,7 +148,7 @@ func (r *rig) sibling() *httptest.Server {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestHostChecked(t *testing.T) {
 func TestAllowedHosts(t *testing.T) {
 	r := setup(t, "")
 	serve := func(allowed ...string) *httptest.Server {
-		d, err := dashboard.New(dashboard.Config{Broker: r.b, AllowedHosts: allowed})
+		d, err := dashboard.New(dashboard.Config{Inspector: r.b.Inspector(), AllowedHosts: allowed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestAllowedHosts(t *testing.T) {
 		t.Errorf(`with "*", any host: %d, want 200`, code)
 	}
 	for _, bad := range []string{"http://dash.example.com", "dash.example.com/ui", "a b", "", "dash:0", "dash:http"} {
-		if _, err := dashboard.New(dashboard.Config{Broker: r.b, AllowedHosts: []string{bad}}); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
+		if _, err := dashboard.New(dashboard.Config{Inspector: r.b.Inspector(), AllowedHosts: []string{bad}}); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
 			t.Errorf("allowed host %q: %v, want an error naming it", bad, err)
 		}
 	}

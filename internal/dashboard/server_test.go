@@ -64,7 +64,7 @@ func setup(t *testing.T, tok string) *rig {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: tok, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: tok, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +78,14 @@ func (r *rig) deadJob(queue string, j broker.Job, msg string) {
 	r.t.Helper()
 	ctx := context.Background()
 	j.Queue = queue
-	if _, err := r.b.Enqueue(ctx, j); err != nil {
+	if _, err := r.b.Client().Enqueue(ctx, j); err != nil {
 		r.t.Fatal(err)
 	}
-	res, err := r.b.Claim(ctx, queue, 1, time.Minute)
+	res, err := r.b.Leases().Claim(ctx, queue, 1, time.Minute)
 	if err != nil || len(res.Leases) != 1 {
 		r.t.Fatalf("claim: %v, %d leases", err, len(res.Leases))
 	}
-	if _, _, err := r.b.Fail(ctx, res.Leases[0], broker.Failure{Error: msg, Dead: true}); err != nil {
+	if _, _, err := r.b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: msg, Dead: true}); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -135,7 +135,7 @@ func (r *rig) signIn(c *http.Client) string {
 
 func (r *rig) state(queue, id string) broker.State {
 	r.t.Helper()
-	j, err := r.b.Job(context.Background(), queue, id)
+	j, err := r.b.Inspector().Job(context.Background(), queue, id)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestPagesRender(t *testing.T) {
 	r := setup(t, token)
 	ctx := context.Background()
 	r.deadJob("mail", broker.Job{Kind: "send", ID: "d1", Payload: []byte(`{"to":"a@example.com"}`)}, "smtp: 550 no such user")
-	if _, err := r.b.Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send", ID: "p1", DependsOn: []string{"d0"}}); err == nil {
+	if _, err := r.b.Client().Enqueue(ctx, broker.Job{Queue: "mail", Kind: "send", ID: "p1", DependsOn: []string{"d0"}}); err == nil {
 		t.Fatal("a job depending on a missing one was enqueued")
 	}
 	for _, j := range []broker.Job{
@@ -154,11 +154,11 @@ func TestPagesRender(t *testing.T) {
 		{Queue: "mail", Kind: "send", ID: "child", DependsOn: []string{"parent"}, UniqueKey: "welcome-7"},
 		{Queue: "mail", Kind: "digest", ID: "later", Delay: time.Hour},
 	} {
-		if _, err := r.b.Enqueue(ctx, j); err != nil {
+		if _, err := r.b.Client().Enqueue(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.b.Claim(ctx, "mail", 1, time.Minute); err != nil { // parent runs
+	if _, err := r.b.Leases().Claim(ctx, "mail", 1, time.Minute); err != nil { // parent runs
 		t.Fatal(err)
 	}
 	c := r.client()
@@ -201,7 +201,7 @@ func TestQueuePages(t *testing.T) {
 		}
 		jobs[i] = broker.Job{Queue: "img", Kind: kind, ID: fmt.Sprintf("img-%03d", i)}
 	}
-	for _, e := range r.b.EnqueueMany(ctx, jobs) {
+	for _, e := range r.b.Client().EnqueueMany(ctx, jobs) {
 		if e.Err != nil {
 			t.Fatal(e.Err)
 		}
@@ -251,35 +251,35 @@ func TestQueuePages(t *testing.T) {
 func TestHistory(t *testing.T) {
 	r := setup(t, "")
 	ctx := context.Background()
-	if _, err := r.b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "flaky", MaxAttempts: 5}); err != nil {
+	if _, err := r.b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "flaky", MaxAttempts: 5}); err != nil {
 		t.Fatal(err)
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		res, err := r.b.Claim(ctx, "q", 1, time.Minute)
+		res, err := r.b.Leases().Claim(ctx, "q", 1, time.Minute)
 		if err != nil || len(res.Leases) != 1 {
 			t.Fatalf("claim %d: %v", attempt, err)
 		}
-		if _, _, err := r.b.Fail(ctx, res.Leases[0], broker.Failure{Error: fmt.Sprintf("<timeout %d>", attempt)}); err != nil {
+		if _, _, err := r.b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: fmt.Sprintf("<timeout %d>", attempt)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := r.b.Claim(ctx, "q", 1, time.Minute)
+	res, err := r.b.Leases().Claim(ctx, "q", 1, time.Minute)
 	if err != nil || len(res.Leases) != 1 {
 		t.Fatalf("third claim: %v", err)
 	}
 	for range 3 {
-		if _, err := r.b.Renew(ctx, res.Leases, time.Minute); err != nil {
+		if _, err := r.b.Leases().Renew(ctx, res.Leases, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.b.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "ok"}); err != nil {
+	if _, err := r.b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	ok, err := r.b.Claim(ctx, "q", 1, time.Minute)
+	ok, err := r.b.Leases().Claim(ctx, "q", 1, time.Minute)
 	if err != nil || len(ok.Leases) != 1 {
 		t.Fatalf("claim ok: %v", err)
 	}
-	if _, err := r.b.Ack(ctx, ok.Leases[0], nil); err != nil {
+	if _, err := r.b.Leases().Ack(ctx, ok.Leases[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	c := r.client()
@@ -298,7 +298,7 @@ func TestHistory(t *testing.T) {
 func TestEventsOfAJob(t *testing.T) {
 	r := setup(t, "")
 	ctx := context.Background()
-	if err := r.b.SetEvents(ctx, "q", 100); err != nil {
+	if err := r.b.Inspector().SetEvents(ctx, "q", 100); err != nil {
 		t.Fatal(err)
 	}
 	r.deadJob("q", broker.Job{Kind: "k", ID: "e1"}, "boom")
@@ -368,7 +368,7 @@ func TestReadOnly(t *testing.T) {
 	if got := r.state("mail", "d1"); got != broker.StateDead {
 		t.Fatalf("after refused actions the job is %s, want dead", got)
 	}
-	if paused, _ := r.b.Paused(context.Background(), "mail"); paused {
+	if paused, _ := r.b.Inspector().Paused(context.Background(), "mail"); paused {
 		t.Fatal("a refused pause paused the queue")
 	}
 	if !strings.Contains(r.logs.String(), "action refused") {
@@ -492,19 +492,19 @@ func TestActionsNeedSessionAndCSRF(t *testing.T) {
 		}
 		ctx := context.Background()
 		r.post(c, "/ui/act/pause", form())
-		if p, _ := r.b.Paused(ctx, "mail"); !p {
+		if p, _ := r.b.Inspector().Paused(ctx, "mail"); !p {
 			t.Error("pause did not pause")
 		}
 		r.post(c, "/ui/act/resume", form())
-		if p, _ := r.b.Paused(ctx, "mail"); p {
+		if p, _ := r.b.Inspector().Paused(ctx, "mail"); p {
 			t.Error("resume did not resume")
 		}
 		r.post(c, "/ui/act/limits", form("max_running", "3", "rate", "10", "per", "1s"))
-		if l, _ := r.b.Limits(ctx, "mail"); l != (broker.Limits{MaxRunning: 3, Rate: 10, Per: time.Second}) {
+		if l, _ := r.b.Inspector().Limits(ctx, "mail"); l != (broker.Limits{MaxRunning: 3, Rate: 10, Per: time.Second}) {
 			t.Errorf("limits = %+v", l)
 		}
 		r.post(c, "/ui/act/limits", form("max_running", "4", "per", "soon"))
-		if l, _ := r.b.Limits(ctx, "mail"); l.MaxRunning != 3 {
+		if l, _ := r.b.Inspector().Limits(ctx, "mail"); l.MaxRunning != 3 {
 			t.Errorf("a refused limits form changed them: %+v", l)
 		}
 		if _, body := r.get(c, "/ui/"); !strings.Contains(body, "is not a duration") {

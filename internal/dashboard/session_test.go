@@ -44,7 +44,7 @@ func TestSignInAgainEndsTheEarlierSession(t *testing.T) {
 	if code := replay(t, r.srv.URL, "/ui/act/pause", first, pause); code != http.StatusForbidden {
 		t.Errorf("after the browser signed out, a copy of its first session's cookie paused the queue: %d, want 403", code)
 	}
-	if paused, err := r.b.Paused(context.Background(), "mail"); err != nil || paused {
+	if paused, err := r.b.Inspector().Paused(context.Background(), "mail"); err != nil || paused {
 		t.Errorf("the queue is paused=%v (%v): a session the browser replaced still acts after its sign-out", paused, err)
 	}
 	for _, k := range r.mr.Keys() {

@@ -21,7 +21,7 @@ func testRestartCase(t *testing.T, nc NewClient) {
 	s := setup(t, nc)
 	const lease = 600 * time.Millisecond
 	id := s.enqueue(t, broker.Job{})
-	res, err := s.b.Claim(s.ctx, s.q, 1, lease)
+	res, err := s.b.Leases().Claim(s.ctx, s.q, 1, lease)
 	if err != nil || len(res.Leases) != 1 {
 		t.Fatalf("A's claim: %v %+v", err, res)
 	}
@@ -88,7 +88,7 @@ func testLateAck(t *testing.T, nc NewClient) {
 	ja := recv(t, "A to start", aStarted, 10*time.Second)
 
 	// An operator takes the job from A; B claims it and finishes.
-	if _, err := s.b.ReleaseUnowned(s.ctx, s.q, id); err != nil {
+	if _, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id); err != nil {
 		t.Fatal(err)
 	}
 	bRan := make(chan int64, 1)
@@ -105,7 +105,7 @@ func testLateAck(t *testing.T, nc NewClient) {
 	close(bDone)
 	pa.shutdown(t) // waits for A's settlement
 	want(t, "A's stale settlements", pa.Stats().Stale, int64(1))
-	j2, _ := s.b.Job(s.ctx, s.q, id)
+	j2, _ := s.b.Inspector().Job(s.ctx, s.q, id)
 	want(t, "stored result", string(j2.Result), "B")
 	want(t, "state", j.State, broker.StateDone)
 	if s.logs.count("stale settlement rejected") != 1 {
@@ -133,7 +133,7 @@ func testLostLease(t *testing.T, nc NewClient) {
 	}), func(c *worker.Config) { c.LeaseDuration = 300 * time.Millisecond })
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "handler start", started, 10*time.Second)
-	if _, err := s.b.ReleaseUnowned(s.ctx, s.q, id); err != nil {
+	if _, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id); err != nil {
 		t.Fatal(err)
 	}
 	if c := recv(t, "the handler's cancellation", cause, 10*time.Second); !errors.Is(c, handlers.ErrLeaseLost) {
@@ -163,7 +163,7 @@ func testNoStarvation(t *testing.T, nc NewClient) {
 	s := setup(t, nc)
 	const lease = 300 * time.Millisecond
 	orphan := s.enqueue(t, broker.Job{Kind: "orphan"})
-	if res, err := s.b.Claim(s.ctx, s.q, 1, lease); err != nil || len(res.Leases) != 1 {
+	if res, err := s.b.Leases().Claim(s.ctx, s.q, 1, lease); err != nil || len(res.Leases) != 1 {
 		t.Fatalf("orphan claim: %v", err)
 	}
 	for range 50 {
@@ -181,7 +181,7 @@ func testNoStarvation(t *testing.T, nc NewClient) {
 				return
 			default:
 			}
-			if _, err := s.b.Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "busy"}); err != nil {
+			if _, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: s.q, Kind: "busy"}); err != nil {
 				t.Errorf("producer: %v", err)
 				return
 			}
@@ -198,7 +198,7 @@ func testNoStarvation(t *testing.T, nc NewClient) {
 		return nil
 	}), func(c *worker.Config) { c.LeaseDuration = lease; c.Concurrency = 2 })
 	recv(t, "the orphan to be recovered and run", orphanRan, 10*time.Second)
-	c, err := s.b.Counts(s.ctx, s.q)
+	c, err := s.b.Inspector().Counts(s.ctx, s.q)
 	if err != nil {
 		t.Fatal(err)
 	}

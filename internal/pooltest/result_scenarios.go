@@ -100,7 +100,7 @@ func testCancelRunning(t *testing.T, nc NewClient) {
 	}), func(c *worker.Config) { c.LeaseDuration = 300 * time.Millisecond })
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "handler start", started, 10*time.Second)
-	if _, err := s.b.Cancel(s.ctx, s.q, id); err != nil {
+	if _, err := s.b.Inspector().Cancel(s.ctx, s.q, id); err != nil {
 		t.Fatal(err)
 	}
 	if c := recv(t, "the handler's cancellation", cause, 10*time.Second); !errors.Is(c, handlers.ErrJobCancelled) {
@@ -126,16 +126,16 @@ func testProgress(t *testing.T, nc NewClient) {
 	if err := recv(t, "first progress", results, 10*time.Second); err != nil {
 		t.Fatalf("progress: %v", err)
 	}
-	j, _ := s.b.Job(s.ctx, s.q, id)
+	j, _ := s.b.Inspector().Job(s.ctx, s.q, id)
 	want(t, "stored progress", string(j.Progress), `{"pct":10}`)
-	if _, err := s.b.ReleaseUnowned(s.ctx, s.q, id); err != nil {
+	if _, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id); err != nil {
 		t.Fatal(err)
 	}
 	close(proceed)
 	if err := recv(t, "second progress", results, 10*time.Second); !errors.Is(err, handlers.ErrLeaseLost) {
 		t.Fatalf("stale progress answered %v, want ErrLeaseLost", err)
 	}
-	j, _ = s.b.Job(s.ctx, s.q, id)
+	j, _ = s.b.Inspector().Job(s.ctx, s.q, id)
 	if string(j.Progress) == `{"pct":90}` {
 		t.Fatal("a stale claim's progress was stored")
 	}
@@ -205,7 +205,7 @@ func testStrictPriority(t *testing.T, nc NewClient) {
 	s := setup(t, nc)
 	for _, q := range []string{"low", "high"} {
 		for range 3 {
-			if _, err := s.b.Enqueue(s.ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
+			if _, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -241,7 +241,7 @@ func testWeighted(t *testing.T, nc NewClient) {
 		if i%2 == 1 {
 			q = "b"
 		}
-		if _, err := s.b.Enqueue(s.ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
+		if _, err := s.b.Client().Enqueue(s.ctx, broker.Job{Queue: q, Kind: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,7 +263,7 @@ func testPauseResume(t *testing.T, nc NewClient) {
 		ran <- j.ID
 		return nil
 	}), func(c *worker.Config) { c.PollInterval, c.LeaseDuration = time.Minute, 3*time.Minute })
-	if err := s.b.Pause(s.ctx, s.q); err != nil {
+	if err := s.b.Inspector().Pause(s.ctx, s.q); err != nil {
 		t.Fatal(err)
 	}
 	id := s.enqueue(t, broker.Job{})
@@ -272,7 +272,7 @@ func testPauseResume(t *testing.T, nc NewClient) {
 		t.Fatalf("ran %s while the queue was paused", got)
 	case <-time.After(300 * time.Millisecond):
 	}
-	if err := s.b.Resume(s.ctx, s.q); err != nil {
+	if err := s.b.Inspector().Resume(s.ctx, s.q); err != nil {
 		t.Fatal(err)
 	}
 	want(t, "job run after resume", recv(t, "the job after Resume", ran, 20*time.Second), id)
@@ -290,7 +290,7 @@ func testRetentionUpkeep(t *testing.T, nc NewClient) {
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "the job to run", ran, 10*time.Second)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		_, err := s.b.Job(s.ctx, s.q, id)
+		_, err := s.b.Inspector().Job(s.ctx, s.q, id)
 		if errors.Is(err, broker.ErrJobNotFound) {
 			break
 		}
@@ -321,7 +321,7 @@ func testRetentionByCount(t *testing.T, nc NewClient) {
 	}
 	ran.Wait()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c, err := s.b.Counts(s.ctx, s.q)
+		c, err := s.b.Inspector().Counts(s.ctx, s.q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +349,7 @@ func testPeriodic(t *testing.T, nc NewClient) {
 	s.pool(t, h, withSchedules)
 	time.Sleep(3500 * time.Millisecond)
 	ticks := int(time.Since(begin) / time.Second) // whole seconds passed: ticks fired, give or take one
-	c, err := s.b.Counts(s.ctx, s.q)
+	c, err := s.b.Inspector().Counts(s.ctx, s.q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func testPeriodic(t *testing.T, nc NewClient) {
 		t.Fatalf("%d jobs after %d one-second ticks and one catch-up: a tick was enqueued twice or not at all", jobs, ticks)
 	}
 	hour := time.Now().Truncate(time.Hour)
-	if _, err := s.b.Job(s.ctx, s.q, fmt.Sprintf("periodic:hourly:%d", hour.Unix())); err != nil {
+	if _, err := s.b.Inspector().Job(s.ctx, s.q, fmt.Sprintf("periodic:hourly:%d", hour.Unix())); err != nil {
 		t.Fatalf("the caught-up tick: %v", err)
 	}
 }
@@ -370,7 +370,7 @@ func testPeriodic(t *testing.T, nc NewClient) {
 func testLimitsAcrossPools(t *testing.T, nc NewClient) {
 	s := setup(t, nc)
 	const rate, per = 5, 500 * time.Millisecond
-	if err := s.b.SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 2, Rate: rate, Per: per}); err != nil {
+	if err := s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 2, Rate: rate, Per: per}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

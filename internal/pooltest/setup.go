@@ -118,7 +118,7 @@ func (s *bundle) enqueue(t *testing.T, j broker.Job) string {
 	if j.Kind == "" {
 		j.Kind = "k"
 	}
-	id, err := s.b.Enqueue(s.ctx, j)
+	id, err := s.b.Client().Enqueue(s.ctx, j)
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -131,7 +131,7 @@ func (s *bundle) waitFinal(t *testing.T, id string, within time.Duration) broker
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		j, err := s.b.Job(s.ctx, s.q, id)
+		j, err := s.b.Inspector().Job(s.ctx, s.q, id)
 		if err != nil {
 			t.Fatalf("Job: %v", err)
 		}
@@ -147,7 +147,7 @@ func (s *bundle) waitFinal(t *testing.T, id string, within time.Duration) broker
 
 func (s *bundle) consistent(t *testing.T) {
 	t.Helper()
-	bad, err := s.b.Check(s.ctx, s.q)
+	bad, err := s.b.Inspector().Check(s.ctx, s.q)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}

@@ -88,7 +88,7 @@ func testTraceAcrossRetry(t *testing.T, nc NewClient) {
 		return nil
 	}))
 	ctx, req := tr.Start(context.Background(), "request")
-	id, err := s.b.Enqueue(ctx, broker.Job{Queue: s.q, Kind: "send_email"})
+	id, err := s.b.Client().Enqueue(ctx, broker.Job{Queue: s.q, Kind: "send_email"})
 	req.End()
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func testTraceLeaseLost(t *testing.T, nc NewClient) {
 	}), func(c *worker.Config) { c.LeaseDuration = 1500 * time.Millisecond })
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "handler start", started, 10*time.Second)
-	if _, err := s.b.ReleaseUnowned(s.ctx, s.q, id); err != nil {
+	if _, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id); err != nil {
 		t.Fatal(err)
 	}
 	s.waitFinal(t, id, 10*time.Second)
@@ -179,7 +179,7 @@ func testTraceCancel(t *testing.T, nc NewClient) {
 	}), func(c *worker.Config) { c.LeaseDuration = 1500 * time.Millisecond })
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "handler start", started, 10*time.Second)
-	if _, err := s.b.Cancel(s.ctx, s.q, id); err != nil {
+	if _, err := s.b.Inspector().Cancel(s.ctx, s.q, id); err != nil {
 		t.Fatal(err)
 	}
 	want(t, "state", s.waitFinal(t, id, 10*time.Second).State, broker.StateCancelled)
@@ -209,7 +209,7 @@ func testTraceStaleSettlement(t *testing.T, nc NewClient) {
 	})
 	id := s.enqueue(t, broker.Job{})
 	recv(t, "handler start", started, 10*time.Second)
-	if _, err := s.b.ReleaseUnowned(s.ctx, s.q, id); err != nil {
+	if _, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id); err != nil {
 		t.Fatal(err)
 	}
 	close(proceed)
@@ -236,7 +236,7 @@ func testTraceOff(t *testing.T, nc NewClient) {
 		return nil
 	}))
 	ctx, req := otel.Tracer("pooltest").Start(context.Background(), "request")
-	id, err := s.b.Enqueue(ctx, broker.Job{Queue: s.q, Kind: "k"})
+	id, err := s.b.Client().Enqueue(ctx, broker.Job{Queue: s.q, Kind: "k"})
 	req.End()
 	if err != nil {
 		t.Fatal(err)

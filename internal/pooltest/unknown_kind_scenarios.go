@@ -17,7 +17,7 @@ func (s *bundle) waitGivenBack(t *testing.T, id string, within time.Duration) br
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		j, err := s.b.Job(s.ctx, s.q, id)
+		j, err := s.b.Inspector().Job(s.ctx, s.q, id)
 		if err != nil {
 			t.Fatalf("Job: %v", err)
 		}

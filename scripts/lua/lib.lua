@@ -8,11 +8,16 @@
 -- receives it as ARGV[1]); K, the queue's keys by name, built from BASE
 -- (all under one queue's hash tag, so a script touches exactly one Redis
 -- Cluster slot; a script's one KEY is one of them, for the routing); JOB,
--- the prefix of its job hashes (a job's hash is JOB .. id); and
+-- the prefix of its job hashes (a job's hash is JOB .. id);
 -- derived(kind, id), the key of one job's (or request's) structure of a
--- kind keys.go lists. Job keys and derived keys cannot be declared up front
--- (claim and reap learn the ids from an index), but they share the hash tag
--- and so the slot. keys.go says what each key holds.
+-- kind keys.go lists; LEGACY_READY, the ready index of earlier versions
+-- (one sorted set of every priority, drained by ready_migrate); and
+-- INDEX[state], the key of the index that must hold a job in that state
+-- (invariant 6), nil for an unknown state. A pending job is in one of
+-- three (ready_index says which); INDEX names the list. Job keys and
+-- derived keys cannot be declared up front (claim and reap learn the ids
+-- from an index), but they share the hash tag and so the slot. keys.go
+-- says what each key holds; this file declares no key name of its own.
 --
 -- Per-call state: broker/scripts.go loads this library once for all
 -- operations (a FUNCTION library, whose upvalues live from one call to the
@@ -40,15 +45,8 @@
 -- says that this call handed dependents to the cascade (finish);
 -- ready0_empty, that this call found ready0 empty (ready_pop).
 local settings, cascading, ready0_empty
-local INDEX -- below
-local INDEX_META
--- LEGACY_READY is the ready index of earlier versions: one sorted set of
--- every priority (keys.go's legacyReady), drained by ready_migrate.
-local LEGACY_READY
 local function begin(argv)
   begin_keys(argv[1])
-  LEGACY_READY = BASE .. 'ready'
-  INDEX = setmetatable({}, INDEX_META) -- a library's load has no setmetatable
   settings = nil
   cascading = false
   ready0_empty = false
@@ -70,17 +68,6 @@ local STATUS = {
   waiting = 10,      -- wait: the job has not finished; the caller is registered
 }
 
--- The index that must hold a job in each state (invariant 6): INDEX[state]
--- is its key in this call's queue, nil for an unknown state. A pending job
--- is in one of three (ready_index says which); this names the list.
-local INDEX_NAME = {
-  pending = 'ready0', scheduled = 'scheduled', running = 'leases',
-  dead = 'dead', done = 'done', cancelled = 'cancelled', blocked = 'blocked',
-}
-INDEX_META = {__index = function(_, state)
-  local name = INDEX_NAME[state]
-  return name and K[name]
-end}
 local FINAL = {done = true, dead = true, cancelled = true}
 
 local function now_ms()

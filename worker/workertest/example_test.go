@@ -18,7 +18,7 @@ type WelcomeArgs struct {
 
 // register is the code under test: it enqueues a welcome email.
 func register(ctx context.Context, b *broker.Broker, email string) error {
-	_, err := b.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + email + `"}`)})
+	_, err := b.Client().Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + email + `"}`)})
 	return err
 }
 
@@ -90,7 +90,7 @@ func (InviteArgs) Kind() string { return "invite" }
 
 // invite is the code under test: it enqueues a typed job.
 func invite(ctx context.Context, b *broker.Broker, email string) error {
-	_, err := b.EnqueueArgs(ctx, InviteArgs{To: email}, nil)
+	_, err := b.Client().EnqueueArgs(ctx, InviteArgs{To: email}, nil)
 	return err
 }
 

@@ -58,9 +58,9 @@ func TestWorkWithHeldBackJobs(t *testing.T) {
 		setup func(*workertest.Env) error
 	}{
 		{"rate limit", func(e *workertest.Env) error {
-			return e.Broker.SetRate(context.Background(), "default", 1, time.Minute)
+			return e.Broker.Inspector().SetRate(context.Background(), "default", 1, time.Minute)
 		}},
-		{"paused", func(e *workertest.Env) error { return e.Broker.Pause(context.Background(), "default") }},
+		{"paused", func(e *workertest.Env) error { return e.Broker.Inspector().Pause(context.Background(), "default") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -70,7 +70,7 @@ func TestWorkWithHeldBackJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 {
-				if _, err := env.Broker.Enqueue(ctx, broker.Job{Queue: "default", Kind: "k"}); err != nil {
+				if _, err := env.Broker.Client().Enqueue(ctx, broker.Job{Queue: "default", Kind: "k"}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -35,7 +35,7 @@ func (a reportArgs) EnqueueOptions() broker.EnqueueOptions {
 func TestTypedEnqueueAndWork(t *testing.T) {
 	env := workertest.New(t)
 	ctx := context.Background()
-	id, err := env.Broker.EnqueueArgs(ctx, greetArgs{Name: "Ada"}, nil)
+	id, err := env.Broker.Client().EnqueueArgs(ctx, greetArgs{Name: "Ada"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +59,11 @@ func TestTypedEnqueueAndWork(t *testing.T) {
 func TestTypedUniqueAnswersHolder(t *testing.T) {
 	env := workertest.New(t)
 	ctx := context.Background()
-	first, err := env.Broker.EnqueueArgs(ctx, reportArgs{Day: "2030-01-01"}, nil)
+	first, err := env.Broker.Client().EnqueueArgs(ctx, reportArgs{Day: "2030-01-01"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := env.Broker.EnqueueArgs(ctx, reportArgs{Day: "2030-01-01"}, nil)
+	second, err := env.Broker.Client().EnqueueArgs(ctx, reportArgs{Day: "2030-01-01"}, nil)
 	var held *broker.UniqueHeldError
 	if !errors.As(err, &held) || second != first || held.HolderID != first {
 		t.Fatalf("second enqueue: %q, %v; want the holder %q and a *UniqueHeldError", second, err, first)
@@ -85,7 +85,7 @@ func TestTypedUniqueAnswersHolder(t *testing.T) {
 // resolves, and when JobFor refuses the args.
 func TestRequireEnqueuedArgsFails(t *testing.T) {
 	env := workertest.New(t)
-	if _, err := env.Broker.EnqueueArgs(context.Background(), greetArgs{Name: "Ada"}, &broker.EnqueueOptions{Queue: "greetings"}); err != nil {
+	if _, err := env.Broker.Client().EnqueueArgs(context.Background(), greetArgs{Name: "Ada"}, &broker.EnqueueOptions{Queue: "greetings"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

@@ -79,7 +79,7 @@ func (e *Env) Enqueued(t testing.TB, queue, kind string) []broker.JobInfo {
 	t.Helper()
 	var out []broker.JobInfo
 	for _, st := range []broker.State{broker.StatePending, broker.StateScheduled} {
-		js, err := e.Broker.Jobs(context.Background(), queue, st, 100000)
+		js, err := e.Broker.Inspector().Jobs(context.Background(), queue, st, 100000)
 		if err != nil {
 			t.Fatalf("workertest: list %s jobs: %v", st, err)
 		}
@@ -173,7 +173,7 @@ func (e *Env) Work(t testing.TB, h handlers.Handler, queues ...string) worker.St
 		// Running to reach 0 puts it in the counters Work returns.
 		busy := false
 		for _, q := range queues {
-			o, err := e.Broker.Overview(ctx, q)
+			o, err := e.Broker.Inspector().Overview(ctx, q)
 			if err != nil {
 				t.Fatalf("workertest: %v", err)
 			}

@@ -17,7 +17,7 @@ type welcome struct {
 
 // signup stands for the code under test: it enqueues a welcome email.
 func signup(ctx context.Context, b *broker.Broker, to string) error {
-	_, err := b.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + to + `"}`), MaxAttempts: 3})
+	_, err := b.Client().Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + to + `"}`), MaxAttempts: 3})
 	return err
 }
 
@@ -48,7 +48,7 @@ func TestEnvEnqueueWorkAdvance(t *testing.T) {
 	if sent != 1 {
 		t.Fatalf("sent %d after the retry fell due", sent)
 	}
-	done, err := env.Broker.Job(ctx, "emails", j.ID)
+	done, err := env.Broker.Inspector().Job(ctx, "emails", j.ID)
 	if err != nil || done.State != broker.StateDone || done.Attempt != 2 {
 		t.Fatalf("job %+v %v", done, err)
 	}
@@ -67,7 +67,7 @@ func TestEnvWorkRunsDueJob(t *testing.T) {
 	mux := handlers.NewMux()
 	mux.HandleFunc("k", func(context.Context, *handlers.Job) error { return nil })
 	for round := range 50 {
-		if _, err := env.Broker.Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", Delay: time.Minute}); err != nil {
+		if _, err := env.Broker.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", Delay: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		env.Advance(time.Minute)
