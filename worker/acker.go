@@ -130,7 +130,7 @@ func (k *acker) batches() {
 		select {
 		case r := <-k.reqs:
 			batch = append(batch[:0], r)
-		case <-k.quit:
+		case <-k.ctx.Done():
 			return
 		}
 		// Wait for the call in flight (a handler's own), while the batch
@@ -171,6 +171,8 @@ func (k *acker) send(batch []*ackReq, acks []broker.Ack, pass func([]broker.Leas
 	if spec.N > 0 && !p.fusedBegin() {
 		spec = broker.ClaimSpec{}
 	}
+	// Settlements run on Background, not the acker's context: a handler's
+	// result is sent also while the pool stops, and halt ends its retries.
 	if spec.N == 0 {
 		return p.b.Leases().AckMany(context.Background(), acks)
 	}

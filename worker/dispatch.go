@@ -50,7 +50,7 @@ func (d *dispatcher) dispatch() {
 			if claimErrors.ok() {
 				p.log.Warn("fenceq could not claim jobs; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
 			}
-			p.sleep(delay, d.quit)
+			p.sleep(delay, d.ctx.Done())
 			delay = min(delay*2, p.cfg.PollInterval)
 			continue
 		}
@@ -211,7 +211,7 @@ func (d *dispatcher) waitWork(dur time.Duration) {
 		if left < time.Millisecond {
 			return
 		}
-		woken, err := p.b.Leases().WaitForWork(context.Background(), d.wakeFrom, left)
+		woken, err := p.b.Leases().WaitForWork(d.ctx, d.wakeFrom, left)
 		switch {
 		case woken != "":
 			for _, dr := range d.drained {
@@ -225,7 +225,7 @@ func (d *dispatcher) waitWork(dur time.Duration) {
 			p.log.Info("fenceq: queues are on different cluster slots; blocking on the first queue's wake-up only, polling the rest", slog.String("queue", p.cfg.Queues[0].Name))
 			d.wakeFrom = d.wakeFrom[:1]
 		default:
-			p.sleep(min(left, 100*time.Millisecond), d.quit) // Redis unreachable: do not spin
+			p.sleep(min(left, 100*time.Millisecond), d.ctx.Done()) // Redis unreachable: do not spin
 			return
 		}
 	}
@@ -238,7 +238,7 @@ func (d *dispatcher) waitSlot(dur time.Duration) {
 	defer t.Stop()
 	select {
 	case <-d.p.slotFreed:
-	case <-d.quit:
+	case <-d.ctx.Done():
 	case <-t.C:
 	}
 }

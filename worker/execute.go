@@ -109,6 +109,8 @@ func (p *Pool) freeSlot() {
 func (p *Pool) giveBack(a *active) {
 	delay := 10 * time.Millisecond
 	for {
+		// Background on purpose: the give-back runs as the pool stops, and
+		// its own loop bounds it (the lease, claimAbort).
 		o, st, err := p.b.Leases().Release(context.Background(), a.lease)
 		left := time.Until(a.deadline())
 		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {

@@ -37,7 +37,7 @@ func (h *heartbeat) beat() {
 	defer t.Stop()
 	for {
 		select {
-		case <-h.quit:
+		case <-h.ctx.Done():
 			return
 		case <-t.C:
 		}

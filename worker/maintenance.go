@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -108,7 +107,7 @@ func (m *maintenance) waitDue(d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-m.trimDue:
-	case <-m.quit:
+	case <-m.ctx.Done():
 	case <-t.C:
 	}
 }
@@ -120,8 +119,11 @@ func (m *maintenance) waitDue(d time.Duration) {
 func (m *maintenance) reap() (more bool) {
 	p := m.p
 	for _, q := range p.cfg.Queues {
-		res, err := p.b.Leases().Reap(context.Background(), q.Name, p.cfg.ReapBatch)
+		res, err := p.b.Leases().Reap(m.ctx, q.Name, p.cfg.ReapBatch)
 		if err != nil {
+			if m.ctx.Err() != nil {
+				return false // stopped
+			}
 			p.log.Warn("fenceq could not reap expired leases", slog.String("queue", q.Name), slog.Any("error", err))
 			continue
 		}
@@ -147,8 +149,11 @@ func (m *maintenance) reap() (more bool) {
 func (m *maintenance) trim(queue string) (full bool) {
 	p := m.p
 	step := max(m.trimStep[queue], p.cfg.ReapBatch)
-	trimmed, err := p.b.Leases().Trim(context.Background(), queue, p.cfg.trimRetention(), step)
+	trimmed, err := p.b.Leases().Trim(m.ctx, queue, p.cfg.trimRetention(), step)
 	if err != nil {
+		if m.ctx.Err() != nil {
+			return false // stopped
+		}
 		p.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
 		return false
 	}

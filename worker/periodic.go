@@ -141,7 +141,7 @@ func (s *scheduler) tick() {
 		}
 		timer.Reset(time.Until(soonest))
 		select {
-		case <-s.quit:
+		case <-s.ctx.Done():
 			return
 		case <-timer.C:
 		}

@@ -37,12 +37,7 @@ func (rl *relay) start() {
 func (rl *relay) relay() {
 	p := rl.p
 	errs := newThrottle(10 * time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-rl.quit
-		cancel()
-	}()
+	ctx := rl.ctx
 	for !rl.stopping() {
 		n, err := rl.r.RelayOnce(ctx)
 		var refused *outbox.RefusedError
@@ -59,6 +54,6 @@ func (rl *relay) relay() {
 		if err == nil && n > 0 {
 			continue
 		}
-		p.sleep(p.cfg.PollInterval, rl.quit)
+		p.sleep(p.cfg.PollInterval, rl.ctx.Done())
 	}
 }

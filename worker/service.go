@@ -1,6 +1,9 @@
 package worker
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // service is one background loop of a pool: the dispatcher, maintenance,
 // the heartbeat, the acker, the scheduler and the relay. Each owns its
@@ -22,17 +25,19 @@ type service interface {
 	wait()
 }
 
-// loop is the lifecycle every service embeds: the goroutine's stop signal
-// and its done channel.
+// loop is the lifecycle every service embeds: the service's context, which
+// stop cancels, and its done channel. The service's own calls to Redis (a
+// reap, a trim, a wait for work) run on ctx, so stop ends them.
 type loop struct {
-	quit     chan struct{} // closed by stop
-	done     chan struct{} // closed when the goroutine has returned
-	stopOnce sync.Once
-	runOnce  sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc // stop
+	done    chan struct{}      // closed when the goroutine has returned
+	runOnce sync.Once
 }
 
 func newLoop() loop {
-	return loop{quit: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return loop{ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // run starts body in the loop's goroutine; the loop has ended when body
@@ -46,13 +51,13 @@ func (l *loop) run(body func()) {
 	})
 }
 
-func (l *loop) stop() { l.stopOnce.Do(func() { close(l.quit) }) }
+func (l *loop) stop() { l.cancel() }
 
 // wait returns when the goroutine has returned. A loop that never ran has
 // nothing to wait for: stop marks it ended.
 func (l *loop) wait() {
 	select {
-	case <-l.quit:
+	case <-l.ctx.Done():
 		l.runOnce.Do(func() { close(l.done) }) // never started: nothing runs
 	default:
 	}
@@ -62,7 +67,7 @@ func (l *loop) wait() {
 // stopping reports whether the loop has been asked to stop.
 func (l *loop) stopping() bool {
 	select {
-	case <-l.quit:
+	case <-l.ctx.Done():
 		return true
 	default:
 		return false

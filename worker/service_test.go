@@ -37,7 +37,7 @@ func TestLoopLifecycle(t *testing.T) {
 		l := newLoop()
 		var exited atomic.Bool
 		l.run(func() {
-			<-l.quit
+			<-l.ctx.Done()
 			time.Sleep(10 * time.Millisecond) // wait must not return before this
 			exited.Store(true)
 		})
