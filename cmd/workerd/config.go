@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -275,14 +274,16 @@ func (c *fileConfig) validate() error {
 	return nil
 }
 
-// checkQueueName refuses what the broker refuses in a queue name, and white
-// space: "a b" in a queue list is almost always [a, b] mistyped.
+// checkQueueName refuses what broker.ValidateQueue refuses in a queue
+// name, and also white space ("a b" in a queue list is almost always [a, b]
+// mistyped) and the C1 control characters (U+0080 to U+009F), which the
+// broker accepts.
 func checkQueueName(at, name string) error {
 	const allowed = "a queue name is up to 200 bytes of UTF-8 without spaces, control characters, '{' or '}' (which delimit the Redis Cluster hash tag), like mail or reports.daily"
 	switch {
 	case name == "":
 		return yamlerr.Fieldf(at, "a queue needs a name; %s", allowed)
-	case len(name) > 200 || !utf8.ValidString(name) || strings.ContainsAny(name, "{}") || strings.ContainsFunc(name, unicode.IsControl):
+	case broker.ValidateQueue(name) != nil || strings.ContainsFunc(name, unicode.IsControl):
 		return yamlerr.Fieldf(at, "%q is not a valid queue name: %s", name, allowed)
 	case strings.ContainsFunc(name, unicode.IsSpace):
 		return yamlerr.Fieldf(at, "%q is not a valid queue name: %s; for two queues write [%s]",
@@ -291,9 +292,10 @@ func checkQueueName(at, name string) error {
 	return nil
 }
 
-// checkKind refuses what the broker refuses in a job kind.
+// checkKind refuses what broker.ValidateKind refuses in a job kind, and
+// also the C1 control characters, which the broker accepts.
 func checkKind(at, kind string) error {
-	if len(kind) > 200 || !utf8.ValidString(kind) || strings.ContainsFunc(kind, unicode.IsControl) {
+	if broker.ValidateKind(kind) != nil || strings.ContainsFunc(kind, unicode.IsControl) {
 		return yamlerr.Fieldf(at, "%q is not a valid job kind: a kind is up to 200 bytes of UTF-8 without control characters, like send_email", kind)
 	}
 	return nil
