@@ -298,6 +298,10 @@ func (b *Inspector) QueueExists(ctx context.Context, queue string) (bool, error)
 // for a worker to refuse a bad queue name in its constructor.
 func ValidateQueue(queue string) error { return validName("queue", queue) }
 
+// ValidateKind answers the *ValidationError Enqueue would for a job of
+// kind: for a worker to refuse a bad handler kind before it runs.
+func ValidateKind(kind string) error { return validName("kind", kind) }
+
 // register adds the queue to the queues set, once per broker and queue. The
 // set lives outside every queue's slot, so it cannot be written by a script.
 func (b *core) register(ctx context.Context, k *queueKeys) error {

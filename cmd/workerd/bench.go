@@ -8,54 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
-	"github.com/fenceq/fenceq/handlers"
-	"github.com/fenceq/fenceq/internal/roundtrips"
+	"github.com/fenceq/fenceq/internal/bench"
 	"github.com/fenceq/fenceq/worker"
 )
 
 const benchSynopsis = "[--redis URL] [--json] [--trace] [--jobs N | --soak DURATION [--soak-concurrency N] [--retention default|age-only]]"
-
-// benchResult is what `workerd bench --json` prints. Field names are
-// stable: scripts track them.
-type benchResult struct {
-	Jobs                int                `json:"jobs"`
-	RedisCeilingPerS    float64            `json:"redis_ceiling_per_s"`
-	EnqueueSinglePerS   float64            `json:"enqueue_single_per_s"`
-	EnqueueBatchPerS    float64            `json:"enqueue_batch_per_s"`
-	EnqueueSingleC50    float64            `json:"enqueue_single_c50_per_s"`
-	EnqueueBatcherC50   float64            `json:"enqueue_batcher_c50_per_s"`
-	BatcherC50MeanBatch float64            `json:"enqueue_batcher_c50_mean_batch"`
-	ProcessPerS         float64            `json:"process_per_s"`
-	CeilingFraction     float64            `json:"ceiling_fraction"`
-	RoundTripsPerJob    float64            `json:"round_trips_per_job"`
-	CommandsPerJob      float64            `json:"commands_per_job"`
-	IdlePickupP50Ms     float64            `json:"idle_pickup_p50_ms"`
-	IdlePickupP99Ms     float64            `json:"idle_pickup_p99_ms"`
-	IdlePickupMaxMs     float64            `json:"idle_pickup_max_ms"`
-	LoadedPickupP50Ms   float64            `json:"loaded_pickup_p50_ms"`
-	LoadedPickupP99Ms   float64            `json:"loaded_pickup_p99_ms"`
-	LoadedPickupMaxMs   float64            `json:"loaded_pickup_max_ms"`
-	BytesPerPendingJob  float64            `json:"bytes_per_pending_job"`
-	ProcessByConcurrent map[string]procRun `json:"process_by_concurrency"`
-	ProcessByPayload    map[string]procRun `json:"process_by_payload"`
-}
-
-type procRun struct {
-	PerS             float64 `json:"per_s"`
-	RoundTripsPerJob float64 `json:"round_trips_per_job"`
-	CommandsPerJob   float64 `json:"commands_per_job"`
-}
 
 // runBench writes only keys under a prefix of its own, new for each run,
 // and deletes them however it ends (an error, Ctrl-C), so it can run
@@ -74,9 +36,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	bn := &bencher{ctx: ctx, rdb: rdb, url: o.redis, e: e}
-	r, err := bn.run(o)
-	if derr := bn.deleteOnExit(); derr != nil {
+	cfg := bench.Config{
+		Redis: rdb,
+		Dial: func(ctx context.Context) (redis.UniversalClient, error) {
+			c, _, err := o.redis.connect(ctx, e)
+			return c, err
+		},
+		Prefix: o.redis.prefix, Stdout: e.stdout, Stderr: e.stderr,
+	}
+	if o.redis.tracing != nil { // a nil *TracerProvider in the interface would not read as nil
+		cfg.Tracing = o.redis.tracing
+	}
+	bn := bench.New(ctx, cfg)
+	r, err := bn.Run(bench.Options{Jobs: o.jobs, JSON: o.asJSON, Soak: o.soak})
+	if derr := bn.DeleteOnExit(); derr != nil {
 		return errors.Join(err, derr)
 	}
 	switch {
@@ -95,7 +68,7 @@ type benchFlags struct {
 	asJSON bool
 	trace  bool // trace every job, into an exporter that drops the spans
 	jobs   int  // per throughput measurement
-	soak   soakOptions
+	soak   bench.SoakOptions
 }
 
 // parseBenchFlags parses and checks bench's flags, refusing those that
@@ -110,11 +83,11 @@ func parseBenchFlags(e *env, args []string) (*benchFlags, error) {
 	fs.IntVar(&o.jobs, "jobs", 20000, "jobs per throughput measurement")
 	fs.BoolVar(&o.trace, "trace", false, "trace every enqueue and attempt with the OpenTelemetry SDK (batched, into an exporter that drops the spans), to measure what tracing costs")
 	so := &o.soak
-	fs.DurationVar(&so.duration, "soak", 0, "instead of the measurements, run a producer and a pool of no-op handlers for this long (e.g. 5m), follow Redis's used_memory and report its CPU per job (INFO cpu: only meaningful on a Redis nothing else uses)")
-	fs.IntVar(&so.concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
-	fs.IntVar(&so.backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
-	fs.DurationVar(&so.every, "soak-every", 5*time.Second, "how often the soak reads used_memory")
-	fs.StringVar(&so.retentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)")
+	fs.DurationVar(&so.Duration, "soak", 0, "instead of the measurements, run a producer and a pool of no-op handlers for this long (e.g. 5m), follow Redis's used_memory and report its CPU per job (INFO cpu: only meaningful on a Redis nothing else uses)")
+	fs.IntVar(&so.Concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
+	fs.IntVar(&so.Backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
+	fs.DurationVar(&so.Every, "soak-every", 5*time.Second, "how often the soak reads used_memory")
+	fs.StringVar(&so.RetentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)")
 	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
 		return nil, err
 	}
@@ -150,48 +123,18 @@ func (o *benchFlags) connect(ctx context.Context, e *env) (redis.UniversalClient
 	return rdb, nil
 }
 
-// run runs the soak, or else the measurements: a soakResult or a
-// benchResult.
-func (bn *bencher) run(o *benchFlags) (any, error) {
-	if o.soak.duration > 0 {
-		return bn.soakReporting(o.soak, o.asJSON)
-	}
-	return bn.measure(o.jobs, func(what string) {
-		if !o.asJSON {
-			fmt.Fprintf(bn.e.stderr, "bench: %s...\n", what)
-		}
-	})
-}
-
-// deleteOnExit deletes bench's keys even when it was interrupted: under a
-// context of its own, so that a Ctrl-C (whose context bench's is) does
-// not stop the deleting. Its error says how to delete them by hand.
-func (bn *bencher) deleteOnExit() error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(bn.ctx), time.Minute)
-	defer cancel()
-	if err := bn.deleteKeys(dctx); err != nil {
-		return fmt.Errorf("delete bench's keys: %w; delete them with: redis-cli --scan --pattern '%s:*' | xargs redis-cli unlink", err, bn.url.prefix)
-	}
-	return nil
-}
-
 // print writes r as one JSON object with --json, else as a table.
 func (o *benchFlags) print(e *env, r any) error {
 	if o.asJSON {
 		return printJSON(e.stdout, r)
 	}
-	switch r := r.(type) {
-	case soakResult:
-		printSoak(e.stdout, r)
-	case benchResult:
-		printBench(e, r)
-	}
+	bench.PrintTable(e.stdout, r)
 	return nil
 }
 
 // checkSoakFlags refuses soak flags without --soak and values that cannot
 // run, and resolves --retention.
-func checkSoakFlags(given map[string]bool, so *soakOptions) error {
+func checkSoakFlags(given map[string]bool, so *bench.SoakOptions) error {
 	if !given["soak"] {
 		for _, f := range []string{"soak-concurrency", "soak-backlog", "soak-every", "retention"} {
 			if given[f] {
@@ -204,461 +147,32 @@ func checkSoakFlags(given map[string]bool, so *soakOptions) error {
 	switch {
 	case given["jobs"]:
 		return usagef("--jobs sizes the measurements that --soak replaces: drop one of them")
-	case so.duration <= 0:
-		return usagef("--soak %s: must be positive, e.g. 5m", so.duration)
-	case so.concurrency < 1:
-		return usagef("--soak-concurrency %d: must be at least 1", so.concurrency)
-	case so.backlog < 1:
-		return usagef("--soak-backlog %d: must be at least 1", so.backlog)
-	case so.every <= 0 || so.every > so.duration/4:
-		return usagef("--soak-every %s: must be positive and at most a quarter of --soak %s, so that its second half has two samples to fit a slope to", so.every, so.duration)
+	case so.Duration <= 0:
+		return usagef("--soak %s: must be positive, e.g. 5m", so.Duration)
+	case so.Concurrency < 1:
+		return usagef("--soak-concurrency %d: must be at least 1", so.Concurrency)
+	case so.Backlog < 1:
+		return usagef("--soak-backlog %d: must be at least 1", so.Backlog)
+	case so.Every <= 0 || so.Every > so.Duration/4:
+		return usagef("--soak-every %s: must be positive and at most a quarter of --soak %s, so that its second half has two samples to fit a slope to", so.Every, so.Duration)
 	}
-	so.retention, err = soakRetention(so.retentionName)
+	so.Retention, err = soakRetention(so.RetentionName)
 	return err
 }
 
-// soakReporting runs the soak, writing each sample as it is taken: to
-// standard output under a header, or with --json (whose standard output is
-// the one JSON object) to standard error.
-func (bn *bencher) soakReporting(so soakOptions, asJSON bool) (soakResult, error) {
-	w := bn.e.stdout
-	if asJSON {
-		w = bn.e.stderr
+// soakRetention is the retention a soak's pool runs with, by name.
+// "default" leaves Config.Retention nil, so that a soak measures whatever
+// the pool's defaults are in this build; "age-only" spells out the
+// retention before issue #15 (done and cancelled jobs kept a day, dead ones
+// a week, no count limit), so that the comparison keeps its meaning after
+// the defaults change.
+func soakRetention(name string) (*broker.Retention, error) {
+	switch name {
+	case "default":
+		return nil, nil
+	case "age-only":
+		return &broker.Retention{Done: 24 * time.Hour, Cancelled: 24 * time.Hour, Dead: 7 * 24 * time.Hour,
+			MaxDone: worker.KeepForever, MaxCancelled: worker.KeepForever, MaxDead: worker.KeepForever}, nil
 	}
-	printSoakHeader(w)
-	return bn.soak(so, func(s soakSample) { printSoakSample(w, s) })
-}
-
-// measure runs every phase, deleting the phase's keys after each so that
-// each starts on the same empty prefix.
-func (bn *bencher) measure(jobs int, progress func(string)) (benchResult, error) {
-	r := benchResult{Jobs: jobs, ProcessByConcurrent: map[string]procRun{}, ProcessByPayload: map[string]procRun{}}
-	var err error
-	progress("Redis ceiling (EVALSHA of a trivial script, 50 clients)")
-	if r.RedisCeilingPerS, err = bn.ceiling(50, 2*time.Second); err != nil {
-		return r, err
-	}
-	progress("enqueue")
-	if r.EnqueueSinglePerS, r.EnqueueBatchPerS, err = bn.enqueueRates(jobs); err != nil {
-		return r, err
-	}
-	progress("memory per pending job")
-	if r.BytesPerPendingJob, err = bn.memoryPerJob(10000); err != nil {
-		return r, err
-	}
-	for _, c := range []int{1, 10, 50, 200} {
-		progress(fmt.Sprintf("process, concurrency %d", c))
-		n := jobs
-		if c == 1 {
-			n = max(n/4, 1)
-		}
-		run, err := bn.process(c, n, 0)
-		if err != nil {
-			return r, err
-		}
-		r.ProcessByConcurrent[strconv.Itoa(c)] = run
-	}
-	for _, size := range []int{64, 1024, 64 << 10} {
-		progress(fmt.Sprintf("process, %d-byte payloads", size))
-		n := jobs
-		if size > 4096 {
-			n = max(n/8, 1)
-		}
-		run, err := bn.process(50, n, size)
-		if err != nil {
-			return r, err
-		}
-		r.ProcessByPayload[strconv.Itoa(size)] = run
-	}
-	main := r.ProcessByConcurrent["50"]
-	r.ProcessPerS, r.RoundTripsPerJob, r.CommandsPerJob = main.PerS, main.RoundTripsPerJob, main.CommandsPerJob
-	r.CeilingFraction = r.ProcessPerS / r.RedisCeilingPerS
-	progress("pickup latency, idle pool")
-	idle, err := bn.pickup(false, 300)
-	if err != nil {
-		return r, err
-	}
-	r.IdlePickupP50Ms, r.IdlePickupP99Ms, r.IdlePickupMaxMs = idle[0], idle[1], idle[2]
-	progress("pickup latency, pool under load")
-	loaded, err := bn.pickup(true, 300)
-	if err != nil {
-		return r, err
-	}
-	r.LoadedPickupP50Ms, r.LoadedPickupP99Ms, r.LoadedPickupMaxMs = loaded[0], loaded[1], loaded[2]
-	// Last, so that the figures measured before these existed run as they
-	// always did.
-	progress("enqueue, one at a time from 50 goroutines, plain and through a Batcher")
-	if r.EnqueueSingleC50, _, err = bn.enqueueConcurrent(50, jobs, false); err != nil {
-		return r, err
-	}
-	if r.EnqueueBatcherC50, r.BatcherC50MeanBatch, err = bn.enqueueConcurrent(50, jobs, true); err != nil {
-		return r, err
-	}
-	return r, nil
-}
-
-// deleteKeys deletes every key under bench's prefix: SCAN with a MATCH on
-// it, so nothing outside it is touched (the prefix is bench's own, and
-// random hex has no glob characters).
-func (bn *bencher) deleteKeys(ctx context.Context) error {
-	iter := bn.rdb.Scan(ctx, 0, bn.url.prefix+":*", 1000).Iterator()
-	batch := make([]string, 0, 1000)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := bn.rdb.Unlink(ctx, batch...).Err()
-		batch = batch[:0]
-		return err
-	}
-	for iter.Next(ctx) {
-		if batch = append(batch, iter.Val()); len(batch) == cap(batch) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return err
-	}
-	return flush()
-}
-
-type bencher struct {
-	ctx context.Context
-	rdb redis.UniversalClient
-	url redisFlags
-	e   *env
-	seq int
-}
-
-// client is a fresh counted client and broker under a fresh queue.
-func (bn *bencher) client(poolSize int) (*redis.Client, *broker.Broker, *roundtrips.Counter, string, error) {
-	rdb, _, err := bn.url.connect(bn.ctx, bn.e)
-	if err != nil {
-		return nil, nil, nil, "", err
-	}
-	opt := rdb.(*redis.Client).Options()
-	rdb.Close()
-	opt.PoolSize = poolSize
-	c := redis.NewClient(opt)
-	cnt := &roundtrips.Counter{}
-	c.AddHook(cnt)
-	opts := broker.Options{Prefix: bn.url.prefix}
-	if bn.url.tracing != nil {
-		opts.TracerProvider = bn.url.tracing
-	}
-	b, err := broker.New(c, opts)
-	bn.seq++
-	return c, b, cnt, fmt.Sprintf("bench-%d", bn.seq), err
-}
-
-func (bn *bencher) ceiling(conc int, d time.Duration) (float64, error) {
-	s := redis.NewScript("return 1")
-	if err := s.Load(bn.ctx, bn.rdb).Err(); err != nil {
-		return 0, err
-	}
-	c, _, _, _, err := bn.client(conc + 2)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	var ops atomic.Int64
-	stop := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(stop) && bn.ctx.Err() == nil {
-				if s.EvalSha(bn.ctx, c, nil).Err() == nil {
-					ops.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(ops.Load()) / d.Seconds(), nil
-}
-
-func (bn *bencher) enqueueRates(n int) (single, batch float64, err error) {
-	c, b, _, q, err := bn.client(4)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer c.Close()
-	payload := []byte(`{"n":1}`)
-	start := time.Now()
-	for range n / 4 {
-		if _, err := b.Client().Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "noop", Payload: payload}); err != nil {
-			return 0, 0, err
-		}
-	}
-	single = float64(n/4) / time.Since(start).Seconds()
-	start = time.Now()
-	if err := enqueueN(bn.ctx, b, q+"b", n, payload); err != nil {
-		return 0, 0, err
-	}
-	batch = float64(n) / time.Since(start).Seconds()
-	return single, batch, bn.deleteKeys(bn.ctx)
-}
-
-// enqueueConcurrent measures n jobs enqueued one at a time by conc
-// goroutines, each waiting for its answer before its next job: with
-// Client.Enqueue, or through a Batcher (then also the mean jobs per round
-// trip).
-func (bn *bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch float64, err error) {
-	c, b, _, q, err := bn.client(conc + 10)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer c.Close()
-	enqueue := b.Client().Enqueue
-	var bt *broker.Batcher
-	if batcher {
-		if bt, err = broker.NewBatcher(b, broker.BatcherOptions{}); err != nil {
-			return 0, 0, err
-		}
-		defer bt.Close() // on the way out of an error; Close is idempotent
-		enqueue = bt.Enqueue
-	}
-	payload := []byte(`{"n":1}`)
-	var next atomic.Int64
-	errs := make(chan error, conc)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := enqueue(bn.ctx, broker.Job{Queue: q, Kind: "noop", Payload: payload}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	took := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
-		return 0, 0, err
-	}
-	if bt != nil {
-		_ = bt.Close()
-		if st := bt.Stats(); st.Batches > 0 {
-			meanBatch = float64(st.Jobs) / float64(st.Batches)
-		}
-	}
-	return float64(n) / took.Seconds(), meanBatch, bn.deleteKeys(bn.ctx)
-}
-
-func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []byte) error {
-	batch := make([]broker.Job, 0, enqueueBatch)
-	for i := 0; i < n; i++ {
-		batch = append(batch, broker.Job{Queue: q, Kind: "noop", Payload: payload})
-		if len(batch) == enqueueBatch || i == n-1 {
-			for _, r := range b.Client().EnqueueMany(ctx, batch) {
-				if r.Err != nil {
-					return r.Err
-				}
-			}
-			batch = batch[:0]
-		}
-	}
-	return nil
-}
-
-func (bn *bencher) memoryPerJob(n int) (float64, error) {
-	used := func(b *broker.Broker) (int64, error) {
-		ms, err := b.Inspector().ServerMemory(bn.ctx) // one server: bench runs on a single node
-		if err != nil {
-			return 0, err
-		}
-		return ms[0].Used, nil
-	}
-	c, b, _, q, err := bn.client(4)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	// The first enqueues create the queue's fixed keys and the connection
-	// that pipelines use (a batch of one goes without a pipeline, and a
-	// connection costs Redis some 20 KB of buffers); measure after them.
-	if err := enqueueN(bn.ctx, b, q, 2, make([]byte, 64)); err != nil {
-		return 0, err
-	}
-	before, err := used(b)
-	if err != nil {
-		return 0, err
-	}
-	if err := enqueueN(bn.ctx, b, q, n, []byte(strings.Repeat("x", 64))); err != nil {
-		return 0, err
-	}
-	after, err := used(b)
-	if err != nil {
-		return 0, err
-	}
-	return float64(after-before) / float64(n), bn.deleteKeys(bn.ctx)
-}
-
-// process measures a pool of the given concurrency draining n no-op jobs,
-// counting every round trip of the enqueue (batched) and of the pool.
-func (bn *bencher) process(conc, n, size int) (procRun, error) {
-	c, b, cnt, q, err := bn.client(conc + 10)
-	if err != nil {
-		return procRun{}, err
-	}
-	defer c.Close()
-	var done atomic.Int64
-	all := make(chan struct{})
-	p, err := worker.New(b, handlers.HandlerFunc(func(context.Context, *handlers.Job) error {
-		if done.Add(1) == int64(n) {
-			close(all)
-		}
-		return nil
-	}), worker.Config{Queues: []worker.Queue{{Name: q}}, Concurrency: conc, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return procRun{}, err
-	}
-	payload := []byte(`{}`)
-	if size > 0 {
-		payload = []byte(`"` + strings.Repeat("x", size-2) + `"`)
-	}
-	if err := enqueueN(bn.ctx, b, q, n, payload); err != nil {
-		return procRun{}, err
-	}
-	if err := p.Start(bn.ctx); err != nil {
-		return procRun{}, err
-	}
-	// Stopped before any return, so that no pool writes keys after bench
-	// deleted them.
-	shutdown := shutdownOnce(bn.ctx, p)
-	defer shutdown()
-	base := cnt.Trips.Load() - int64((n+enqueueBatch-1)/enqueueBatch) // keep the enqueue pipelines, drop startup checks
-	baseCmds := cnt.Commands.Load() - int64(n)
-	start := time.Now()
-	select {
-	case <-all:
-	case <-bn.ctx.Done():
-		return procRun{}, bn.ctx.Err()
-	}
-	for p.Stats().Succeeded < int64(n) && bn.ctx.Err() == nil {
-		time.Sleep(100 * time.Microsecond)
-	}
-	took := time.Since(start)
-	trips, cmds := cnt.Trips.Load()-base, cnt.Commands.Load()-baseCmds
-	if err := shutdown(); err != nil {
-		return procRun{}, err
-	}
-	return procRun{PerS: float64(n) / took.Seconds(), RoundTripsPerJob: float64(trips) / float64(n),
-		CommandsPerJob: float64(cmds) / float64(n)}, bn.deleteKeys(bn.ctx)
-}
-
-// pickup measures enqueue → handler start, on an idle pool of one slot, or
-// on a pool of 50 slots kept busy by a producer of no-op jobs.
-func (bn *bencher) pickup(loaded bool, samples int) ([3]float64, error) {
-	c, b, _, q, err := bn.client(70)
-	if err != nil {
-		return [3]float64{}, err
-	}
-	defer c.Close()
-	started := make(chan time.Time, 1)
-	conc := 1
-	if loaded {
-		conc = 50
-	}
-	p, err := worker.New(b, handlers.HandlerFunc(func(_ context.Context, j *handlers.Job) error {
-		if j.Kind == "probe" {
-			started <- time.Now()
-		}
-		return nil
-	}), worker.Config{Queues: []worker.Queue{{Name: q}}, Concurrency: conc, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return [3]float64{}, err
-	}
-	if err := p.Start(bn.ctx); err != nil {
-		return [3]float64{}, err
-	}
-	shutdown := shutdownOnce(bn.ctx, p)
-	defer shutdown()
-	stop := sync.OnceFunc(func() {}) // stops the producer, and waits for it
-	if loaded {
-		var producing sync.WaitGroup
-		quit := make(chan struct{})
-		stop = sync.OnceFunc(func() { close(quit); producing.Wait() })
-		producing.Add(1)
-		go func() { // about half the pool's capacity, in small batches
-			defer producing.Done()
-			for {
-				select {
-				case <-quit:
-					return
-				case <-time.After(2 * time.Millisecond):
-				}
-				_ = enqueueN(bn.ctx, b, q, 10, []byte(`{}`))
-			}
-		}()
-		time.Sleep(200 * time.Millisecond)
-	}
-	defer stop() // before the pool's shutdown: deferred calls run last first
-	lat := make([]time.Duration, 0, samples)
-	for range samples {
-		time.Sleep(3 * time.Millisecond)
-		t0 := time.Now()
-		if _, err := b.Client().Enqueue(bn.ctx, broker.Job{Queue: q, Kind: "probe", Payload: []byte(`{}`), Priority: 0}); err != nil {
-			return [3]float64{}, err
-		}
-		select {
-		case t := <-started:
-			lat = append(lat, t.Sub(t0))
-		case <-bn.ctx.Done():
-			return [3]float64{}, bn.ctx.Err()
-		case <-time.After(10 * time.Second):
-			return [3]float64{}, fmt.Errorf("a probe job was not picked up in 10s")
-		}
-	}
-	stop()
-	if err := shutdown(); err != nil {
-		return [3]float64{}, err
-	}
-	slices.Sort(lat)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return [3]float64{ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])}, bn.deleteKeys(bn.ctx)
-}
-
-// shutdownOnce answers a function that shuts p down the first time it is
-// called (later calls answer the same error). It does so even when ctx was
-// cancelled (Ctrl-C), so that bench deletes its keys only once no pool
-// writes them.
-func shutdownOnce(ctx context.Context, p *worker.Pool) func() error {
-	return sync.OnceValue(func() error {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return p.Shutdown(sctx)
-	})
-}
-
-func printBench(e *env, r benchResult) {
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("Redis ceiling (trivial EVALSHA, 50 clients)", fmt.Sprintf("%.0f/s", r.RedisCeilingPerS))
-	row("enqueue, one at a time", fmt.Sprintf("%.0f/s", r.EnqueueSinglePerS))
-	row("enqueue, batched (EnqueueMany, 500)", fmt.Sprintf("%.0f/s", r.EnqueueBatchPerS))
-	row("enqueue, one at a time from 50 goroutines", fmt.Sprintf("%.0f/s", r.EnqueueSingleC50))
-	row("enqueue, one at a time from 50 goroutines, Batcher", fmt.Sprintf("%.0f/s  %.1f jobs/round trip", r.EnqueueBatcherC50, r.BatcherC50MeanBatch))
-	for _, c := range []string{"1", "10", "50", "200"} {
-		p := r.ProcessByConcurrent[c]
-		row("process no-op, concurrency "+c, fmt.Sprintf("%.0f/s  %.2f round trips/job  %.2f commands/job", p.PerS, p.RoundTripsPerJob, p.CommandsPerJob))
-	}
-	for _, s := range []string{"64", "1024", "65536"} {
-		p := r.ProcessByPayload[s]
-		row("process, "+s+"-byte payload, concurrency 50", fmt.Sprintf("%.0f/s", p.PerS))
-	}
-	row("process/s as a fraction of the ceiling", fmt.Sprintf("%.1f%%", 100*r.CeilingFraction))
-	row("pickup latency, idle (p50 / p99 / max)", fmt.Sprintf("%.2f / %.2f / %.2f ms", r.IdlePickupP50Ms, r.IdlePickupP99Ms, r.IdlePickupMaxMs))
-	row("pickup latency, under load (p50 / p99 / max)", fmt.Sprintf("%.2f / %.2f / %.2f ms", r.LoadedPickupP50Ms, r.LoadedPickupP99Ms, r.LoadedPickupMaxMs))
-	row("Redis memory per pending job (64-byte payload)", fmt.Sprintf("%.0f bytes", r.BytesPerPendingJob))
-	_ = tw.Flush()
+	return nil, usagef("--retention %q: want default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)", name)
 }

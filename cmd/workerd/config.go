@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fenceq/fenceq/internal/yamlerr"
 	"log/slog"
 	"maps"
 	"math"
@@ -15,7 +16,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -39,8 +39,8 @@ type fileConfig struct {
 	Periodic        []periodicConfig         `yaml:"periodic"`
 	Handlers        map[string]handlerConfig `yaml:"handlers"`
 
-	file  string      // the file it was loaded from
-	index configIndex // where each field is in it
+	file  string        // the file it was loaded from
+	index yamlerr.Index // where each field is in it
 }
 
 type poolConfig struct {
@@ -128,13 +128,13 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	number := n.Value != "" && strings.Trim(n.Value, "+-0123456789.") == ""
 	switch {
 	case n.Kind != yaml.ScalarNode:
-		return nodeErrorf(n, "a duration is one value with a unit, like 30s, 5m or 1h")
+		return yamlerr.Nodef(n, "a duration is one value with a unit, like 30s, 5m or 1h")
 	case v < 0 || number && strings.HasPrefix(n.Value, "-"):
-		return nodeErrorf(n, "%q is negative; a duration here is 0 or more, like 30s", n.Value)
+		return yamlerr.Nodef(n, "%q is negative; a duration here is 0 or more, like 30s", n.Value)
 	case err != nil && number:
-		return nodeErrorf(n, "%q is not a duration: it has no unit; write it with one, like %ss, %sm or %sh", n.Value, n.Value, n.Value, n.Value)
+		return yamlerr.Nodef(n, "%q is not a duration: it has no unit; write it with one, like %ss, %sm or %sh", n.Value, n.Value, n.Value, n.Value)
 	case err != nil:
-		return nodeErrorf(n, "%q is not a duration; write it with a unit, like 30s, 5m or 1h", n.Value)
+		return yamlerr.Nodef(n, "%q is not a duration; write it with a unit, like 30s, 5m or 1h", n.Value)
 	}
 	d.Duration = v
 	return nil
@@ -162,7 +162,7 @@ func (q *queueConfig) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i < len(n.Content); i += 2 {
 			if k := n.Content[i]; k.Value != "name" && k.Value != "weight" {
-				return nodeErrorf(n, "%s", unknownFieldMessage(k.Value, "queueConfig"))
+				return yamlerr.Nodef(n, "%s", configSchema.UnknownField(k.Value, "queueConfig"))
 			}
 		}
 	}
@@ -186,9 +186,9 @@ func loadConfig(path string) (*fileConfig, error) {
 	}
 	if top := doc.Content[0]; top.Kind != yaml.MappingNode {
 		return nil, &configError{fmt.Errorf("%s: line %d: the file must be a map of fields (redis, pools, handlers, ...), not %s; e.g.\n%s",
-			path, top.Line, yamlKinds[strings.TrimPrefix(top.ShortTag(), "!!")], minimalConfig)}
+			path, top.Line, yamlerr.Kinds[strings.TrimPrefix(top.ShortTag(), "!!")], minimalConfig)}
 	}
-	idx := indexConfig(&doc)
+	idx := yamlerr.NewIndex(&doc)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var c fileConfig
@@ -211,16 +211,16 @@ const minimalConfig = `  pools:
 // errorf is an error at a field of the loaded file, for what is found
 // after loading (a handler's command that cannot run).
 func (c *fileConfig) errorf(path, format string, args ...any) error {
-	return fileError(c.file, c.index, fieldErrorf(path, format, args...))
+	return fileError(c.file, c.index, yamlerr.Fieldf(path, format, args...))
 }
 
 func (c *fileConfig) validate() error {
 	if len(c.Pools) == 0 {
-		return fieldErrorf("pools", "none configured; add at least one pool with its queues, e.g.\n  pools:\n    - queues: [default]\n      concurrency: 10")
+		return yamlerr.Fieldf("pools", "none configured; add at least one pool with its queues, e.g.\n  pools:\n    - queues: [default]\n      concurrency: 10")
 	}
 	for i, p := range c.Pools {
 		if len(p.Queues) == 0 {
-			return fieldErrorf(fmt.Sprintf("pools[%d].queues", i), "empty; name the queues this pool serves, like queues: [default]")
+			return yamlerr.Fieldf(fmt.Sprintf("pools[%d].queues", i), "empty; name the queues this pool serves, like queues: [default]")
 		}
 		for j, q := range p.Queues {
 			if err := checkQueueName(fmt.Sprintf("pools[%d].queues[%d]", i, j), q.Name); err != nil {
@@ -228,10 +228,10 @@ func (c *fileConfig) validate() error {
 			}
 		}
 		if r := p.Retention; r != nil && (r.MaxDone < -1 || r.MaxCancelled < -1 || r.MaxDead < -1) {
-			return fieldErrorf(fmt.Sprintf("pools[%d].retention", i), "counts must be positive, or -1 for no limit (omitted means the default)")
+			return yamlerr.Fieldf(fmt.Sprintf("pools[%d].retention", i), "counts must be positive, or -1 for no limit (omitted means the default)")
 		}
 		if p.Concurrency < 0 {
-			return fieldErrorf(fmt.Sprintf("pools[%d].concurrency", i), "%d; it must be positive (omit it for %d)", p.Concurrency, worker.ConcurrencyDefault)
+			return yamlerr.Fieldf(fmt.Sprintf("pools[%d].concurrency", i), "%d; it must be positive (omit it for %d)", p.Concurrency, worker.ConcurrencyDefault)
 		}
 	}
 	for i, p := range c.Periodic {
@@ -240,21 +240,21 @@ func (c *fileConfig) validate() error {
 		}
 	}
 	if len(c.Handlers) == 0 {
-		return fieldErrorf("handlers", "none configured; map each job kind to an exec or http handler, e.g.\n  handlers:\n    send_email:\n      exec: {command: [./send-email]}")
+		return yamlerr.Fieldf("handlers", "none configured; map each job kind to an exec or http handler, e.g.\n  handlers:\n    send_email:\n      exec: {command: [./send-email]}")
 	}
 	for _, kind := range slices.Sorted(maps.Keys(c.Handlers)) {
-		h, at := c.Handlers[kind], joinPath("handlers", kind)
+		h, at := c.Handlers[kind], yamlerr.JoinPath("handlers", kind)
 		switch {
 		case kind == "":
-			return fieldErrorf(at, "a handler has an empty kind; key each handler by the job kind it runs")
+			return yamlerr.Fieldf(at, "a handler has an empty kind; key each handler by the job kind it runs")
 		case h.Exec == nil && h.HTTP == nil:
-			return fieldErrorf(at, "give it an exec or an http handler")
+			return yamlerr.Fieldf(at, "give it an exec or an http handler")
 		case h.Exec != nil && h.HTTP != nil:
-			return fieldErrorf(at, "give it exec or http, not both")
+			return yamlerr.Fieldf(at, "give it exec or http, not both")
 		case h.Exec != nil && len(h.Exec.Command) == 0:
-			return fieldErrorf(at+".exec.command", "missing; give the program and its arguments as a list, e.g. [./send-email, --verbose]")
+			return yamlerr.Fieldf(at+".exec.command", "missing; give the program and its arguments as a list, e.g. [./send-email, --verbose]")
 		case h.HTTP != nil && h.HTTP.URL == "":
-			return fieldErrorf(at+".http.url", "missing; give the URL the payload is POSTed to, e.g. http://127.0.0.1:8080/jobs")
+			return yamlerr.Fieldf(at+".http.url", "missing; give the URL the payload is POSTed to, e.g. http://127.0.0.1:8080/jobs")
 		}
 		if err := checkKind(at, kind); err != nil {
 			return err
@@ -264,9 +264,9 @@ func (c *fileConfig) validate() error {
 				at := fmt.Sprintf("%s.exec.permanent_exit_codes[%d]", at, i)
 				switch {
 				case code == 0:
-					return fieldErrorf(at, "0 is success, not a failure; list exit codes from 1 to 255 that mean \"do not retry\"")
+					return yamlerr.Fieldf(at, "0 is success, not a failure; list exit codes from 1 to 255 that mean \"do not retry\"")
 				case code < 0 || code > 255:
-					return fieldErrorf(at, "%d is not an exit code: a program exits with 0 to 255; list codes from 1 to 255", code)
+					return yamlerr.Fieldf(at, "%d is not an exit code: a program exits with 0 to 255; list codes from 1 to 255", code)
 				}
 			}
 		}
@@ -274,26 +274,29 @@ func (c *fileConfig) validate() error {
 	return nil
 }
 
-// checkQueueName refuses what the broker refuses in a queue name, and white
-// space: "a b" in a queue list is almost always [a, b] mistyped.
+// checkQueueName refuses what broker.ValidateQueue refuses in a queue
+// name, and also white space ("a b" in a queue list is almost always [a, b]
+// mistyped) and the C1 control characters (U+0080 to U+009F), which the
+// broker accepts.
 func checkQueueName(at, name string) error {
 	const allowed = "a queue name is up to 200 bytes of UTF-8 without spaces, control characters, '{' or '}' (which delimit the Redis Cluster hash tag), like mail or reports.daily"
 	switch {
 	case name == "":
-		return fieldErrorf(at, "a queue needs a name; %s", allowed)
-	case len(name) > 200 || !utf8.ValidString(name) || strings.ContainsAny(name, "{}") || strings.ContainsFunc(name, unicode.IsControl):
-		return fieldErrorf(at, "%q is not a valid queue name: %s", name, allowed)
+		return yamlerr.Fieldf(at, "a queue needs a name; %s", allowed)
+	case broker.ValidateQueue(name) != nil || strings.ContainsFunc(name, unicode.IsControl):
+		return yamlerr.Fieldf(at, "%q is not a valid queue name: %s", name, allowed)
 	case strings.ContainsFunc(name, unicode.IsSpace):
-		return fieldErrorf(at, "%q is not a valid queue name: %s; for two queues write [%s]",
+		return yamlerr.Fieldf(at, "%q is not a valid queue name: %s; for two queues write [%s]",
 			name, allowed, strings.Join(strings.Fields(name), ", "))
 	}
 	return nil
 }
 
-// checkKind refuses what the broker refuses in a job kind.
+// checkKind refuses what broker.ValidateKind refuses in a job kind, and
+// also the C1 control characters, which the broker accepts.
 func checkKind(at, kind string) error {
-	if len(kind) > 200 || !utf8.ValidString(kind) || strings.ContainsFunc(kind, unicode.IsControl) {
-		return fieldErrorf(at, "%q is not a valid job kind: a kind is up to 200 bytes of UTF-8 without control characters, like send_email", kind)
+	if broker.ValidateKind(kind) != nil || strings.ContainsFunc(kind, unicode.IsControl) {
+		return yamlerr.Fieldf(at, "%q is not a valid job kind: a kind is up to 200 bytes of UTF-8 without control characters, like send_email", kind)
 	}
 	return nil
 }
@@ -323,7 +326,7 @@ func (c *fileConfig) mux(log *slog.Logger) (*handlers.Mux, map[string]time.Durat
 				PermanentExitCodes: hc.Exec.PermanentExitCodes, KillGrace: hc.Exec.KillGrace.Duration, Logger: log,
 			})
 			if err != nil {
-				return nil, nil, c.errorf(joinPath("handlers", kind)+".exec", "%v", err)
+				return nil, nil, c.errorf(yamlerr.JoinPath("handlers", kind)+".exec", "%v", err)
 			}
 		} else {
 			hdr := map[string][]string{}
@@ -332,7 +335,7 @@ func (c *fileConfig) mux(log *slog.Logger) (*handlers.Mux, map[string]time.Durat
 			}
 			h, err = webhook.New(webhook.Config{URL: hc.HTTP.URL, Header: hdr, Timeout: hc.HTTP.Timeout.Duration})
 			if err != nil {
-				return nil, nil, c.errorf(joinPath("handlers", kind)+".http", "%v", err)
+				return nil, nil, c.errorf(yamlerr.JoinPath("handlers", kind)+".http", "%v", err)
 			}
 		}
 		m.Handle(kind, h)
@@ -380,7 +383,7 @@ func (c *fileConfig) periodic(i int, p periodicConfig) (worker.Periodic, error) 
 		return worker.Periodic{}, err
 	}
 	if p.Name == "" || job.Queue == "" || job.Kind == "" {
-		return worker.Periodic{}, fieldErrorf(at, "name, queue and kind are required")
+		return worker.Periodic{}, yamlerr.Fieldf(at, "name, queue and kind are required")
 	}
 	if err := checkQueueName(at+".queue", job.Queue); err != nil {
 		return worker.Periodic{}, err
@@ -402,10 +405,10 @@ func periodicJob(at string, fields map[string]yaml.Node) (broker.Job, error) {
 		known := func(f string) bool { return strings.EqualFold(f, k) }
 		switch {
 		case strings.EqualFold(k, "id"):
-			return broker.Job{}, &fieldError{path: at, line: n.Line, msg: "a periodic job has no id: each tick's job gets its own (periodic:NAME:TIME); remove it"}
+			return broker.Job{}, &yamlerr.FieldError{Path: at, Line: n.Line, Msg: "a periodic job has no id: each tick's job gets its own (periodic:NAME:TIME); remove it"}
 		case !slices.ContainsFunc(broker.JobFields(), known):
-			fields := slices.DeleteFunc(append(yamlFields(reflect.TypeFor[periodicConfig]()), broker.JobFields()...), func(f string) bool { return f == "id" })
-			return broker.Job{}, &fieldError{path: at, line: n.Line, msg: unknownFieldIn(k, "a periodic job", fields)}
+			fields := slices.DeleteFunc(append(yamlerr.Fields(reflect.TypeFor[periodicConfig]()), broker.JobFields()...), func(f string) bool { return f == "id" })
+			return broker.Job{}, &yamlerr.FieldError{Path: at, Line: n.Line, Msg: yamlerr.UnknownFieldIn(k, "a periodic job", fields)}
 		}
 		var v []byte
 		var err error
@@ -415,25 +418,25 @@ func periodicJob(at string, fields map[string]yaml.Node) (broker.Job, error) {
 			v, err = yamlJSON(&n)
 		}
 		if err != nil {
-			return broker.Job{}, &fieldError{path: joinPath(at, k), line: n.Line, msg: err.Error()}
+			return broker.Job{}, &yamlerr.FieldError{Path: yamlerr.JoinPath(at, k), Line: n.Line, Msg: err.Error()}
 		}
 		obj[k] = v
 	}
 	data, err := json.Marshal(obj)
 	if err != nil {
-		return broker.Job{}, fieldErrorf(at, "cannot be read as a job: %v", err)
+		return broker.Job{}, yamlerr.Fieldf(at, "cannot be read as a job: %v", err)
 	}
 	var j broker.Job
 	if err := json.Unmarshal(data, &j); err != nil {
 		var ve *broker.ValidationError
 		if !errors.As(err, &ve) {
-			return broker.Job{}, fieldErrorf(at, "cannot be read as a job: %v", err)
+			return broker.Job{}, yamlerr.Fieldf(at, "cannot be read as a job: %v", err)
 		}
 		msg := ve.Reason
 		if ve.Value != "" {
 			msg = fmt.Sprintf("%q %s", ve.Value, ve.Reason)
 		}
-		return broker.Job{}, fieldErrorf(joinPath(at, ve.Field), "%s", msg)
+		return broker.Job{}, yamlerr.Fieldf(yamlerr.JoinPath(at, ve.Field), "%s", msg)
 	}
 	if len(j.Payload) == 0 {
 		j.Payload = []byte("{}")
@@ -470,7 +473,7 @@ func payloadJSON(n *yaml.Node) ([]byte, error) {
 		return []byte("{}"), nil
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str":
 		if !json.Valid([]byte(n.Value)) {
-			return nil, fmt.Errorf("%q is not JSON; %s", short(n.Value), how)
+			return nil, fmt.Errorf("%q is not JSON; %s", yamlerr.Short(n.Value), how)
 		}
 		var b bytes.Buffer
 		_ = json.Compact(&b, []byte(n.Value))
@@ -534,11 +537,4 @@ func jsonValue(v any) (any, error) {
 		}
 	}
 	return v, nil
-}
-
-func short(s string) string {
-	if len(s) > 60 {
-		return s[:57] + "..."
-	}
-	return s
 }

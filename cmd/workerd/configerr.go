@@ -1,372 +1,40 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"reflect"
-	"regexp"
-	"strconv"
-	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/fenceq/fenceq/internal/yamlerr"
 )
 
-// This file turns what the YAML parser and loadConfig find wrong into
-// messages that name the file, the line, the field (pools[0].lease) and the
-// fix, without the parser's Go type names.
-
-// fieldError is a mistake at one field of the config file. line 0 means
-// "look it up by path".
-type fieldError struct {
-	path string // pools[0].queues[1], handlers.send_email.exec.command; "" for the file as a whole
-	line int
-	msg  string
-}
-
-func (e *fieldError) Error() string { return e.msg }
-
-func fieldErrorf(path, format string, args ...any) *fieldError {
-	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
-}
-
-// nodeError is a mistake found by an UnmarshalYAML method, which knows the
-// node but not its path.
-type nodeError struct {
-	line, column int
-	msg          string
-}
-
-func (e *nodeError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
-
-func nodeErrorf(n *yaml.Node, format string, args ...any) *nodeError {
-	return &nodeError{line: n.Line, column: n.Column, msg: fmt.Sprintf(format, args...)}
-}
-
-// fieldPos is where one field (or list item) of the file is.
-type fieldPos struct {
-	path     string
-	key, val *yaml.Node // key is nil for list items and the document
-}
-
-// configIndex lists every field of a parsed file with its path.
-type configIndex []fieldPos
-
-func indexConfig(doc *yaml.Node) configIndex {
-	var idx configIndex
-	var walk func(path string, key, n *yaml.Node)
-	walk = func(path string, key, n *yaml.Node) {
-		idx = append(idx, fieldPos{path: path, key: key, val: n})
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(path, nil, c)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k := n.Content[i]
-				walk(joinPath(path, k.Value), k, n.Content[i+1])
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				walk(fmt.Sprintf("%s[%d]", path, i), nil, c)
-			}
-		}
-		// Aliases are not followed: they may refer to their own ancestors.
-	}
-	walk("", nil, doc)
-	return idx
-}
-
-var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-func joinPath(path, key string) string {
-	if !plainKey.MatchString(key) {
-		return fmt.Sprintf("%s[%s]", path, strconv.Quote(key))
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// parentPath is the path of the map or list that holds path.
-func parentPath(path string) string {
-	if i := strings.LastIndexAny(path, ".["); i > 0 {
-		return path[:i]
-	}
-	return ""
-}
-
-// line is the line of path, or of its nearest ancestor that the file has
-// (a missing field is reported where its parent is); 0 if none.
-func (idx configIndex) line(path string) int {
-	for {
-		for _, f := range idx {
-			if f.path == path && path != "" {
-				if f.key != nil {
-					return f.key.Line
-				}
-				return f.val.Line
-			}
-		}
-		if path = parentPath(path); path == "" {
-			return 0
-		}
-	}
-}
-
-// at finds the field whose value, or whose key when key is set, is at line
-// and satisfies match.
-func (idx configIndex) at(line int, key bool, match func(*yaml.Node) bool) (fieldPos, bool) {
-	for _, f := range idx {
-		n := f.val
-		if key {
-			n = f.key
-		}
-		if n != nil && n.Line == line && match(n) {
-			return f, true
-		}
-	}
-	return fieldPos{}, false
-}
-
-// describe formats one error of file path: "FILE: line N: FIELD: message".
-func describe(file string, line int, field, msg string) string {
-	var b strings.Builder
-	b.WriteString(file)
-	if line > 0 {
-		fmt.Fprintf(&b, ": line %d", line)
-	}
-	if field != "" {
-		b.WriteString(": " + field)
-	}
-	b.WriteString(": " + msg)
-	return b.String()
+// configSchema names the config file's Go types in yamlerr's messages.
+var configSchema = &yamlerr.Schema{
+	Package: "main",
+	Types: map[string]reflect.Type{
+		"fileConfig": reflect.TypeFor[fileConfig](), "poolConfig": reflect.TypeFor[poolConfig](),
+		"retentionConfig": reflect.TypeFor[retentionConfig](), "periodicConfig": reflect.TypeFor[periodicConfig](),
+		"queueConfig": reflect.TypeFor[queueConfig](), "backoffConfig": reflect.TypeFor[backoffConfig](),
+		"handlerConfig": reflect.TypeFor[handlerConfig](), "execConfig": reflect.TypeFor[execConfig](),
+		"httpConfig": reflect.TypeFor[httpConfig](), "unknownKindConfig": reflect.TypeFor[unknownKindConfig](),
+	},
+	Names: map[string]string{
+		"fileConfig": "the top level", "poolConfig": "a pool", "retentionConfig": "retention",
+		"periodicConfig": "a periodic job", "queueConfig": "a queue", "backoffConfig": "backoff",
+		"handlerConfig": "a handler", "execConfig": "exec", "httpConfig": "http", "unknownKindConfig": "unknown_kind",
+	},
+	Wanted: map[string]string{
+		"[]main.queueConfig":            "a list of queues, like [default, {name: mail, weight: 3}]",
+		"[]main.poolConfig":             "a list of pools, each item starting with '- ', like\n  pools:\n    - queues: [default]",
+		"[]main.periodicConfig":         "a list of periodic jobs, each item starting with '- '",
+		"map[string]main.handlerConfig": "a map from job kind to handler, like\n  handlers:\n    send_email: {exec: {command: [./send-email]}}",
+	},
 }
 
 // fileError turns what loading file found into one configError.
-func fileError(file string, idx configIndex, err error) error {
-	var fe *fieldError
-	var ne *nodeError
-	var te *yaml.TypeError
-	switch {
-	case errors.As(err, &fe):
-		line := fe.line
-		if line == 0 {
-			line = idx.line(fe.path)
-		}
-		return &configError{errors.New(describe(file, line, fe.path, fe.msg))}
-	case errors.As(err, &ne):
-		f, _ := idx.at(ne.line, false, func(n *yaml.Node) bool { return n.Column == ne.column })
-		return &configError{errors.New(describe(file, ne.line, f.path, ne.msg))}
-	case errors.As(err, &te):
-		msgs := make([]string, len(te.Errors))
-		for i, e := range te.Errors {
-			msgs[i] = typeErrorMessage(file, idx, e)
-		}
-		return &configError{errors.New(strings.Join(msgs, "\n"))}
-	}
-	return &configError{errors.New(describe(file, 0, "", strings.TrimPrefix(err.Error(), "yaml: ")))}
+func fileError(file string, idx yamlerr.Index, err error) error {
+	return &configError{configSchema.Error(file, idx, err)}
 }
 
-var (
-	cannotUnmarshal = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-	unknownField    = regexp.MustCompile(`^line (\d+): field (.+) not found in type main\.(\w+)$`)
-	atLine          = regexp.MustCompile(`^line (\d+): (.*)$`)
-)
-
-// typeErrorMessage rewrites one of yaml's unmarshal errors.
-func typeErrorMessage(file string, idx configIndex, e string) string {
-	if m := cannotUnmarshal.FindStringSubmatch(e); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		tag, value, into := m[2], m[3], m[4]
-		f, _ := idx.at(line, false, func(n *yaml.Node) bool {
-			return strings.TrimPrefix(n.ShortTag(), "!!") == tag && (value == "" || n.Value == value ||
-				strings.HasSuffix(value, "...") && strings.HasPrefix(n.Value, strings.TrimSuffix(value, "...")))
-		})
-		got := yamlKinds[tag]
-		if f.val != nil && f.val.Kind == yaml.ScalarNode {
-			got = fmt.Sprintf("%s is %s", strconv.Quote(short(f.val.Value)), got)
-		} else if value != "" {
-			got = fmt.Sprintf("%s is %s", strconv.Quote(value), got)
-		} else {
-			got = "this is " + got
-		}
-		return describe(file, line, f.path, fmt.Sprintf("%s; write %s", got, goTypeWanted(into)))
-	}
-	if m := unknownField.FindStringSubmatch(e); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		name, typ := m[2], m[3]
-		f, _ := idx.at(line, true, func(n *yaml.Node) bool { return n.Value == name })
-		return describe(file, line, parentPath(f.path), unknownFieldMessage(name, typ))
-	}
-	if m := atLine.FindStringSubmatch(e); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return describe(file, line, "", m[2])
-	}
-	return describe(file, 0, "", e)
-}
-
-// yamlKinds names the YAML tags of scalar and collection values.
-var yamlKinds = map[string]string{
-	"str": "text", "int": "a number", "float": "a number", "bool": "a boolean", "null": "an empty value",
-	"seq": "a list", "map": "a map", "binary": "a binary value", "timestamp": "a timestamp",
-}
-
-// goTypeWanted says, for the Go type a value was decoded into, what to write.
-func goTypeWanted(t string) string {
-	t = strings.TrimLeft(t, "*")
-	switch t {
-	case "string":
-		return "text"
-	case "int":
-		return "a whole number, like 10"
-	case "bool":
-		return "true or false"
-	case "[]string":
-		return "a list of text items, like [./send-email, --verbose]"
-	case "[]int":
-		return "a list of whole numbers, like [2, 3]"
-	case "map[string]string":
-		return "a map of names to text, like {KEY: value}"
-	case "[]main.queueConfig":
-		return "a list of queues, like [default, {name: mail, weight: 3}]"
-	case "[]main.poolConfig":
-		return "a list of pools, each item starting with '- ', like\n  pools:\n    - queues: [default]"
-	case "[]main.periodicConfig":
-		return "a list of periodic jobs, each item starting with '- '"
-	case "map[string]main.handlerConfig":
-		return "a map from job kind to handler, like\n  handlers:\n    send_email: {exec: {command: [./send-email]}}"
-	}
-	if name, ok := strings.CutPrefix(t, "main."); ok {
-		if typ, ok := configTypes[name]; ok {
-			return fmt.Sprintf("a map with the fields of %s (%s)", configTypeNames[name], strings.Join(yamlFields(typ), ", "))
-		}
-	}
-	return "a value of the documented type (see the README's configuration reference)"
-}
-
-var configTypes = map[string]reflect.Type{
-	"fileConfig": reflect.TypeFor[fileConfig](), "poolConfig": reflect.TypeFor[poolConfig](),
-	"retentionConfig": reflect.TypeFor[retentionConfig](), "periodicConfig": reflect.TypeFor[periodicConfig](),
-	"queueConfig": reflect.TypeFor[queueConfig](), "backoffConfig": reflect.TypeFor[backoffConfig](),
-	"handlerConfig": reflect.TypeFor[handlerConfig](), "execConfig": reflect.TypeFor[execConfig](),
-	"httpConfig": reflect.TypeFor[httpConfig](), "unknownKindConfig": reflect.TypeFor[unknownKindConfig](),
-}
-
-var configTypeNames = map[string]string{
-	"fileConfig": "the top level", "poolConfig": "a pool", "retentionConfig": "retention",
-	"periodicConfig": "a periodic job", "queueConfig": "a queue", "backoffConfig": "backoff",
-	"handlerConfig": "a handler", "execConfig": "exec", "httpConfig": "http", "unknownKindConfig": "unknown_kind",
-}
-
-// yamlFields lists the field names of a config struct, in order.
-func yamlFields(t reflect.Type) []string {
-	var names []string
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
-			names = append(names, name)
-		}
-	}
-	return names
-}
-
-func unknownFieldMessage(name, typ string) string {
-	where, fields := configTypeNames[typ], []string(nil)
-	if t, ok := configTypes[typ]; ok {
-		fields = yamlFields(t)
-	}
-	if where == "" {
-		where = typ
-	}
-	return unknownFieldIn(name, where, fields)
-}
-
-// unknownFieldIn says that where has no field name, suggesting the one of
-// fields it is closest to, or listing them.
-func unknownFieldIn(name, where string, fields []string) string {
-	best, bestDist := "", 3 // suggest only near misses
-	for _, f := range fields {
-		if d := editDistance(strings.ToLower(name), f); d < bestDist {
-			best, bestDist = f, d
-		}
-	}
-	if best != "" {
-		return fmt.Sprintf("unknown field %q in %s; did you mean %q?", name, where, best)
-	}
-	return fmt.Sprintf("unknown field %q in %s, which has: %s (see the README's configuration reference)", name, where, strings.Join(fields, ", "))
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// maxLocateLines bounds the files whose syntax errors are located line by
-// line (each try parses a prefix of the file).
-const maxLocateLines = 500
-
-// syntaxError explains a file the YAML parser refused. The parser names the
-// line where the enclosing block began, often the first line of the file;
-// the line that broke the structure is the one after the longest prefix of
-// the file that still parses.
+// syntaxError explains a file the YAML parser refused, as a configError.
 func syntaxError(file string, data []byte, err error) error {
-	raw := strings.TrimPrefix(err.Error(), "yaml: ")
-	problem := raw
-	line := 0
-	if m := atLine.FindStringSubmatch(raw); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		problem = m[2]
-	}
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	if len(lines) <= maxLocateLines {
-		for n := len(lines) - 1; n >= 0; n-- {
-			var probe yaml.Node
-			if yaml.Unmarshal(bytes.Join(lines[:n], nil), &probe) == nil {
-				line = n + 1
-				break
-			}
-		}
-	}
-	text := ""
-	if line >= 1 && line <= len(lines) {
-		text = strings.TrimRight(string(lines[line-1]), "\r\n")
-	}
-	var hint string
-	switch {
-	case strings.HasPrefix(strings.TrimLeft(text, " "), "\t") || strings.Contains(problem, "cannot start any token") && strings.Contains(text, "\t"):
-		hint = "YAML does not allow tabs for indentation; indent with spaces"
-	case strings.Contains(problem, "expected ',' or '}'"), strings.Contains(problem, "expected ',' or ']'"):
-		hint = "a { or [ opened here is not closed; close it, or separate its items with commas"
-	case strings.Contains(problem, "expected '-' indicator"), strings.Contains(problem, "expected key"),
-		strings.Contains(problem, "mapping values are not allowed"), strings.Contains(problem, "block sequence entries are not allowed"):
-		hint = "check this line's indentation: a field is indented further than the field it belongs to, " +
-			"and the fields of one map (or the '- ' items of one list) start in the same column"
-	case strings.Contains(problem, "unexpected end of stream"), strings.Contains(problem, "found unexpected end"):
-		hint = "a quoted string begun here is not closed"
-	default:
-		hint = "the YAML parser says: " + problem
-	}
-	msg := "this is not valid YAML"
-	if text != "" {
-		msg = fmt.Sprintf("this line is not valid YAML here: %q", strings.TrimSpace(text))
-	}
-	return &configError{errors.New(describe(file, line, "", msg+"; "+hint))}
+	return &configError{yamlerr.SyntaxError(file, data, err)}
 }

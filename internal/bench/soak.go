@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"cmp"
@@ -17,9 +17,9 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-// soakResult is what `workerd bench --soak D --json` prints. Field names
+// SoakResult is what `workerd bench --soak D --json` prints. Field names
 // are stable: scripts track them.
-type soakResult struct {
+type SoakResult struct {
 	DurationS      float64 `json:"soak_duration_s"`
 	Concurrency    int     `json:"soak_concurrency"`
 	Retention      string  `json:"soak_retention"`
@@ -33,7 +33,7 @@ type soakResult struct {
 	SecondHalfPerS   float64      `json:"soak_second_half_jobs_per_s"`
 	PeakBytes        int64        `json:"soak_memory_peak_bytes"`
 	StartBytes       int64        `json:"soak_memory_start_bytes"`
-	Samples          []soakSample `json:"soak_samples"`
+	Samples          []SoakSample `json:"soak_samples"`
 	// Redis's CPU (used_cpu_user + used_cpu_sys of INFO cpu) from the
 	// first sample to the last, and over the jobs done meanwhile: what
 	// Redis spent per job, enqueue, claim and settle included. It counts
@@ -43,8 +43,8 @@ type soakResult struct {
 	RedisCPUUsPerJob float64 `json:"soak_redis_cpu_us_per_job"`
 }
 
-// soakSample is one reading, taken every --soak-every.
-type soakSample struct {
+// SoakSample is one reading, taken every --soak-every.
+type SoakSample struct {
 	ElapsedS   float64 `json:"elapsed_s"`
 	UsedMemory int64   `json:"used_memory"`
 	Done       int64   `json:"done"`
@@ -57,51 +57,34 @@ type soakSample struct {
 // soakProducers is how many goroutines enqueue during a soak.
 const soakProducers = 4
 
-type soakOptions struct {
-	duration, every time.Duration
-	concurrency     int
-	backlog         int
-	retentionName   string
-	retention       *broker.Retention
-}
-
-// soakRetention is the retention a soak's pool runs with, by name.
-// "default" leaves Config.Retention nil, so that a soak measures whatever
-// the pool's defaults are in this build; "age-only" spells out the
-// retention before issue #15 (done and cancelled jobs kept a day, dead ones
-// a week, no count limit), so that the comparison keeps its meaning after
-// the defaults change.
-func soakRetention(name string) (*broker.Retention, error) {
-	switch name {
-	case "default":
-		return nil, nil
-	case "age-only":
-		return &broker.Retention{Done: 24 * time.Hour, Cancelled: 24 * time.Hour, Dead: 7 * 24 * time.Hour,
-			MaxDone: worker.KeepForever, MaxCancelled: worker.KeepForever, MaxDead: worker.KeepForever}, nil
-	}
-	return nil, usagef("--retention %q: want default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)", name)
+type SoakOptions struct {
+	Duration, Every time.Duration // how long; how often used_memory is read
+	Concurrency     int
+	Backlog         int
+	RetentionName   string            // how Retention was given, reported in SoakResult
+	Retention       *broker.Retention // the soak pool's; nil: the pool's defaults
 }
 
 // soak runs producers and a pool of no-op handlers at full speed for
-// o.duration (rounded up to a whole o.every), the producers keeping about
-// o.backlog jobs pending (a backlog that grew without bound would be what
-// the memory measured), and reads Redis's used_memory every o.every. Each
+// o.Duration (rounded up to a whole o.Every), the producers keeping about
+// o.Backlog jobs pending (a backlog that grew without bound would be what
+// the memory measured), and reads Redis's used_memory every o.Every. Each
 // sample goes to report as it is taken.
-func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, error) {
-	r := soakResult{DurationS: o.duration.Seconds(), Concurrency: o.concurrency, Retention: o.retentionName, BacklogTarget: o.backlog}
-	c, b, _, q, err := bn.client(o.concurrency + 10)
+func (bn *Bencher) soak(o SoakOptions, report func(SoakSample)) (SoakResult, error) {
+	r := SoakResult{DurationS: o.Duration.Seconds(), Concurrency: o.Concurrency, Retention: o.RetentionName, BacklogTarget: o.Backlog}
+	c, b, _, q, err := bn.client(o.Concurrency + 10)
 	if err != nil {
 		return r, err
 	}
 	defer c.Close()
 	sr := &soakRun{bn: bn, b: b, q: q, handled: make(chan struct{}, 1)}
 	p, err := worker.New(b, handlers.HandlerFunc(sr.handle), worker.Config{Queues: []worker.Queue{{Name: q}},
-		Concurrency: o.concurrency, Retention: o.retention, Logger: slog.New(slog.DiscardHandler)})
+		Concurrency: o.Concurrency, Retention: o.Retention, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return r, err
 	}
 	sr.start = time.Now()
-	s, err := sr.sample(soakSample{})
+	s, err := sr.sample(SoakSample{})
 	if err != nil {
 		return r, err
 	}
@@ -112,7 +95,7 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 	}
 	shutdown := shutdownOnce(bn.ctx, p)
 	defer shutdown()
-	pctx, stopProducers := sr.startProducers(o.backlog)
+	pctx, stopProducers := sr.startProducers(o.Backlog)
 	// Run before the pool's shutdown (deferred calls run last first), so
 	// that nothing enqueues after bench deleted its keys.
 	defer stopProducers()
@@ -125,13 +108,13 @@ func (bn *bencher) soak(o soakOptions, report func(soakSample)) (soakResult, err
 	if err := shutdown(); err != nil {
 		return r, err
 	}
-	err = r.summarize(o.duration)
+	err = r.summarize(o.Duration)
 	return r, err
 }
 
 // soakRun is what a soak's handler, producers and samples share.
 type soakRun struct {
-	bn             *bencher
+	bn             *Bencher
 	b              *broker.Broker
 	q              string
 	start          time.Time
@@ -172,15 +155,15 @@ func (sr *soakRun) startProducers(backlog int) (pctx context.Context, stop func(
 	})
 }
 
-// follow takes a sample every o.every into r.Samples until the first at
-// or past o.duration. It stops early when pctx ends: a producer failed
+// follow takes a sample every o.Every into r.Samples until the first at
+// or past o.Duration. It stops early when pctx ends: a producer failed
 // (answered by stopProducers), or bench was interrupted.
-func (sr *soakRun) follow(pctx context.Context, r *soakResult, o soakOptions, report func(soakSample), stopProducers func() error) error {
+func (sr *soakRun) follow(pctx context.Context, r *SoakResult, o SoakOptions, report func(SoakSample), stopProducers func() error) error {
 	// The samples fall on a schedule from the first one (start + k·every),
 	// not from when the pool had started: a slow start makes the next
 	// sample come sooner, never drops one.
-	for k := 1; r.Samples[len(r.Samples)-1].ElapsedS < o.duration.Seconds(); k++ {
-		wait := time.NewTimer(time.Until(sr.start.Add(time.Duration(k) * o.every)))
+	for k := 1; r.Samples[len(r.Samples)-1].ElapsedS < o.Duration.Seconds(); k++ {
+		wait := time.NewTimer(time.Until(sr.start.Add(time.Duration(k) * o.Every)))
 		select {
 		case <-wait.C:
 		case <-pctx.Done():
@@ -199,27 +182,27 @@ func (sr *soakRun) follow(pctx context.Context, r *soakResult, o soakOptions, re
 
 // sample reads used_memory, Redis's CPU and the queue's counts; its rate
 // is since prev.
-func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
+func (sr *soakRun) sample(prev SoakSample) (SoakSample, error) {
 	ms, err := sr.b.Inspector().ServerMemory(sr.bn.ctx) // one server: bench runs on a single node
 	if err != nil {
-		return soakSample{}, fmt.Errorf("read used_memory: %w", err)
+		return SoakSample{}, fmt.Errorf("read used_memory: %w", err)
 	}
 	used := ms[0].Used
 	info, err := sr.bn.rdb.Info(sr.bn.ctx, "cpu").Result()
 	if err != nil {
-		return soakSample{}, fmt.Errorf("read INFO cpu: %w", err)
+		return SoakSample{}, fmt.Errorf("read INFO cpu: %w", err)
 	}
 	cpu, err := redisCPU(info)
 	if err != nil {
-		return soakSample{}, err
+		return SoakSample{}, err
 	}
 	n, err := sr.b.Inspector().Counts(sr.bn.ctx, sr.q)
 	if err != nil {
-		return soakSample{}, err
+		return SoakSample{}, err
 	}
 	// Done is read after the counts, so that it is never below the
 	// finished jobs they hold.
-	s := soakSample{ElapsedS: time.Since(sr.start).Seconds(), UsedMemory: used, Done: sr.done.Load(),
+	s := SoakSample{ElapsedS: time.Since(sr.start).Seconds(), UsedMemory: used, Done: sr.done.Load(),
 		Kept: n.Done + n.Cancelled + n.Dead, redisCPU: cpu}
 	s.Backlog = sr.enqueued.Load() - s.Done
 	if dt := s.ElapsedS - prev.ElapsedS; dt > 0 {
@@ -231,7 +214,7 @@ func (sr *soakRun) sample(prev soakSample) (soakSample, error) {
 // summarize fills in the totals, Redis's CPU per job, the peak, and the
 // memory slope fitted over the samples of the second half of a soak of
 // duration d.
-func (r *soakResult) summarize(d time.Duration) error {
+func (r *SoakResult) summarize(d time.Duration) error {
 	first, last := r.Samples[0], r.Samples[len(r.Samples)-1]
 	r.Done, r.JobsPerS = last.Done, float64(last.Done)/last.ElapsedS
 	r.RedisCPUS = last.redisCPU - first.redisCPU
@@ -239,7 +222,7 @@ func (r *soakResult) summarize(d time.Duration) error {
 		r.RedisCPUUsPerJob = r.RedisCPUS * 1e6 / float64(jobs)
 	}
 	var xs, ys []float64
-	var half []soakSample
+	var half []SoakSample
 	for _, s := range r.Samples {
 		r.PeakBytes = max(r.PeakBytes, s.UsedMemory)
 		if s.ElapsedS >= d.Seconds()/2 {
@@ -353,11 +336,11 @@ func printSoakHeader(w io.Writer) {
 	fmt.Fprintf(w, "%9s  %13s  %11s  %9s  %8s  %9s\n", "elapsed", "used_memory", "done", "jobs/s", "backlog", "kept")
 }
 
-func printSoakSample(w io.Writer, s soakSample) {
+func printSoakSample(w io.Writer, s SoakSample) {
 	fmt.Fprintf(w, "%8.1fs  %13d  %11d  %9.0f  %8d  %9d\n", s.ElapsedS, s.UsedMemory, s.Done, s.JobsPerS, s.Backlog, s.Kept)
 }
 
-func printSoak(w io.Writer, r soakResult) {
+func printSoak(w io.Writer, r SoakResult) {
 	fmt.Fprintf(w, "soak %s, concurrency %d, retention %s, backlog ~%d\n", time.Duration(r.DurationS*float64(time.Second)), r.Concurrency, r.Retention, r.BacklogTarget)
 	fmt.Fprintf(w, "jobs done              %d (%.0f/s)\n", r.Done, r.JobsPerS)
 	fmt.Fprintf(w, "used_memory at start   %d bytes (%.1f MB)\n", r.StartBytes, float64(r.StartBytes)/1e6)
