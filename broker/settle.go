@@ -152,6 +152,20 @@ func (b *core) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome
 	return out, res, nil
 }
 
+// Settled is how a settlement ended: Outcome is OK, or Stale when the claim
+// was no longer valid (then State is empty), and State is what the job became.
+type Settled struct {
+	Outcome Outcome
+	State   State
+}
+
+// Fused is how a fused call ended: its settlement, and the claim made in
+// the same script call.
+type Fused struct {
+	Settled
+	Claim ClaimResult
+}
+
 // Progress stores a progress report for a running job (any bytes; a JSON
 // object is a good choice). It answers Stale, changing nothing, when the
 // claim is no longer valid.
@@ -164,18 +178,19 @@ func (b *Leases) Progress(ctx context.Context, l Lease, progress []byte) (Outcom
 // f.Backoff (pending at once when it is 0), or dead when f.Dead is set or
 // its attempts are spent, or cancelled when its cancellation was requested.
 // It answers the job's new state, or Stale when the claim is no longer valid.
-func (b *Leases) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, error) {
+func (b *Leases) Fail(ctx context.Context, l Lease, f Failure) (Settled, error) {
 	o, st, _, err := b.fail(ctx, l, f, ClaimSpec{})
-	return o, st, err
+	return Settled{o, st}, err
 }
 
 // FailClaim is Fail, then a claim of c in the same script call, as
 // AckClaim is for acks (and safe to send again the same way).
-func (b *Leases) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+func (b *Leases) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Fused, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
-		return Stale, "", ClaimResult{}, err
+		return Fused{Settled: Settled{Outcome: Stale}}, err
 	}
-	return b.fail(ctx, l, f, c)
+	o, st, res, err := b.fail(ctx, l, f, c)
+	return Fused{Settled{o, st}, res}, err
 }
 
 func (b *core) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
@@ -197,18 +212,19 @@ func (b *core) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outco
 // the attempt: the handler was not ready, nothing failed. It answers the
 // job's new state (scheduled, pending when d is 0, or cancelled when its
 // cancellation was requested), or Stale when the claim is no longer valid.
-func (b *Leases) Snooze(ctx context.Context, l Lease, d time.Duration) (Outcome, State, error) {
+func (b *Leases) Snooze(ctx context.Context, l Lease, d time.Duration) (Settled, error) {
 	o, st, _, err := b.snooze(ctx, l, d, ClaimSpec{})
-	return o, st, err
+	return Settled{o, st}, err
 }
 
 // SnoozeClaim is Snooze, then a claim of c in the same script call, as
 // AckClaim is for acks (and safe to send again the same way).
-func (b *Leases) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+func (b *Leases) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Fused, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
-		return Stale, "", ClaimResult{}, err
+		return Fused{Settled: Settled{Outcome: Stale}}, err
 	}
-	return b.snooze(ctx, l, d, c)
+	o, st, res, err := b.snooze(ctx, l, d, c)
+	return Fused{Settled{o, st}, res}, err
 }
 
 func (b *core) snooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
@@ -247,12 +263,12 @@ type Unhandled struct {
 // (scheduled, dead, or cancelled when its cancellation was requested), or
 // Stale when the claim is no longer valid; a re-send after a lost reply
 // answers the same (invariant 9).
-func (b *Leases) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, State, error) {
+func (b *Leases) GiveBack(ctx context.Context, l Lease, u Unhandled) (Settled, error) {
 	switch {
 	case u.Delay < time.Millisecond:
-		return Stale, "", &ValidationError{Field: "unhandled delay", Value: u.Delay.String(), Reason: "must be at least 1ms, or the job is claimed again at once"}
+		return Settled{Outcome: Stale}, &ValidationError{Field: "unhandled delay", Value: u.Delay.String(), Reason: "must be at least 1ms, or the job is claimed again at once"}
 	case u.MaxDelay < u.Delay:
-		return Stale, "", &ValidationError{Field: "unhandled max delay", Value: u.MaxDelay.String(), Reason: "must be at least the delay, " + u.Delay.String()}
+		return Settled{Outcome: Stale}, &ValidationError{Field: "unhandled max delay", Value: u.MaxDelay.String(), Reason: "must be at least the delay, " + u.Delay.String()}
 	}
 	limit := int64(-1)
 	if u.For >= 0 {
@@ -263,7 +279,7 @@ func (b *Leases) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, S
 		msg = msg[:maxErrorBytes]
 	}
 	o, st, _, err := b.failScript(ctx, l, "unhandled", msg, u.Delay, ClaimSpec{}, u.MaxDelay.Milliseconds(), limit)
-	return o, st, err
+	return Settled{o, st}, err
 }
 
 // failScript runs fail.lua in mode, with a claim of c after it when c.N > 0;
@@ -304,8 +320,9 @@ func (b *core) failScript(ctx context.Context, l Lease, mode, msg string, after 
 // pending again at once (or cancelled, when that was requested), its
 // attempt is not charged, and its generation moves on so this claim is dead.
 // It answers Stale, changing nothing, when the claim is no longer valid.
-func (b *Leases) Release(ctx context.Context, l Lease) (Outcome, State, error) {
-	return b.settle(ctx, "release", b.scripts.release, l)
+func (b *Leases) Release(ctx context.Context, l Lease) (Settled, error) {
+	o, st, err := b.settle(ctx, "release", b.scripts.release, l)
+	return Settled{o, st}, err
 }
 
 // settle runs one guarded script that takes (id, gen, token) first and

@@ -287,7 +287,8 @@ func BenchmarkBrokerScripts(b *testing.B) {
 				l = leases[i]
 			}
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
-			o, _, res, err := r.enq.Leases().FailClaim(ctx, l, broker.Failure{Error: "e", Backoff: time.Hour}, spec)
+			fused, err := r.enq.Leases().FailClaim(ctx, l, broker.Failure{Error: "e", Backoff: time.Hour}, spec)
+			o, res := fused.Outcome, fused.Claim
 			if err != nil || o != broker.OK || len(res.Leases) != map[bool]int{true: 0, false: 1}[empty] {
 				b.Fatalf("FailClaim: %v %v (%d)", err, o, len(res.Leases))
 			}
@@ -313,8 +314,8 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		busy := redisBusy(b, r.rdb)
 		b.ResetTimer()
 		for range b.N {
-			if o, _, err := r.enq.Leases().Release(ctx, l); err != nil || o != broker.OK {
-				b.Fatalf("Release: %v %v", err, o)
+			if got, err := r.enq.Leases().Release(ctx, l); err != nil || got.Outcome != broker.OK {
+				b.Fatalf("Release: %v %v", err, got.Outcome)
 			}
 			res, err := r.enq.Leases().Claim(ctx, q, 1, time.Minute)
 			if err != nil || len(res.Leases) != 1 {

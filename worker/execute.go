@@ -109,7 +109,8 @@ func (p *Pool) freeSlot() {
 func (p *Pool) giveBack(a *active) {
 	delay := 10 * time.Millisecond
 	for {
-		o, st, err := p.b.Leases().Release(context.Background(), a.lease)
+		s, err := p.b.Leases().Release(context.Background(), a.lease)
+		o, st := s.Outcome, s.State
 		left := time.Until(a.deadline())
 		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			attrs := middleware.JobAttrs(a.job)

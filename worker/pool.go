@@ -294,9 +294,9 @@ func (p *Pool) waitClaims(ctx context.Context) error {
 func (p *Pool) abandon(level slog.Level, why string) {
 	for _, a := range p.snapshot() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		o, _, err := p.b.Leases().Release(ctx, a.lease)
+		s, err := p.b.Leases().Release(ctx, a.lease)
 		cancel()
-		p.log.Log(context.Background(), level, why, middleware.JobAttrs(a.job), slog.String("release", o.String()), slog.Any("error", err))
+		p.log.Log(context.Background(), level, why, middleware.JobAttrs(a.job), slog.String("release", s.Outcome.String()), slog.Any("error", err))
 	}
 }
 

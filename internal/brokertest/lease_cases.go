@@ -77,7 +77,7 @@ func testGenerationStrictlyIncreases(t *testing.T, nb NewBackend) {
 
 	l := s.claimOne(t, long)
 	step("claim")
-	_, _, err := s.b.Leases().Release(s.ctx, l)
+	_, err := s.b.Leases().Release(s.ctx, l)
 	noErr(t, "Release", err)
 	step("release")
 	s.claimOne(t, long)
@@ -114,14 +114,17 @@ func staleOps(t *testing.T, s *bundle, stale broker.Lease) {
 	noErr(t, "stale Ack", err)
 	want(t, "stale ack outcome", o, broker.Stale)
 	for _, f := range []broker.Failure{{Error: "stale failure"}, {Error: "stale", Dead: true}, {Error: "stale", Backoff: time.Minute}} {
-		o, _, err = s.b.Leases().Fail(s.ctx, stale, f)
+		got, err := s.b.Leases().Fail(s.ctx, stale, f)
+		o = got.Outcome
 		noErr(t, "stale Fail", err)
 		want(t, "stale fail outcome", o, broker.Stale)
 	}
-	o, _, err = s.b.Leases().Snooze(s.ctx, stale, time.Minute)
+	got, err := s.b.Leases().Snooze(s.ctx, stale, time.Minute)
+	o = got.Outcome
 	noErr(t, "stale Snooze", err)
 	want(t, "stale snooze outcome", o, broker.Stale)
-	o, _, err = s.b.Leases().Release(s.ctx, stale)
+	got, err = s.b.Leases().Release(s.ctx, stale)
+	o = got.Outcome
 	noErr(t, "stale Release", err)
 	want(t, "stale release outcome", o, broker.Stale)
 	sameJob(t, "after the stale claim's operations", s.job(t, stale.ID), before)
@@ -263,7 +266,8 @@ func testRelease(t *testing.T, nb NewBackend) {
 	for range 3 { // more releases than attempts: none is charged
 		l := s.claimOne(t, long)
 		want(t, "attempt", l.Attempt, 1)
-		o, st, err := s.b.Leases().Release(s.ctx, l)
+		got, err := s.b.Leases().Release(s.ctx, l)
+		o, st := got.Outcome, got.State
 		noErr(t, "Release", err)
 		want(t, "release outcome", o, broker.OK)
 		want(t, "state after release", st, broker.StatePending)
@@ -310,7 +314,8 @@ func testFail(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{MaxAttempts: 2})
 		l := s.claimOne(t, long)
-		o, st, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 1", Backoff: past})
+		got, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 1", Backoff: past})
+		o, st := got.Outcome, got.State
 		noErr(t, "Fail", err)
 		want(t, "fail outcome", o, broker.OK)
 		want(t, "state after first failure", st, broker.StateScheduled)
@@ -330,7 +335,8 @@ func testFail(t *testing.T, nb NewBackend) {
 		s.Advance(past)
 		l = s.claimOne(t, long)
 		want(t, "second attempt", l.Attempt, 2)
-		_, st, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 2"})
+		got, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 2"})
+		st = got.State
 		noErr(t, "Fail", err)
 		want(t, "state when attempts are spent", st, broker.StateDead)
 		want(t, "last error", s.job(t, id).LastError, "boom 2")
@@ -339,7 +345,8 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("ZeroBackoffIsPendingAtOnce", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{})
-		_, st, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "x"})
+		got, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "x"})
+		st := got.State
 		noErr(t, "Fail", err)
 		want(t, "state", st, broker.StatePending)
 		want(t, "attempt of the retry", s.claimOne(t, long).Attempt, 2)
@@ -347,7 +354,8 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("PermanentIsDeadAtOnce", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{MaxAttempts: 10})
-		_, st, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "bad input", Dead: true})
+		got, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "bad input", Dead: true})
+		st := got.State
 		noErr(t, "Fail", err)
 		want(t, "state", st, broker.StateDead)
 		s.consistent(t)
@@ -355,11 +363,13 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("SnoozeDoesNotChargeAttempt", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{MaxAttempts: 1})
-		_, st, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
+		got, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
+		st := got.State
 		noErr(t, "Snooze", err)
 		want(t, "state", st, broker.StatePending)
 		want(t, "attempt", s.job(t, id).Attempt, 0)
-		_, st, err = s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), time.Minute)
+		got, err = s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), time.Minute)
+		st = got.State
 		noErr(t, "Snooze", err)
 		want(t, "state", st, broker.StateScheduled)
 		s.consistent(t)
@@ -367,7 +377,7 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("LongErrorIsCut", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{})
-		_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: string(bytes.Repeat([]byte("x"), 100_000)), Dead: true})
+		_, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: string(bytes.Repeat([]byte("x"), 100_000)), Dead: true})
 		noErr(t, "Fail", err)
 		if n := len(s.job(t, id).LastError); n > 33_000 {
 			t.Fatalf("stored last_error of %d bytes", n)
@@ -507,7 +517,7 @@ func testWaitAfterRetry(t *testing.T, nb NewBackend) {
 	_, err := s.b.Client().Wait(ctx, s.q, id) // registers, then gives up
 	cancel()
 	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
-	_, _, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+	_, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 	noErr(t, "Fail", err)
 	_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
 	noErr(t, "Retry", err)
@@ -607,7 +617,8 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 	noErr(t, "Ack sent twice", err)
 	want(t, "Ack sent twice", o, broker.OK)
 	want(t, "result", string(s.job(t, first.Leases[0].ID).Result), "result")
-	o, st, err := s.b.Leases().Release(lost, first.Leases[1])
+	got, err := s.b.Leases().Release(lost, first.Leases[1])
+	o, st := got.Outcome, got.State
 	noErr(t, "Release sent twice", err)
 	want(t, "Release sent twice", o, broker.OK)
 	want(t, "state after release", st, broker.StatePending)
@@ -617,7 +628,8 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 		if i == 0 {
 			f.Dead, w, dead = true, broker.StateDead, l.ID
 		}
-		o, st, err := s.b.Leases().Fail(lost, l, f)
+		got, err := s.b.Leases().Fail(lost, l, f)
+		o, st := got.Outcome, got.State
 		noErr(t, "Fail sent twice", err)
 		want(t, "Fail sent twice", o, broker.OK)
 		want(t, "state after Fail sent twice", st, w)
@@ -687,7 +699,7 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{Queue: "superseded"})
 	first, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim the superseded job", err)
-	_, _, err = s.b.Leases().Release(s.ctx, first.Leases[0])
+	_, err = s.b.Leases().Release(s.ctx, first.Leases[0])
 	noErr(t, "Release it", err)
 	now, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim it again", err)
@@ -743,21 +755,24 @@ func testFailClaim(t *testing.T, nb NewBackend) {
 	b := s.enqueue(t, broker.Job{})
 	la := s.claimOne(t, long)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 2, Lease: long}
-	o, st, res, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	fused, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	o, st, res := fused.Outcome, fused.State, fused.Claim
 	noErr(t, "FailClaim", err)
 	want(t, "fail outcome", o, broker.OK)
 	want(t, "failed job's state", st, broker.StatePending)
 	if len(res.Leases) != 2 || res.Leases[0].ID != b || res.Leases[1].ID != a || res.Leases[1].Attempt != 2 {
 		t.Fatalf("FailClaim took %+v; want %s, then %s on its second attempt", res.Leases, b, a)
 	}
-	o, st, again, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	fused, err = s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	o, st, again := fused.Outcome, fused.State, fused.Claim
 	noErr(t, "FailClaim sent again", err)
 	want(t, "re-sent fail outcome", o, broker.OK)
 	want(t, "re-sent fail state", st, broker.StatePending)
 	sameLeases(t, "FailClaim sent again", again.Leases, res.Leases)
 
 	c := s.enqueue(t, broker.Job{})
-	o, st, res, err = s.b.Leases().SnoozeClaim(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
+	fused, err = s.b.Leases().SnoozeClaim(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
+	o, st, res = fused.Outcome, fused.State, fused.Claim
 	noErr(t, "SnoozeClaim", err)
 	want(t, "snooze outcome", o, broker.OK)
 	want(t, "snoozed job's state", st, broker.StatePending)
@@ -766,7 +781,7 @@ func testFailClaim(t *testing.T, nb NewBackend) {
 	}
 	want(t, "snoozed job's attempt", s.job(t, b).Attempt, 0)
 
-	_, _, _, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
+	_, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
 	var ve *broker.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("FailClaim with a claim of another queue: %v, want a ValidationError", err)

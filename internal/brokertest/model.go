@@ -1107,13 +1107,17 @@ func (m *model) fail(t *rapid.T) {
 	var o broker.Outcome
 	var st broker.State
 	var res broker.ClaimResult
+	var got broker.Settled
+	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
 	m.begin(t)
 	if claim.N > 0 {
-		o, st, res, err = m.s.b.Leases().FailClaim(ctx, l, f, claim)
+		fused, err = m.s.b.Leases().FailClaim(ctx, l, f, claim)
+		o, st, res = fused.Outcome, fused.State, fused.Claim
 	} else {
-		o, st, err = m.s.b.Leases().Fail(ctx, l, f)
+		got, err = m.s.b.Leases().Fail(ctx, l, f)
+		o, st = got.Outcome, got.State
 	}
 	m.end(t)
 	var w broker.State
@@ -1156,13 +1160,17 @@ func (m *model) snooze(t *rapid.T) {
 	var o broker.Outcome
 	var st broker.State
 	var res broker.ClaimResult
+	var got broker.Settled
+	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
 	m.begin(t)
 	if claim.N > 0 {
-		o, st, res, err = m.s.b.Leases().SnoozeClaim(ctx, l, d, claim)
+		fused, err = m.s.b.Leases().SnoozeClaim(ctx, l, d, claim)
+		o, st, res = fused.Outcome, fused.State, fused.Claim
 	} else {
-		o, st, err = m.s.b.Leases().Snooze(ctx, l, d)
+		got, err = m.s.b.Leases().Snooze(ctx, l, d)
+		o, st = got.Outcome, got.State
 	}
 	m.end(t)
 	var w broker.State
@@ -1195,7 +1203,8 @@ func (m *model) giveBack(t *rapid.T) {
 		For: rapid.SampledFrom([]time.Duration{-1, 0, 20 * time.Millisecond}).Draw(t, "for")}
 	ctx := m.lostReply(t)
 	m.begin(t)
-	o, st, err := m.s.b.Leases().GiveBack(ctx, l, u)
+	got, err := m.s.b.Leases().GiveBack(ctx, l, u)
+	o, st := got.Outcome, got.State
 	m.end(t)
 	var w broker.State
 	if valid {
@@ -1262,7 +1271,8 @@ func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, v
 
 func (m *model) release(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, st, err := m.s.b.Leases().Release(m.lostOrDropped(t), l)
+	got, err := m.s.b.Leases().Release(m.lostOrDropped(t), l)
+	o, st := got.Outcome, got.State
 	w, resent := again(j, l, "release")
 	m.wantOutcome(t, "release", o, err, valid || resent)
 	switch {
