@@ -47,11 +47,11 @@ type Ack struct {
 // error it answers no outcomes, and the caller should try again (an ack is
 // idempotent for its claim).
 func (b *Leases) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
-	out, _, err := b.ackClaim(ctx, acks, ClaimSpec{})
+	out, _, err := b.fusedAck(ctx, acks, ClaimSpec{})
 	return out, err
 }
 
-// ClaimSpec is a claim that AckClaim makes after its acks.
+// ClaimSpec is a claim that FusedAck makes after its acks.
 type ClaimSpec struct {
 	RequestID string        // from NewRequestID; the same when the call is sent again
 	Queue     string        // the queue to claim from
@@ -59,7 +59,7 @@ type ClaimSpec struct {
 	Lease     time.Duration // the claimed leases' duration
 }
 
-// AckClaim settles acks as AckMany does and, in the same round trip, claims
+// FusedAck settles acks as AckMany does and, in the same round trip, claims
 // up to c.N jobs of c.Queue under c.RequestID as ClaimRequest does: a pool
 // that finishes a job and runs the next pays one round trip for both. The
 // acks come first (a dependent they release can be claimed at once), and
@@ -69,14 +69,14 @@ type ClaimSpec struct {
 // A call whose reply is lost is sent again by the broker itself. On an
 // error (the batch rule of the package doc) neither part's outcome is
 // known, and both are safe to send again: the acks with AckMany (or
-// AckClaim), the claim with ClaimRequest (or AckClaim) under the same
+// FusedAck), the claim with ClaimRequest (or FusedAck) under the same
 // request id, which answers the leases this call took if it ran, so a
 // lost reply costs no job an attempt.
-func (b *Leases) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+func (b *Leases) FusedAck(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return nil, ClaimResult{}, err
 	}
-	return b.ackClaim(ctx, acks, c)
+	return b.fusedAck(ctx, acks, c)
 }
 
 // args are the arguments a settling script takes for the claim after it
@@ -89,7 +89,7 @@ func (c ClaimSpec) args() []any {
 	return []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
 }
 
-func (b *core) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+func (b *core) fusedAck(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	out := make([]Outcome, len(acks))
 	res := ClaimResult{NextDue: -1}
 	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
@@ -183,9 +183,9 @@ func (b *Leases) Fail(ctx context.Context, l Lease, f Failure) (Settled, error) 
 	return Settled{o, st}, err
 }
 
-// FailClaim is Fail, then a claim of c in the same script call, as
-// AckClaim is for acks (and safe to send again the same way).
-func (b *Leases) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Fused, error) {
+// FusedFail is Fail, then a claim of c in the same script call, as
+// FusedAck is for acks (and safe to send again the same way).
+func (b *Leases) FusedFail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Fused, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return Fused{Settled: Settled{Outcome: Stale}}, err
 	}
@@ -217,9 +217,9 @@ func (b *Leases) Snooze(ctx context.Context, l Lease, d time.Duration) (Settled,
 	return Settled{o, st}, err
 }
 
-// SnoozeClaim is Snooze, then a claim of c in the same script call, as
-// AckClaim is for acks (and safe to send again the same way).
-func (b *Leases) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Fused, error) {
+// FusedSnooze is Snooze, then a claim of c in the same script call, as
+// FusedAck is for acks (and safe to send again the same way).
+func (b *Leases) FusedSnooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Fused, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
 		return Fused{Settled: Settled{Outcome: Stale}}, err
 	}

@@ -39,7 +39,7 @@ type Pool struct {
 	closed bool // set by Shutdown: run starts no more handlers
 
 	// fused counts the settlements sent with a claim (acker.send,
-	// settleThen), registered under mu while closed is unset: Shutdown
+	// fusedSettle), registered under mu while closed is unset: Shutdown
 	// waits for them before the claims they leave to be asked for again
 	// (waitClaims), also those a handler's own goroutine sends after
 	// Shutdown stopped waiting for it (abandoned).

@@ -147,9 +147,9 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 	case outcomeSnooze:
 		delay := snoozeDelay(herr)
 		call = func(ctx context.Context) (broker.Settled, error) {
-			return p.settleThen(a, func() (broker.Settled, error) { return p.b.Leases().Snooze(ctx, a.lease, delay) },
+			return p.fusedSettle(a, func() (broker.Settled, error) { return p.b.Leases().Snooze(ctx, a.lease, delay) },
 				func(c broker.ClaimSpec) (broker.Fused, error) {
-					return p.b.Leases().SnoozeClaim(ctx, a.lease, delay, c)
+					return p.b.Leases().FusedSnooze(ctx, a.lease, delay, c)
 				})
 		}
 	case outcomeUnhandled:
@@ -163,9 +163,9 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 			f.Backoff = p.cfg.backoff(a.lease.Kind, a.lease.Attempt)
 		}
 		call = func(ctx context.Context) (broker.Settled, error) {
-			return p.settleThen(a, func() (broker.Settled, error) { return p.b.Leases().Fail(ctx, a.lease, f) },
+			return p.fusedSettle(a, func() (broker.Settled, error) { return p.b.Leases().Fail(ctx, a.lease, f) },
 				func(c broker.ClaimSpec) (broker.Fused, error) {
-					return p.b.Leases().FailClaim(ctx, a.lease, f, c)
+					return p.b.Leases().FusedFail(ctx, a.lease, f, c)
 				})
 		}
 	}
@@ -225,13 +225,13 @@ func snoozeDelay(herr error) time.Duration {
 	return 0
 }
 
-// settleThen runs a failure's settlement with a claim for a's slot after
+// fusedSettle runs a failure's settlement with a claim for a's slot after
 // it (fused), when the slot can be passed on to a job of a's queue, and
 // adopts the job it took in that slot, for a's goroutine to run next
 // (a.next); else the settlement alone (plain).
 // When the fused call fails the claim is asked for again under its id,
 // as the acker does.
-func (p *Pool) settleThen(a *active, plain func() (broker.Settled, error),
+func (p *Pool) fusedSettle(a *active, plain func() (broker.Settled, error),
 	fused func(broker.ClaimSpec) (broker.Fused, error)) (broker.Settled, error) {
 	spec := broker.ClaimSpec{}
 	if !a.passed.Load() {

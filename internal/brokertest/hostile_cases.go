@@ -414,7 +414,7 @@ func testGenAboveCounter(t *testing.T, nb NewBackend) {
 	s.consistent(t)
 }
 
-// A settlement that claims in the same call (FailClaim, SnoozeClaim) may
+// A settlement that claims in the same call (FusedFail, FusedSnooze) may
 // take back the very job it settled. Its re-send then finds the job under
 // its own new claim, and resettled reads the settlement's record one claim
 // back. When the first send was itself a re-send that found the record one
@@ -424,7 +424,7 @@ func testGenAboveCounter(t *testing.T, nb NewBackend) {
 // testdata/rapid/TestMiniredis_Model/…-7918.fail).
 func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
 	for _, tc := range settleAgain {
-		t.Run(tc.name+"Claim", func(t *testing.T) {
+		t.Run("Fused"+tc.name, func(t *testing.T) {
 			s := setup(t, nb)
 			first := settledThenGivenBack(t, s, tc.name, tc.plain)
 
@@ -442,11 +442,11 @@ func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
 			o, st, again := fused.Outcome, fused.State, fused.Claim
 			noErr(t, tc.name+" sent a third time", err)
 			if o != broker.OK || st != broker.StatePending {
-				t.Fatalf("%sClaim sent again after its own claim took the job answered %v %q; the first send of this request answered ok %q",
+				t.Fatalf("Fused%s sent again after its own claim took the job answered %v %q; the first send of this request answered ok %q",
 					tc.name, o, st, broker.StatePending)
 			}
 			if len(again.Leases) != 1 || again.Leases[0].ClaimID() != res.Leases[0].ClaimID() {
-				t.Fatalf("%sClaim sent again answered leases %v, want the same lease as its first send", tc.name, again.Leases)
+				t.Fatalf("Fused%s sent again answered leases %v, want the same lease as its first send", tc.name, again.Leases)
 			}
 			s.consistent(t)
 		})
@@ -466,14 +466,14 @@ var settleAgain = []struct {
 			return s.b.Leases().Snooze(s.ctx, l, 0)
 		},
 		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Fused, error) {
-			return s.b.Leases().SnoozeClaim(s.ctx, l, 0, c)
+			return s.b.Leases().FusedSnooze(s.ctx, l, 0, c)
 		}},
 	{"Fail",
 		func(s *bundle, l broker.Lease) (broker.Settled, error) {
 			return s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom"})
 		},
 		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Fused, error) {
-			return s.b.Leases().FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
+			return s.b.Leases().FusedFail(s.ctx, l, broker.Failure{Error: "boom"}, c)
 		}},
 }
 
@@ -558,7 +558,7 @@ func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
 }
 
 // What the pool does after a fused settlement's lost reply (worker
-// settleThen): it asks for the fused claim again under its request id
+// fusedSettle): it asks for the fused claim again under its request id
 // (reask), starts the job that claim took, and then, since its slot is
 // passed on, sends the settlement again plain. When the fused send was
 // itself the re-send of a plain settlement whose reply was lost, and
@@ -578,7 +578,7 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
 			fused, err := tc.fused(s, first, spec)
 			o, st, res := fused.Outcome, fused.State, fused.Claim
-			noErr(t, tc.name+"Claim", err)
+			noErr(t, "Fused"+tc.name, err)
 			want(t, "fused answer", o, broker.OK)
 			want(t, "fused state", st, broker.StatePending)
 			want(t, "jobs the fused send took", len(res.Leases), 1)
@@ -642,9 +642,9 @@ func testFusedResendAfterLeaseExpired(t *testing.T, nb NewBackend) {
 
 	// The pool's fused retry, with the pool's (short) lease; reply lost.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: short}
-	fused, err := s.b.Leases().FailClaim(s.ctx, first, f, spec)
+	fused, err := s.b.Leases().FusedFail(s.ctx, first, f, spec)
 	o, st, res := fused.Outcome, fused.State, fused.Claim
-	noErr(t, "FailClaim", err)
+	noErr(t, "FusedFail", err)
 	want(t, "fused answer", o, broker.OK)
 	want(t, "fused state", st, broker.StatePending)
 	want(t, "jobs the fused send took", len(res.Leases), 1)
@@ -698,7 +698,7 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 }
 
 // A claim request id says nothing about whose settlement a call is: a
-// FailClaim under an id already used, for another job's valid lease,
+// FusedFail under an id already used, for another job's valid lease,
 // settles that lease. (A fail.lua that answered from an answer kept under
 // the request id, as one did for a while, answered OK and applied nothing:
 // the job stayed running until its lease expired and the reaper charged it.)
@@ -709,17 +709,17 @@ func testUsedRequestIDSettlesItsOwnLease(t *testing.T, nb NewBackend) {
 	ls := s.claim(t, 2, long)
 	f := broker.Failure{Error: "boom", Backoff: time.Hour}
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	fused, err := s.b.Leases().FailClaim(s.ctx, ls[0], f, spec)
+	fused, err := s.b.Leases().FusedFail(s.ctx, ls[0], f, spec)
 	o, st := fused.Outcome, fused.State
-	noErr(t, "FailClaim", err)
+	noErr(t, "FusedFail", err)
 	want(t, "first answer", o, broker.OK)
 	want(t, "first state", st, broker.StateScheduled)
 
-	fused, err = s.b.Leases().FailClaim(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
+	fused, err = s.b.Leases().FusedFail(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
 	o, st = fused.Outcome, fused.State
-	noErr(t, "FailClaim of the other lease", err)
+	noErr(t, "FusedFail of the other lease", err)
 	if j := s.job(t, ls[1].ID); o == broker.OK && j.State != broker.StateScheduled {
-		t.Fatalf("FailClaim (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
+		t.Fatalf("FusedFail (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
 			ls[1].ID, ls[0].ID, o, st, ls[1].ID, j.State)
 	}
 	s.consistent(t)

@@ -645,10 +645,10 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 	s.consistent(t)
 }
 
-// AckClaim settles and claims in one call: the acks first, so a dependent
+// FusedAck settles and claims in one call: the acks first, so a dependent
 // an ack releases is taken at once; each ack keeps its guard; the call is
 // safe to send again, whole or its claim alone.
-func testAckClaim(t *testing.T, nb NewBackend) {
+func testFusedAck(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	p := s.enqueue(t, broker.Job{})
 	x := s.enqueue(t, broker.Job{})
@@ -657,12 +657,12 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	want(t, "first claim", lp.ID, p)
 
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 3, Lease: long}
-	os, res, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
-	noErr(t, "AckClaim", err)
+	os, res, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	noErr(t, "FusedAck", err)
 	want(t, "ack outcome", os[0], broker.OK)
 	want(t, "acked job", s.job(t, p).State, broker.StateDone)
 	if len(res.Leases) != 2 || res.Leases[0].ID != x || res.Leases[1].ID != d {
-		t.Fatalf("AckClaim took %+v; want %s, then %s (released by the ack)", res.Leases, x, d)
+		t.Fatalf("FusedAck took %+v; want %s, then %s (released by the ack)", res.Leases, x, d)
 	}
 	for _, l := range res.Leases {
 		want(t, "claimed job", s.job(t, l.ID).State, broker.StateRunning)
@@ -673,23 +673,23 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 
 	// Sent again (its reply was lost): the same answers, nothing more taken.
 	s.enqueue(t, broker.Job{})
-	os2, res2, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
-	noErr(t, "AckClaim sent again", err)
+	os2, res2, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	noErr(t, "FusedAck sent again", err)
 	want(t, "re-sent ack outcome", os2[0], broker.OK)
-	sameLeases(t, "AckClaim sent again", res2.Leases, res.Leases)
+	sameLeases(t, "FusedAck sent again", res2.Leases, res.Leases)
 	// Its claim alone, sent again as a ClaimRequest, answers the same.
 	res3, err := s.b.Leases().ClaimRequest(s.ctx, spec.RequestID, s.q, spec.N, long)
-	noErr(t, "ClaimRequest under the AckClaim's id", err)
-	sameLeases(t, "ClaimRequest under the AckClaim's id", res3.Leases, res.Leases)
+	noErr(t, "ClaimRequest under the FusedAck's id", err)
+	sameLeases(t, "ClaimRequest under the FusedAck's id", res3.Leases, res.Leases)
 	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending after the re-sends", c.Pending, int64(1))
 
 	// A stale ack is refused, and the claim still runs; the claim may be of
 	// another queue than the acks.
 	s.enqueue(t, broker.Job{Queue: "other"})
-	os, res, err = s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
+	os, res, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "other", N: 5, Lease: long})
-	noErr(t, "AckClaim across queues", err)
+	noErr(t, "FusedAck across queues", err)
 	want(t, "the first ack again, under a spent claim", os[0], broker.OK)
 	want(t, "ack of x", os[1], broker.OK)
 	want(t, "claimed from the other queue", len(res.Leases), 1)
@@ -704,8 +704,8 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	now, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim it again", err)
 	stale := first.Leases[0]
-	os, res, err = s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
-	noErr(t, "AckClaim with a stale ack", err)
+	os, res, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
+	noErr(t, "FusedAck with a stale ack", err)
 	want(t, "stale ack", os[0], broker.Stale)
 	want(t, "claimed beside a stale ack", len(res.Leases), 1)
 	want(t, "the dependent, still running", s.job(t, d).State, broker.StateRunning)
@@ -715,8 +715,8 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	want(t, "under the later claim", j.ClaimID, now.Leases[0].ClaimID())
 
 	// No claim: N = 0 answers no leases and takes nothing.
-	_, res, err = s.b.Leases().AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
-	noErr(t, "AckClaim of nothing", err)
+	_, res, err = s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
+	noErr(t, "FusedAck of nothing", err)
 	want(t, "leases of a claim of 0", len(res.Leases), 0)
 
 	for _, bad := range []broker.ClaimSpec{
@@ -725,10 +725,10 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 		{RequestID: "r", Queue: s.q, N: 1, Lease: 0},
 		{RequestID: "r", Queue: "", N: 1, Lease: long},
 	} {
-		_, _, err := s.b.Leases().AckClaim(s.ctx, nil, bad)
+		_, _, err := s.b.Leases().FusedAck(s.ctx, nil, bad)
 		var ve *broker.ValidationError
 		if !errors.As(err, &ve) {
-			t.Fatalf("AckClaim(%+v): %v, want a ValidationError", bad, err)
+			t.Fatalf("FusedAck(%+v): %v, want a ValidationError", bad, err)
 		}
 	}
 	s.consistent(t)
@@ -747,46 +747,46 @@ func sameLeases(t failer, what string, got, want []broker.Lease) {
 	}
 }
 
-// FailClaim and SnoozeClaim settle first and claim after, in one call, and
+// FusedFail and FusedSnooze settle first and claim after, in one call, and
 // are safe to send again; the claim must be of the settled job's queue.
-func testFailClaim(t *testing.T, nb NewBackend) {
+func testFusedFail(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	a := s.enqueue(t, broker.Job{MaxAttempts: 3})
 	b := s.enqueue(t, broker.Job{})
 	la := s.claimOne(t, long)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 2, Lease: long}
-	fused, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	fused, err := s.b.Leases().FusedFail(s.ctx, la, broker.Failure{Error: "boom"}, spec)
 	o, st, res := fused.Outcome, fused.State, fused.Claim
-	noErr(t, "FailClaim", err)
+	noErr(t, "FusedFail", err)
 	want(t, "fail outcome", o, broker.OK)
 	want(t, "failed job's state", st, broker.StatePending)
 	if len(res.Leases) != 2 || res.Leases[0].ID != b || res.Leases[1].ID != a || res.Leases[1].Attempt != 2 {
-		t.Fatalf("FailClaim took %+v; want %s, then %s on its second attempt", res.Leases, b, a)
+		t.Fatalf("FusedFail took %+v; want %s, then %s on its second attempt", res.Leases, b, a)
 	}
-	fused, err = s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	fused, err = s.b.Leases().FusedFail(s.ctx, la, broker.Failure{Error: "boom"}, spec)
 	o, st, again := fused.Outcome, fused.State, fused.Claim
-	noErr(t, "FailClaim sent again", err)
+	noErr(t, "FusedFail sent again", err)
 	want(t, "re-sent fail outcome", o, broker.OK)
 	want(t, "re-sent fail state", st, broker.StatePending)
-	sameLeases(t, "FailClaim sent again", again.Leases, res.Leases)
+	sameLeases(t, "FusedFail sent again", again.Leases, res.Leases)
 
 	c := s.enqueue(t, broker.Job{})
-	fused, err = s.b.Leases().SnoozeClaim(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
+	fused, err = s.b.Leases().FusedSnooze(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
 	o, st, res = fused.Outcome, fused.State, fused.Claim
-	noErr(t, "SnoozeClaim", err)
+	noErr(t, "FusedSnooze", err)
 	want(t, "snooze outcome", o, broker.OK)
 	want(t, "snoozed job's state", st, broker.StatePending)
 	if len(res.Leases) != 1 || res.Leases[0].ID != c {
-		t.Fatalf("SnoozeClaim took %+v; want %s", res.Leases, c)
+		t.Fatalf("FusedSnooze took %+v; want %s", res.Leases, c)
 	}
 	want(t, "snoozed job's attempt", s.job(t, b).Attempt, 0)
 
-	_, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
+	_, err = s.b.Leases().FusedFail(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
 	var ve *broker.ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("FailClaim with a claim of another queue: %v, want a ValidationError", err)
+		t.Fatalf("FusedFail with a claim of another queue: %v, want a ValidationError", err)
 	}
-	want(t, "job after the refused FailClaim", s.job(t, c).State, broker.StateRunning)
+	want(t, "job after the refused FusedFail", s.job(t, c).State, broker.StateRunning)
 	s.consistent(t)
 }
 

@@ -129,24 +129,24 @@ func testBrokerResendsLostReplies(t *testing.T, nb NewBackend) {
 	// Settlements that claim the next job in the same call.
 	l = s.claimOne(t, long)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	fused, err := s.b.Leases().SnoozeClaim(lost(), l, 0, spec)
+	fused, err := s.b.Leases().FusedSnooze(lost(), l, 0, spec)
 	o, st, next := fused.Outcome, fused.State, fused.Claim
-	noErr(t, "SnoozeClaim whose replies were lost", err)
-	want(t, "SnoozeClaim", o, broker.OK)
-	want(t, "state after SnoozeClaim", st, broker.StatePending)
-	want(t, "jobs SnoozeClaim took", len(next.Leases), 1)
+	noErr(t, "FusedSnooze whose replies were lost", err)
+	want(t, "FusedSnooze", o, broker.OK)
+	want(t, "state after FusedSnooze", st, broker.StatePending)
+	want(t, "jobs FusedSnooze took", len(next.Leases), 1)
 	s.enqueue(t, broker.Job{})
-	os, next, err := s.b.Leases().AckClaim(lost(), []broker.Ack{{Lease: next.Leases[0]}},
+	os, next, err := s.b.Leases().FusedAck(lost(), []broker.Ack{{Lease: next.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
-	noErr(t, "AckClaim whose replies were lost", err)
-	want(t, "AckClaim's ack", os[0], broker.OK)
-	want(t, "jobs AckClaim took", len(next.Leases), 1)
-	fused, err = s.b.Leases().FailClaim(lost(), next.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour},
+	noErr(t, "FusedAck whose replies were lost", err)
+	want(t, "FusedAck's ack", os[0], broker.OK)
+	want(t, "jobs FusedAck took", len(next.Leases), 1)
+	fused, err = s.b.Leases().FusedFail(lost(), next.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
 	o, st = fused.Outcome, fused.State
-	noErr(t, "FailClaim whose replies were lost", err)
-	want(t, "FailClaim", o, broker.OK)
-	want(t, "state after FailClaim", st, broker.StateScheduled)
+	noErr(t, "FusedFail whose replies were lost", err)
+	want(t, "FusedFail", o, broker.OK)
+	want(t, "state after FusedFail", st, broker.StateScheduled)
 	c, _ = s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "running after the lost replies", c.Running, int64(0))
 	s.consistent(t)
@@ -212,9 +212,9 @@ func testReaskThatTookNothingFencesTheOriginal(t *testing.T, nb NewBackend) {
 	want(t, "jobs the re-ask took", len(res.Leases), 0)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
 
-	// The original, late: an AckClaim with the same claim, then a FailClaim.
-	_, res, err = s.b.Leases().AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
-	noErr(t, "AckClaim (the late original)", err)
+	// The original, late: an FusedAck with the same claim, then a FusedFail.
+	_, res, err = s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
+	noErr(t, "FusedAck (the late original)", err)
 	want(t, "jobs the late original took", len(res.Leases), 0)
 	other := s.enqueue(t, broker.Job{})
 	req2 := broker.NewRequestID()
@@ -223,11 +223,11 @@ func testReaskThatTookNothingFencesTheOriginal(t *testing.T, nb NewBackend) {
 	_, err = s.b.Leases().ClaimRequest(s.ctx, req2, s.q, 1, time.Hour)
 	noErr(t, "ClaimRequest (the re-ask)", err)
 	s.enqueue(t, broker.Job{})
-	fused, err := s.b.Leases().FailClaim(s.ctx, l, broker.Failure{Error: "x"}, broker.ClaimSpec{RequestID: req2, Queue: s.q, N: 1, Lease: long})
+	fused, err := s.b.Leases().FusedFail(s.ctx, l, broker.Failure{Error: "x"}, broker.ClaimSpec{RequestID: req2, Queue: s.q, N: 1, Lease: long})
 	res = fused.Claim
-	noErr(t, "FailClaim (the late original)", err)
+	noErr(t, "FusedFail (the late original)", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != other {
-		t.Fatalf("the late FailClaim answered %+v; want the lease its re-ask took, of %s", res.Leases, other)
+		t.Fatalf("the late FusedFail answered %+v; want the lease its re-ask took, of %s", res.Leases, other)
 	}
 	res, err = s.b.Leases().ClaimRequest(s.ctx, req, s.q, 1, long)
 	noErr(t, "ClaimRequest sent again", err)

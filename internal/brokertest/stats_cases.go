@@ -128,15 +128,15 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 	want(t, "Fail after Ack", o, broker.Stale)
 	s.wantTotals(t, "stale settlements", 3, 4)
 
-	// AckClaim and FailClaim count as AckMany and Fail do.
+	// FusedAck and FusedFail count as AckMany and Fail do.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	_, res, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
-	noErr(t, "AckClaim", err)
-	want(t, "claimed by AckClaim", len(res.Leases), 1)
+	_, res, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
+	noErr(t, "FusedAck", err)
+	want(t, "claimed by FusedAck", len(res.Leases), 1)
 	spec.RequestID = broker.NewRequestID()
-	_, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour}, spec)
-	noErr(t, "FailClaim", err)
-	s.wantTotals(t, "AckClaim and FailClaim", 4, 5)
+	_, err = s.b.Leases().FusedFail(s.ctx, res.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour}, spec)
+	noErr(t, "FusedFail", err)
+	s.wantTotals(t, "FusedAck and FusedFail", 4, 5)
 }
 
 // Throughput answers n minutes, the current one (on Redis's clock) last,
