@@ -50,7 +50,8 @@ func TestFusedAck256(t *testing.T) {
 				acks = append(acks, broker.Ack{Lease: l, Result: []byte("r")}, broker.Ack{Lease: l, Result: []byte("other")})
 			}
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "q", N: n, Lease: time.Minute}
-			os, res, err := b.Leases().FusedAck(ctx, acks, spec)
+			fa, err := b.Leases().FusedAck(ctx, acks, spec)
+			os, res := fa.Outcomes, fa.Claim
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +67,8 @@ func TestFusedAck256(t *testing.T) {
 			if err != nil || len(again.Leases) != n || again.Leases[n-1].ClaimID() != res.Leases[n-1].ClaimID() {
 				t.Fatalf("claim alone again: %d %v", len(again.Leases), err)
 			}
-			_, whole, err := b.Leases().FusedAck(ctx, nil, spec)
+			fa, err = b.Leases().FusedAck(ctx, nil, spec)
+			whole := fa.Claim
 			if err != nil || len(whole.Leases) != n {
 				t.Fatalf("whole again: %d %v", len(whole.Leases), err)
 			}

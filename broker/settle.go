@@ -72,11 +72,19 @@ type ClaimSpec struct {
 // FusedAck), the claim with ClaimRequest (or FusedAck) under the same
 // request id, which answers the leases this call took if it ran, so a
 // lost reply costs no job an attempt.
-func (b *Leases) FusedAck(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+func (b *Leases) FusedAck(ctx context.Context, acks []Ack, c ClaimSpec) (FusedAcks, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
-		return nil, ClaimResult{}, err
+		return FusedAcks{}, err
 	}
-	return b.fusedAck(ctx, acks, c)
+	out, res, err := b.fusedAck(ctx, acks, c)
+	return FusedAcks{out, res}, err
+}
+
+// FusedAcks is how a FusedAck call ended: each ack's outcome, in the acks'
+// order, and the claim made after them.
+type FusedAcks struct {
+	Outcomes []Outcome
+	Claim    ClaimResult
 }
 
 // args are the arguments a settling script takes for the claim after it

@@ -255,7 +255,8 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		b.ResetTimer()
 		for range b.N {
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
-			os, res, err := r.enq.Leases().FusedAck(ctx, []broker.Ack{{Lease: l}}, spec)
+			fa, err := r.enq.Leases().FusedAck(ctx, []broker.Ack{{Lease: l}}, spec)
+			os, res := fa.Outcomes, fa.Claim
 			if err != nil || os[0] != broker.OK || len(res.Leases) != 1 {
 				b.Fatalf("FusedAck: %v %v (%d)", err, os, len(res.Leases))
 			}

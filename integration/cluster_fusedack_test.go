@@ -72,7 +72,8 @@ func TestClusterFusedAck(t *testing.T) {
 	// The same lease twice, interleaved across the queues.
 	acks = append(acks, acks[0])
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: queues[2], N: 2, Lease: time.Minute}
-	os, res, err := b.Leases().FusedAck(ctx, acks, spec)
+	fa, err := b.Leases().FusedAck(ctx, acks, spec)
+	os, res := fa.Outcomes, fa.Claim
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,8 @@ func TestClusterFusedAck(t *testing.T) {
 	if len(res.Leases) != 2 || res.Leases[0].Queue != queues[2] {
 		t.Fatalf("claimed %+v", res.Leases)
 	}
-	os2, res2, err := b.Leases().FusedAck(ctx, acks[:1], spec)
+	fa, err = b.Leases().FusedAck(ctx, acks[:1], spec)
+	os2, res2 := fa.Outcomes, fa.Claim
 	if err != nil || os2[0] != broker.OK || len(res2.Leases) != 2 || res2.Leases[1].ClaimID() != res.Leases[1].ClaimID() {
 		t.Fatalf("re-sent with fewer acks: %v %+v %v", os2, res2.Leases, err)
 	}

@@ -176,7 +176,8 @@ func (k *acker) send(batch []*ackReq, acks []broker.Ack, pass func([]broker.Leas
 	}
 	defer p.fused.Done()
 	sent := time.Now()
-	outcomes, claimed, err := p.b.Leases().FusedAck(context.Background(), acks, spec)
+	fa, err := p.b.Leases().FusedAck(context.Background(), acks, spec)
+	outcomes, claimed := fa.Outcomes, fa.Claim
 	if err != nil {
 		k.recovering.Add(1)
 		go k.recoverClaim(spec, sent, hold(batch))

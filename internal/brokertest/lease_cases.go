@@ -657,7 +657,8 @@ func testFusedAck(t *testing.T, nb NewBackend) {
 	want(t, "first claim", lp.ID, p)
 
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 3, Lease: long}
-	os, res, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	fa, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	os, res := fa.Outcomes, fa.Claim
 	noErr(t, "FusedAck", err)
 	want(t, "ack outcome", os[0], broker.OK)
 	want(t, "acked job", s.job(t, p).State, broker.StateDone)
@@ -673,7 +674,8 @@ func testFusedAck(t *testing.T, nb NewBackend) {
 
 	// Sent again (its reply was lost): the same answers, nothing more taken.
 	s.enqueue(t, broker.Job{})
-	os2, res2, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	fa, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	os2, res2 := fa.Outcomes, fa.Claim
 	noErr(t, "FusedAck sent again", err)
 	want(t, "re-sent ack outcome", os2[0], broker.OK)
 	sameLeases(t, "FusedAck sent again", res2.Leases, res.Leases)
@@ -687,8 +689,9 @@ func testFusedAck(t *testing.T, nb NewBackend) {
 	// A stale ack is refused, and the claim still runs; the claim may be of
 	// another queue than the acks.
 	s.enqueue(t, broker.Job{Queue: "other"})
-	os, res, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
+	fa, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "other", N: 5, Lease: long})
+	os, res = fa.Outcomes, fa.Claim
 	noErr(t, "FusedAck across queues", err)
 	want(t, "the first ack again, under a spent claim", os[0], broker.OK)
 	want(t, "ack of x", os[1], broker.OK)
@@ -704,7 +707,8 @@ func testFusedAck(t *testing.T, nb NewBackend) {
 	now, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim it again", err)
 	stale := first.Leases[0]
-	os, res, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
+	fa, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
+	os, res = fa.Outcomes, fa.Claim
 	noErr(t, "FusedAck with a stale ack", err)
 	want(t, "stale ack", os[0], broker.Stale)
 	want(t, "claimed beside a stale ack", len(res.Leases), 1)
@@ -715,7 +719,8 @@ func testFusedAck(t *testing.T, nb NewBackend) {
 	want(t, "under the later claim", j.ClaimID, now.Leases[0].ClaimID())
 
 	// No claim: N = 0 answers no leases and takes nothing.
-	_, res, err = s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
+	fa, err = s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
+	res = fa.Claim
 	noErr(t, "FusedAck of nothing", err)
 	want(t, "leases of a claim of 0", len(res.Leases), 0)
 
@@ -725,7 +730,7 @@ func testFusedAck(t *testing.T, nb NewBackend) {
 		{RequestID: "r", Queue: s.q, N: 1, Lease: 0},
 		{RequestID: "r", Queue: "", N: 1, Lease: long},
 	} {
-		_, _, err := s.b.Leases().FusedAck(s.ctx, nil, bad)
+		_, err := s.b.Leases().FusedAck(s.ctx, nil, bad)
 		var ve *broker.ValidationError
 		if !errors.As(err, &ve) {
 			t.Fatalf("FusedAck(%+v): %v, want a ValidationError", bad, err)

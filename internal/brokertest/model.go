@@ -693,7 +693,8 @@ func (m *model) fusedAck(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
 	m.begin(t)
-	os, res, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
+	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
+	os, res := fa.Outcomes, fa.Claim
 	m.end(t)
 	noErr(t, "FusedAck", err)
 	if len(acks) > 0 {
@@ -772,7 +773,9 @@ func (m *model) resendClaim(t *rapid.T) {
 			acks = append(acks, broker.Ack{Lease: l})
 		}
 		var os []broker.Outcome
-		os, res, err = m.s.b.Leases().FusedAck(m.lostOrDropped(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
+		var fa broker.FusedAcks
+		fa, err = m.s.b.Leases().FusedAck(m.lostOrDropped(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
+		os, res = fa.Outcomes, fa.Claim
 		noErr(t, "FusedAck sent again with other acks", err)
 		if len(acks) > 0 {
 			_, resent := again(j, l, "ack")
@@ -832,7 +835,8 @@ func (m *model) fusedAckMany(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
 	m.begin(t)
-	os, res, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
+	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
+	os, res := fa.Outcomes, fa.Claim
 	m.end(t)
 	noErr(t, "FusedAck of several", err)
 	for i := range acks {

@@ -136,8 +136,9 @@ func testBrokerResendsLostReplies(t *testing.T, nb NewBackend) {
 	want(t, "state after FusedSnooze", st, broker.StatePending)
 	want(t, "jobs FusedSnooze took", len(next.Leases), 1)
 	s.enqueue(t, broker.Job{})
-	os, next, err := s.b.Leases().FusedAck(lost(), []broker.Ack{{Lease: next.Leases[0]}},
+	fa, err := s.b.Leases().FusedAck(lost(), []broker.Ack{{Lease: next.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
+	os, next := fa.Outcomes, fa.Claim
 	noErr(t, "FusedAck whose replies were lost", err)
 	want(t, "FusedAck's ack", os[0], broker.OK)
 	want(t, "jobs FusedAck took", len(next.Leases), 1)
@@ -212,8 +213,9 @@ func testReaskThatTookNothingFencesTheOriginal(t *testing.T, nb NewBackend) {
 	want(t, "jobs the re-ask took", len(res.Leases), 0)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
 
-	// The original, late: an FusedAck with the same claim, then a FusedFail.
-	_, res, err = s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
+	// The original, late: a FusedAck with the same claim, then a FusedFail.
+	fa, err := s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
+	res = fa.Claim
 	noErr(t, "FusedAck (the late original)", err)
 	want(t, "jobs the late original took", len(res.Leases), 0)
 	other := s.enqueue(t, broker.Job{})

@@ -130,7 +130,8 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 
 	// FusedAck and FusedFail count as AckMany and Fail do.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	_, res, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
+	fa, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
+	res := fa.Claim
 	noErr(t, "FusedAck", err)
 	want(t, "claimed by FusedAck", len(res.Leases), 1)
 	spec.RequestID = broker.NewRequestID()
