@@ -300,9 +300,9 @@ func (p *Pool) abandon(level slog.Level, why string) {
 	}
 }
 
-// fusedBegin registers a settlement about to send a claim with it, and
-// reports whether it may: not once Shutdown is past waiting for handlers,
-// whose claims it would give back anyway. fused.Done ends it.
+// fusedBegin registers a fused call about to be sent, and reports whether
+// it may be: not once Shutdown is past waiting for handlers, whose claims
+// it would give back anyway. fused.Done ends it.
 func (p *Pool) fusedBegin() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
