@@ -33,7 +33,7 @@ type Args interface {
 // ArgsWithOptions is an Args type with default options: the queue its jobs
 // go to, how many attempts they get, a unique key computed from the value,
 // a priority, and so on. The options a caller passes to [JobFor] or
-// [Broker.EnqueueArgs] are laid over these.
+// [Client.EnqueueArgs] are laid over these.
 type ArgsWithOptions interface {
 	Args
 	EnqueueOptions() EnqueueOptions
@@ -159,7 +159,7 @@ func overlay(base, top EnqueueOptions) EnqueueOptions {
 }
 
 // EnqueueArgs enqueues a typed job: the Job that [JobFor] builds from args
-// and opts (which may be nil), stored by [Broker.Enqueue]. Its answers are
+// and opts (which may be nil), stored by [Client.Enqueue]. Its answers are
 // Enqueue's: the job's id, or with a unique key another job holds, the
 // holder's id and a *UniqueHeldError; a *DuplicateError for an id taken; a
 // *ValidationError for args JobFor refuses or options Enqueue refuses.

@@ -62,15 +62,15 @@ func (o BatcherOptions) validate() error {
 }
 
 // A Batcher enqueues jobs for many goroutines at once: each caller enqueues
-// one job and waits for its answer, as with Broker.Enqueue, while the jobs
+// one job and waits for its answer, as with Client.Enqueue, while the jobs
 // of concurrent callers share round trips. It sends whatever is waiting
 // when it is free: a caller that finds it idle is sent at once (no timer,
 // no added latency), and the jobs that arrive while a round trip is in
 // flight go together in the next one, up to MaxJobs and MaxBytes. One
 // goroutine enqueueing one job at a time gains nothing from it; use
-// Broker.Enqueue, or EnqueueMany for jobs that are known together.
+// Client.Enqueue, or EnqueueMany for jobs that are known together.
 //
-// Each job keeps every guarantee of Broker.Enqueue: it is its own atomic
+// Each job keeps every guarantee of Client.Enqueue: it is its own atomic
 // script, judged in the order the jobs reached the Batcher, and answered
 // with its own id and error (*ValidationError, *DuplicateError,
 // *UniqueHeldError, or the round trip's). A round trip sent again after
@@ -140,7 +140,7 @@ func NewBatcher(b *Broker, opts BatcherOptions) (*Batcher, error) {
 	return bt, nil
 }
 
-// Enqueue stores a job as Broker.Enqueue does, with the same answers, in a
+// Enqueue stores a job as Client.Enqueue does, with the same answers, in a
 // round trip it may share with the jobs of other callers.
 //
 // If ctx ends before the job was sent, nothing is written and the error is

@@ -1,5 +1,25 @@
-// Package broker is what producers enqueue through, and fenceq's Redis
-// data model beneath it.
+// Package broker is fenceq's Redis data model and the API over it: every
+// job operation is one Lua script (scripts/lua), called by one Go method
+// with a typed result.
+//
+// [New] returns a [Broker], one connection to one Redis deployment. Each
+// audience reaches it through its own view, which shares that connection:
+//
+//	b, err := broker.New(rdb, broker.Options{})
+//
+//	// Producers: Enqueue, EnqueueMany, EnqueueArgs, ValidateJob, Wait.
+//	id, err := b.Client().Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: body})
+//
+//	// Operators and dashboards: counts, listings, events, cancel, retry,
+//	// pause, limits, check.
+//	n, err := b.Inspector().Counts(ctx, "emails")
+//
+//	// The lease protocol, for a worker of your own (worker.Pool uses it):
+//	// claim, renew, settle, reap.
+//	res, err := b.Leases().Claim(ctx, "emails", 10, 30*time.Second)
+//
+// Most programs need only the first: a worker.Pool takes the *Broker and
+// drives the lease protocol itself.
 //
 // # Typed jobs
 //
@@ -12,7 +32,7 @@
 //
 //	func (WelcomeArgs) Kind() string { return "welcome" }
 //
-//	id, err := b.EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
+//	id, err := b.Client().EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
 //
 // and the worker registers its handler by the same type, so neither side
 // spells the kind again:
@@ -21,11 +41,11 @@
 //
 // A type may hold default options ([ArgsWithOptions]: queue, attempts, a
 // unique key computed from the value); the caller's [EnqueueOptions] are
-// laid over them. [JobFor] builds the same [Job] for [Broker.EnqueueMany],
+// laid over them. [JobFor] builds the same [Job] for [Client.EnqueueMany],
 // a [Batcher] or an outbox.
 //
 // The untyped form, a [Job] with a Kind and a Payload of bytes passed to
-// [Broker.Enqueue], stays for exec and http handlers and for producers in
+// [Client.Enqueue], stays for exec and http handlers and for producers in
 // other languages: a job is its kind and payload, however it was made.
 //
 // # The broker
@@ -39,8 +59,8 @@
 //
 // The broker is the only package that talks to Redis. Besides the scripts,
 // it sends the few plain commands a worker needs: the bounded blocking wait
-// for a wake-up ([Broker.WaitForWork]), the server checks at startup
-// ([Broker.CheckServer], [Broker.ServerMemory], [Broker.QueueMemory]), and
+// for a wake-up ([Leases.WaitForWork]), the server checks at startup
+// ([Broker.CheckServer], [Inspector.ServerMemory], [Inspector.QueueMemory]), and
 // it says which errors go away by themselves ([IsTransient]). It does not
 // hand out its client.
 //
@@ -90,7 +110,7 @@
 //     claims are doing.)
 //
 //  6. Nothing lost. Every job id is in exactly the index that matches its
-//     state. [Broker.Check] verifies it on a live Redis. A script that meets
+//     state. [Inspector.Check] verifies it on a live Redis. A script that meets
 //     an index entry whose hash disagrees refiles it, and a hash holding
 //     garbage is marked dead with the reason, never dropped.
 //
@@ -112,7 +132,7 @@
 //     each job at most once.
 //
 //  9. Safe to re-send. A client that lost a reply may send the same request
-//     again: Claim under the same request id ([Broker.ClaimRequest])
+//     again: Claim under the same request id ([Leases.ClaimRequest])
 //     answers the same leases; Ack, Fail, Snooze, GiveBack and Release
 //     answer the outcome their claim's settlement recorded (the job keeps the claim's
 //     token and the outcome, and the records of its last three claims'

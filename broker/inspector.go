@@ -6,3 +6,6 @@ package broker
 // dashboard's sign-in sessions. Reach it as Broker.Inspector; it shares the
 // Broker's connection and is safe for concurrent use.
 type Inspector struct{ *core }
+
+// Prefix is the key prefix in use, as Broker.Prefix.
+func (in *Inspector) Prefix() string { return in.opts.Prefix }

@@ -84,13 +84,13 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	children  SET     "<incarnation>:<child id>" of the jobs that wait for the job
 //	cascade   SET     the same, taken from a finished job, being settled (id: a
 //	                  number from gen)
-//	finished  LIST    a wake-up for Broker.Wait callers of the job; expires
+//	finished  LIST    a wake-up for Client.Wait callers of the job; expires
 //	                  lib.lua's WAIT_KEEP_MS after it finished
 //	final     HASH    a waited-on job trimmed before its callers read it: its
 //	                  hash, renamed by trim.lua; expires at its 'wait_until'
 //	                  (id: "<n>:<job id>", n from 1 to lib.lua's
 //	                  WAIT_KEEP_RECORDS, one per job under the id)
-//	waiter    LIST    ends one Broker.Wait call's blocking pop when its context
+//	waiter    LIST    ends one Client.Wait call's blocking pop when its context
 //	                  is cancelled (id: a nonce of the call); expires in 10 s
 //	claim     STRING  the ids one claim request took, for its re-send (id: the
 //	                  request id)

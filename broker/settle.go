@@ -242,7 +242,7 @@ func (b *core) snooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec
 	return b.failScript(ctx, l, "snooze", "", d, c)
 }
 
-// Unhandled says how [Broker.GiveBack] gives back a job whose kind the
+// Unhandled says how [Leases.GiveBack] gives back a job whose kind the
 // worker has no handler for.
 type Unhandled struct {
 	// Error is stored as the job's last error when the give-back makes it
@@ -266,7 +266,7 @@ type Unhandled struct {
 // operator's retry between two give-backs starts a new one); each waits
 // three times as long as the job has waited so far, between u.Delay and
 // u.MaxDelay. Its claim's start no longer counts against the queue's rate
-// limit (Broker.SetLimits): the job did not run. The give-back after u.For makes the job
+// limit (Inspector.SetLimits): the job did not run. The give-back after u.For makes the job
 // dead with u.Error, a failed attempt. It answers the job's new state
 // (scheduled, dead, or cancelled when its cancellation was requested), or
 // Stale when the claim is no longer valid; a re-send after a lost reply

@@ -51,7 +51,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 		}
 	}
 	b.Logf("filled %d jobs in %v", n, time.Since(start).Round(time.Millisecond))
-	d, err := dashboard.New(dashboard.Config{Broker: br, Token: "bench-admin-token-0123", AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
+	d, err := dashboard.New(dashboard.Config{Inspector: br.Inspector(), Token: "bench-admin-token-0123", AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
 	if err != nil {
 		b.Fatal(err)
 	}

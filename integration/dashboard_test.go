@@ -171,7 +171,7 @@ func newUIRig(t *testing.T, token string) *uiRig {
 		defer cancel()
 		_ = pool.Shutdown(ctx)
 	})
-	d, err := dashboard.New(dashboard.Config{Broker: r.b, Token: token, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: r.b.Inspector(), Token: token, Logger: slog.New(slog.NewTextHandler(&r.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestDashboardLargeQueue(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,12 @@
 // Package middleware holds handler wrappers in the net/http shape,
 // func(Handler) Handler: panic recovery, slog logging and per-kind timeouts.
-// Chain composes them in the order given, the first outermost.
+// Chain composes them in the order given, the first outermost:
+//
+//	h := middleware.Chain(middleware.Recover(), middleware.Logging(logger),
+//		middleware.Timeout(time.Minute, nil))(mux)
+//
+// or give them to a pool as worker.Config.Middleware. Metrics are in
+// package metrics, tracing in the broker and worker packages.
 //
 // A wrapper sees one job at a time and never talks to Redis: settling what
 // the handler returned is the worker's business.

@@ -2,7 +2,7 @@
 // database/sql transaction reaches Redis only if that transaction commits,
 // and exactly once. Enqueue inserts the job into an outbox table in the
 // caller's transaction; a Relay moves committed rows to Redis (through
-// broker.EnqueueMany, under the job's id, so a row relayed twice after a
+// broker.Client.EnqueueMany, under the job's id, so a row relayed twice after a
 // crash is refused as a duplicate) and deletes them.
 //
 // A row Redis will never take (a payload over the broker's limit, an

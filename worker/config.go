@@ -257,7 +257,7 @@ func (c Config) validate() error {
 	return nil
 }
 
-// trimRetention is the Retention the pool passes to broker.Trim, whose 0
+// trimRetention is the Retention the pool passes to broker.Leases.Trim, whose 0
 // means no limit: the config's KeepForever.
 func (c Config) trimRetention() broker.Retention {
 	r := *c.Retention

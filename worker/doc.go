@@ -6,9 +6,19 @@
 // (dispatcher, maintenance, heartbeat, acker, scheduler, relay), which
 // Start starts and Shutdown stops in order.
 //
+// The common call, in a service that handles its own signals:
+//
+//	pool, err := worker.New(b, mux, worker.Config{
+//		Queues:      []worker.Queue{{Name: "emails"}},
+//		Concurrency: 10,
+//	})
+//	err = pool.Run(ctx) // until ctx ends; then a graceful Shutdown
+//
+// or Start, then Shutdown(ctx) with a deadline for the running handlers.
+//
 // The pool never builds a Redis key, runs a script or holds a Redis client
 // itself: every Redis operation goes through the broker package — the
-// scripts, the idle wait for a wake-up (broker.Broker.WaitForWork), the
+// scripts, the idle wait for a wake-up (broker.Leases.WaitForWork), the
 // startup checks (CheckServer, QueueMemory) — and so does the decision
 // which errors are worth retrying (broker.IsTransient).
 //

@@ -46,7 +46,7 @@ const rateWindow = 60
 // refuses to start, and skips a server that does not report its memory.
 // On a Cluster, each master is weighed against the pool's queues it holds.
 func (p *Pool) checkMemory(ctx context.Context) {
-	r := p.cfg.trimRetention() // broker.Trim's terms: 0 is no limit
+	r := p.cfg.trimRetention() // broker.Leases.Trim's terms: 0 is no limit
 	type node struct {
 		mem       broker.ServerMemory
 		queues    []string

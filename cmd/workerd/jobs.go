@@ -81,7 +81,7 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 }
 
 // listed reads up to limit jobs of a state as the table shows them,
-// page by page (Broker.JobPage): no payloads, and the start of each error.
+// page by page (Inspector.JobPage): no payloads, and the start of each error.
 func listed(ctx context.Context, b *broker.Broker, q string, st broker.State, limit int) ([]broker.JobInfo, error) {
 	var out []broker.JobInfo
 	after := ""

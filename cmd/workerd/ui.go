@@ -43,7 +43,7 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err := dashboard.CheckToken(tok); err != nil {
 		return &configError{fmt.Errorf("%w (from --ui-token or FENCEQ_UI_TOKEN)", err)}
 	}
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: tok, Logger: log,
+	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: tok, Logger: log,
 		AllowedHosts: hostList(cmp.Or(*hosts, e.getenv("FENCEQ_UI_ALLOWED_HOSTS")))})
 	if err != nil {
 		return &configError{fmt.Errorf("%w (from --ui-allowed-hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
@@ -103,7 +103,7 @@ func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []
 	if err := dashboard.CheckToken(token); err != nil {
 		return nil, &configError{fmt.Errorf("%w (from ui_token or FENCEQ_UI_TOKEN)", err)}
 	}
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, AllowedHosts: hosts, Logger: log})
+	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, AllowedHosts: hosts, Logger: log})
 	if err != nil {
 		return nil, &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
 	}
@@ -130,7 +130,7 @@ func devDashboard(e *env, b *broker.Broker, log *slog.Logger) (string, func(), e
 		_ = ln.Close()
 		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_TOKEN)", err)}
 	}
-	dash, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: log, AllowedHosts: hostList(e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))})
+	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, Logger: log, AllowedHosts: hostList(e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))})
 	if err != nil {
 		_ = ln.Close()
 		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_ALLOWED_HOSTS)", err)}

@@ -20,7 +20,7 @@ func (s *Server) retry(_ http.ResponseWriter, r *http.Request) (string, string, 
 	queue, id := r.PostForm.Get("queue"), r.PostForm.Get("id")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	prev, err := s.b.Inspector().Retry(ctx, queue, id)
+	prev, err := s.in.Retry(ctx, queue, id)
 	if err != nil {
 		return queue, id, "Retry failed: " + err.Error()
 	}
@@ -41,7 +41,7 @@ func (s *Server) cancel(_ http.ResponseWriter, r *http.Request) (string, string,
 	var done, flagged int
 	var errs []string
 	for _, id := range ids {
-		st, err := s.b.Inspector().Cancel(ctx, queue, id)
+		st, err := s.in.Cancel(ctx, queue, id)
 		switch {
 		case err != nil:
 			errs = append(errs, err.Error())
@@ -68,7 +68,7 @@ func (s *Server) release(_ http.ResponseWriter, r *http.Request) (string, string
 	queue, id := r.PostForm.Get("queue"), r.PostForm.Get("id")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	res, err := s.b.Inspector().ReleaseUnowned(ctx, queue, id)
+	res, err := s.in.ReleaseUnowned(ctx, queue, id)
 	if err != nil {
 		return queue, id, "Release failed: " + err.Error()
 	}
@@ -86,7 +86,7 @@ func (s *Server) retryDead(_ http.ResponseWriter, r *http.Request) (string, stri
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	sent, err := s.b.Inspector().RetryDead(ctx, queue, n)
+	sent, err := s.in.RetryDead(ctx, queue, n)
 	if err != nil {
 		return queue, "", fmt.Sprintf("Retried %d dead jobs, then: %v", sent, err)
 	}
@@ -97,7 +97,7 @@ func (s *Server) pause(_ http.ResponseWriter, r *http.Request) (string, string, 
 	queue := r.PostForm.Get("queue")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	if err := s.b.Inspector().Pause(ctx, queue); err != nil {
+	if err := s.in.Pause(ctx, queue); err != nil {
 		return queue, "", "Pause failed: " + err.Error()
 	}
 	return queue, "", "Queue " + queue + " is paused: no pool claims from it until it is resumed."
@@ -107,7 +107,7 @@ func (s *Server) resume(_ http.ResponseWriter, r *http.Request) (string, string,
 	queue := r.PostForm.Get("queue")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	if err := s.b.Inspector().Resume(ctx, queue); err != nil {
+	if err := s.in.Resume(ctx, queue); err != nil {
 		return queue, "", "Resume failed: " + err.Error()
 	}
 	return queue, "", "Queue " + queue + " is resumed."
@@ -131,11 +131,11 @@ func (s *Server) setLimits(_ http.ResponseWriter, r *http.Request) (string, stri
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	were, err := s.b.Inspector().Limits(ctx, queue) // only to say what they were
+	were, err := s.in.Limits(ctx, queue) // only to say what they were
 	if err != nil {
 		return queue, "", "Limits unchanged: " + err.Error()
 	}
-	now, err := s.b.Inspector().ChangeLimits(ctx, queue, ch)
+	now, err := s.in.ChangeLimits(ctx, queue, ch)
 	var ve *broker.ValidationError
 	switch {
 	case errors.As(err, &ve) && ve.Field == "period":

@@ -92,7 +92,7 @@ func (s *Server) signedIn(r *http.Request) (string, bool, error) {
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	ok, err = s.b.Inspector().SessionActive(ctx, id)
+	ok, err = s.in.SessionActive(ctx, id)
 	return id, ok && err == nil, err
 }
 
@@ -151,14 +151,14 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	if err == nil && signedIn {
-		err = s.b.Inspector().EndSession(ctx, old)
+		err = s.in.EndSession(ctx, old)
 	}
 	if err != nil {
 		s.failErr(w, r, "sign in (end the earlier session, kept in Redis)", err)
 		return
 	}
 	id, cookie := s.auth.newSession(time.Now())
-	if err := s.b.Inspector().StartSession(ctx, id, sessionLife); err != nil {
+	if err := s.in.StartSession(ctx, id, sessionLife); err != nil {
 		s.failErr(w, r, "sign in (the session is kept in Redis)", err)
 		return
 	}
@@ -177,7 +177,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) (string, string,
 	id, ok, err := s.signedIn(r)
 	if ok {
 		ctx, cancel := reqCtx(r)
-		err = s.b.Inspector().EndSession(ctx, id)
+		err = s.in.EndSession(ctx, id)
 		cancel()
 	}
 	if err != nil {

@@ -45,7 +45,7 @@ func TestWrongSignInsLoggedOncePerSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &lockedBuffer{}
-	s, err := New(Config{Broker: b, Token: "s3cret-admin-token", Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	s, err := New(Config{Inspector: b.Inspector(), Token: "s3cret-admin-token", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,13 +94,13 @@ func TestNewRefusesShortToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tok := range []string{"Z", "fifteen-bytes!!"} {
-		_, err := New(Config{Broker: b, Token: tok})
+		_, err := New(Config{Inspector: b.Inspector(), Token: tok})
 		if err == nil || !strings.Contains(err.Error(), "at least 16 bytes") || !strings.Contains(err.Error(), "openssl rand -hex 16") || strings.Contains(err.Error(), tok) {
 			t.Errorf("New with a %d-byte token: %v; want an error saying it needs 16 bytes and how to make one, not repeating it", len(tok), err)
 		}
 	}
 	for _, tok := range []string{"", "sixteen-bytes!!!"} {
-		if _, err := New(Config{Broker: b, Token: tok}); err != nil {
+		if _, err := New(Config{Inspector: b.Inspector(), Token: tok}); err != nil {
 			t.Errorf("New with a %d-byte token: %v", len(tok), err)
 		}
 	}

@@ -32,7 +32,7 @@ type chartView struct {
 
 // chart reads a queue's last chartMinutes minutes and draws them.
 func (s *Server) chart(ctx context.Context, queue string) chartView {
-	ms, err := s.b.Inspector().Throughput(ctx, queue, chartMinutes)
+	ms, err := s.in.Throughput(ctx, queue, chartMinutes)
 	if err != nil {
 		return chartView{Msg: "No throughput chart: " + err.Error()}
 	}

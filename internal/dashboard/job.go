@@ -56,17 +56,17 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
-	if jv.Links, err = s.b.Inspector().JobLinks(ctx, queue, id, linksShown); err != nil {
+	if jv.Links, err = s.in.JobLinks(ctx, queue, id, linksShown); err != nil {
 		s.failErr(w, r, "read the dependencies of job "+id, err)
 		return
 	}
-	kept, err := s.b.Inspector().EventsKept(ctx, queue)
+	kept, err := s.in.EventsKept(ctx, queue)
 	if err != nil {
 		s.failErr(w, r, "read the event settings of "+queue, err)
 		return
 	}
 	if jv.EventsOn = kept > 0; jv.EventsOn {
-		evs, err := s.b.Inspector().RecentEvents(ctx, queue, eventsSearched)
+		evs, err := s.in.RecentEvents(ctx, queue, eventsSearched)
 		if err != nil {
 			s.failErr(w, r, "read the events of "+queue, err)
 			return
@@ -90,9 +90,9 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 // (broker.JobListed), without its payload, result, progress or error
 // history, for a page or a poll that shows none of them.
 func (s *Server) readJob(ctx context.Context, queue, id string, whole bool) (jobView, error) {
-	read := s.b.Inspector().JobListed
+	read := s.in.JobListed
 	if whole {
-		read = s.b.Inspector().Job
+		read = s.in.Job
 	}
 	j, err := read(ctx, queue, id)
 	if err != nil {
@@ -100,7 +100,7 @@ func (s *Server) readJob(ctx context.Context, queue, id string, whole bool) (job
 	}
 	jv := jobView{Job: j}
 	if j.State == broker.StateRunning {
-		now, err := s.b.Inspector().RedisTime(ctx, queue)
+		now, err := s.in.RedisTime(ctx, queue)
 		if err != nil {
 			return jobView{}, err
 		}

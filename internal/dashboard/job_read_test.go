@@ -36,7 +36,7 @@ func TestLiveJobReadsNoPayload(t *testing.T) {
 	if res, err := b.Leases().Claim(ctx, "big", 1, time.Minute); err != nil || len(res.Leases) != 1 {
 		t.Fatalf("claim: %v", err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: token})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}

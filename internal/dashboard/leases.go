@@ -31,11 +31,11 @@ func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lv := leasesView{Summary: sum, Here: leasesURL(queue)}
-	if lv.Expired, err = s.b.Inspector().ExpiredLeases(ctx, queue, leasesShown); err != nil {
+	if lv.Expired, err = s.in.ExpiredLeases(ctx, queue, leasesShown); err != nil {
 		s.failErr(w, r, "read the expired leases of "+queue, err)
 		return
 	}
-	all, err := s.b.Inspector().Leases(ctx, queue, leasesShown)
+	all, err := s.in.Leases(ctx, queue, leasesShown)
 	if err != nil {
 		s.failErr(w, r, "read the leases of "+queue, err)
 		return

@@ -66,7 +66,7 @@ func TestLimitsFormKeepsAConcurrentRate(t *testing.T) {
 	if err := b.Inspector().SetRate(ctx, "mail", 100, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		names := []string{queue}
 		if queue == "" {
 			var err error
-			if names, err = s.b.Inspector().Queues(ctx); err != nil {
+			if names, err = s.in.Queues(ctx); err != nil {
 				fail(http.StatusBadGateway, err)
 				return
 			}

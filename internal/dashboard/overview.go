@@ -57,15 +57,15 @@ func (q queueSummary) Key(field string) string { return field + "|" + q.Name }
 func (s *Server) summarize(ctx context.Context, queue string) (queueSummary, error) {
 	q := queueSummary{Name: queue}
 	var err error
-	if q.O, err = s.b.Inspector().Overview(ctx, queue); err != nil {
+	if q.O, err = s.in.Overview(ctx, queue); err != nil {
 		return q, err
 	}
-	l, err := s.b.Inspector().Limits(ctx, queue)
+	l, err := s.in.Limits(ctx, queue)
 	if err != nil {
 		return q, err
 	}
 	q.Limits, q.L = l.String(), l
-	exp, err := s.b.Inspector().ExpiredLeases(ctx, queue, expiredShown+1)
+	exp, err := s.in.ExpiredLeases(ctx, queue, expiredShown+1)
 	if err != nil {
 		return q, err
 	}
@@ -76,7 +76,7 @@ func (s *Server) summarize(ctx context.Context, queue string) (queueSummary, err
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	names, err := s.b.Inspector().Queues(ctx)
+	names, err := s.in.Queues(ctx)
 	if err != nil {
 		s.failErr(w, r, "list queues", err)
 		return
@@ -94,5 +94,5 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "overview", page{Title: "Queues", Live: Mount + "live", Data: struct {
 		Queues []queueSummary
 		Prefix string
-	}{qs, s.b.Prefix()}})
+	}{qs, s.in.Prefix()}})
 }

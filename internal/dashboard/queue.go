@@ -98,7 +98,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, "read queue "+queue, err)
 		return
 	}
-	qv.Page, err = s.b.Inspector().JobPage(ctx, queue, broker.JobQuery{
+	qv.Page, err = s.in.JobPage(ctx, queue, broker.JobQuery{
 		State: qv.State, Newest: qv.Newest, Kind: qv.Kind, IDPrefix: qv.Prefix, After: in.Get("after"), Limit: limit,
 	})
 	if err != nil {

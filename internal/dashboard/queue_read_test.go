@@ -69,7 +69,7 @@ func TestQueuePageReadsNoPayloads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func (r *rig) sibling() *httptest.Server {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: token, Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestHostChecked(t *testing.T) {
 func TestAllowedHosts(t *testing.T) {
 	r := setup(t, "")
 	serve := func(allowed ...string) *httptest.Server {
-		d, err := dashboard.New(dashboard.Config{Broker: r.b, AllowedHosts: allowed})
+		d, err := dashboard.New(dashboard.Config{Inspector: r.b.Inspector(), AllowedHosts: allowed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestAllowedHosts(t *testing.T) {
 		t.Errorf(`with "*", any host: %d, want 200`, code)
 	}
 	for _, bad := range []string{"http://dash.example.com", "dash.example.com/ui", "a b", "", "dash:0", "dash:http"} {
-		if _, err := dashboard.New(dashboard.Config{Broker: r.b, AllowedHosts: []string{bad}}); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
+		if _, err := dashboard.New(dashboard.Config{Inspector: r.b.Inspector(), AllowedHosts: []string{bad}}); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
 			t.Errorf("allowed host %q: %v, want an error naming it", bad, err)
 		}
 	}

@@ -31,8 +31,9 @@ var staticFS embed.FS
 
 // Config configures a Server.
 type Config struct {
-	// Broker is how the dashboard reads and acts on Redis. Required.
-	Broker *broker.Broker
+	// Inspector is how the dashboard reads and acts on Redis: the
+	// operator's view, never the lease protocol. Required.
+	Inspector *broker.Inspector
 	// Token is the admin token that signs a user in to act, at least
 	// TokenMinBytes long. Empty: the dashboard is read-only for everyone.
 	Token string
@@ -49,7 +50,7 @@ type Config struct {
 
 // Server is the dashboard, an http.Handler for the paths under Mount.
 type Server struct {
-	b     *broker.Broker
+	in    *broker.Inspector
 	log   *slog.Logger
 	auth  *auth // nil when read-only
 	hosts hosts
@@ -76,13 +77,13 @@ func CheckToken(token string) error {
 // New builds the dashboard. A token shorter than TokenMinBytes is an
 // error (CheckToken).
 func New(cfg Config) (*Server, error) {
-	if cfg.Broker == nil {
-		return nil, errors.New("dashboard: Config.Broker is required")
+	if cfg.Inspector == nil {
+		return nil, errors.New("dashboard: Config.Inspector is required")
 	}
 	if err := CheckToken(cfg.Token); err != nil {
 		return nil, err
 	}
-	s := &Server{b: cfg.Broker, log: cfg.Logger, now: time.Now}
+	s := &Server{in: cfg.Inspector, log: cfg.Logger, now: time.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -290,7 +291,7 @@ func (s *Server) queueExists(ctx context.Context, queue string) (bool, error) {
 	if queue == "" {
 		return false, nil
 	}
-	ok, err := s.b.Inspector().QueueExists(ctx, queue)
+	ok, err := s.in.QueueExists(ctx, queue)
 	if ve := (*broker.ValidationError)(nil); errors.As(err, &ve) {
 		return false, nil // a name no queue can have
 	}
@@ -298,7 +299,7 @@ func (s *Server) queueExists(ctx context.Context, queue string) (bool, error) {
 }
 
 func (s *Server) unknownQueueText(queue string) string {
-	return fmt.Sprintf("No queue named %q has ever had a job enqueued under this key prefix (%q). Check the name, or the --prefix workerd was started with.", queue, s.b.Prefix())
+	return fmt.Sprintf("No queue named %q has ever had a job enqueued under this key prefix (%q). Check the name, or the --prefix workerd was started with.", queue, s.in.Prefix())
 }
 
 // segment escapes a name for one path segment. A name a browser would take

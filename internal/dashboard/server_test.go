@@ -64,7 +64,7 @@ func setup(t *testing.T, tok string) *rig {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	d, err := dashboard.New(dashboard.Config{Broker: b, Token: tok, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	d, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: tok, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
