@@ -172,7 +172,7 @@
 //
 // # Batches
 //
-// The operations on many items (EnqueueMany, AckMany, AckClaim, Renew)
+// The operations on many items (EnqueueMany, AckMany, FusedAck, Renew)
 // follow one rule. Each item gets its own answer, in the caller's order,
 // read from its own status in the reply of its queue's script call: one
 // item's refusal (stale, a duplicate id, a held unique key) never fails
@@ -181,6 +181,6 @@
 // own items': where an item's answer has room for an error (Enqueued.Err,
 // Renewal.Err) those items carry the call's error and the rest are
 // answered; the returned error, where there is one, joins the failed
-// calls' errors. AckMany and AckClaim, whose Outcome has no such room,
+// calls' errors. AckMany and FusedAck, whose Outcome has no such room,
 // answer no outcomes with an error; an ack is safe to send again.
 package broker

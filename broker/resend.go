@@ -60,7 +60,7 @@ type OutcomeUnknownError struct {
 	Op    string // the operation: "claim", "enqueue", "ack", "fail and claim", "retry", ...
 	Queue string
 	// RequestID names the request to ask about: for a claim (Claim,
-	// ClaimRequest, and the claim of AckClaim, FailClaim, SnoozeClaim),
+	// ClaimRequest, and the claim of FusedAck, FusedFail, FusedSnooze),
 	// its request id, which ClaimRequest answers with the leases it took;
 	// for an enqueue, the job's id, which Job looks up and an Enqueue
 	// with that ID recognises (a *DuplicateError then means it was

@@ -47,11 +47,11 @@ type Ack struct {
 // error it answers no outcomes, and the caller should try again (an ack is
 // idempotent for its claim).
 func (b *Leases) AckMany(ctx context.Context, acks []Ack) ([]Outcome, error) {
-	out, _, err := b.ackClaim(ctx, acks, ClaimSpec{})
+	out, _, err := b.fusedAck(ctx, acks, ClaimSpec{})
 	return out, err
 }
 
-// ClaimSpec is a claim that AckClaim makes after its acks.
+// ClaimSpec is a claim that FusedAck makes after its acks.
 type ClaimSpec struct {
 	RequestID string        // from NewRequestID; the same when the call is sent again
 	Queue     string        // the queue to claim from
@@ -59,7 +59,7 @@ type ClaimSpec struct {
 	Lease     time.Duration // the claimed leases' duration
 }
 
-// AckClaim settles acks as AckMany does and, in the same round trip, claims
+// FusedAck settles acks as AckMany does and, in the same round trip, claims
 // up to c.N jobs of c.Queue under c.RequestID as ClaimRequest does: a pool
 // that finishes a job and runs the next pays one round trip for both. The
 // acks come first (a dependent they release can be claimed at once), and
@@ -69,14 +69,22 @@ type ClaimSpec struct {
 // A call whose reply is lost is sent again by the broker itself. On an
 // error (the batch rule of the package doc) neither part's outcome is
 // known, and both are safe to send again: the acks with AckMany (or
-// AckClaim), the claim with ClaimRequest (or AckClaim) under the same
+// FusedAck), the claim with ClaimRequest (or FusedAck) under the same
 // request id, which answers the leases this call took if it ran, so a
 // lost reply costs no job an attempt.
-func (b *Leases) AckClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+func (b *Leases) FusedAck(ctx context.Context, acks []Ack, c ClaimSpec) (FusedAcks, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
-		return nil, ClaimResult{}, err
+		return FusedAcks{}, err
 	}
-	return b.ackClaim(ctx, acks, c)
+	out, res, err := b.fusedAck(ctx, acks, c)
+	return FusedAcks{out, res}, err
+}
+
+// FusedAcks is how a FusedAck call ended: each ack's outcome, in the acks'
+// order, and the claim made after them.
+type FusedAcks struct {
+	Outcomes []Outcome
+	Claim    ClaimResult
 }
 
 // args are the arguments a settling script takes for the claim after it
@@ -89,7 +97,7 @@ func (c ClaimSpec) args() []any {
 	return []any{c.N, c.Lease.Milliseconds(), promoteLimit, c.RequestID, cascadeBudget}
 }
 
-func (b *core) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
+func (b *core) fusedAck(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome, ClaimResult, error) {
 	out := make([]Outcome, len(acks))
 	res := ClaimResult{NextDue: -1}
 	calls, err := b.byQueue(len(acks), func(i int) string { return acks[i].Lease.Queue },
@@ -152,6 +160,20 @@ func (b *core) ackClaim(ctx context.Context, acks []Ack, c ClaimSpec) ([]Outcome
 	return out, res, nil
 }
 
+// Settled is how a settlement ended: Outcome is OK, or Stale when the claim
+// was no longer valid (then State is empty), and State is what the job became.
+type Settled struct {
+	Outcome Outcome
+	State   State
+}
+
+// Fused is how a fused call ended: its settlement, and the claim made in
+// the same script call.
+type Fused struct {
+	Settled
+	Claim ClaimResult
+}
+
 // Progress stores a progress report for a running job (any bytes; a JSON
 // object is a good choice). It answers Stale, changing nothing, when the
 // claim is no longer valid.
@@ -164,18 +186,19 @@ func (b *Leases) Progress(ctx context.Context, l Lease, progress []byte) (Outcom
 // f.Backoff (pending at once when it is 0), or dead when f.Dead is set or
 // its attempts are spent, or cancelled when its cancellation was requested.
 // It answers the job's new state, or Stale when the claim is no longer valid.
-func (b *Leases) Fail(ctx context.Context, l Lease, f Failure) (Outcome, State, error) {
+func (b *Leases) Fail(ctx context.Context, l Lease, f Failure) (Settled, error) {
 	o, st, _, err := b.fail(ctx, l, f, ClaimSpec{})
-	return o, st, err
+	return Settled{o, st}, err
 }
 
-// FailClaim is Fail, then a claim of c in the same script call, as
-// AckClaim is for acks (and safe to send again the same way).
-func (b *Leases) FailClaim(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+// FusedFail is Fail, then a claim of c in the same script call, as
+// FusedAck is for acks (and safe to send again the same way).
+func (b *Leases) FusedFail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Fused, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
-		return Stale, "", ClaimResult{}, err
+		return Fused{Settled: Settled{Outcome: Stale}}, err
 	}
-	return b.fail(ctx, l, f, c)
+	o, st, res, err := b.fail(ctx, l, f, c)
+	return Fused{Settled{o, st}, res}, err
 }
 
 func (b *core) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outcome, State, ClaimResult, error) {
@@ -197,18 +220,19 @@ func (b *core) fail(ctx context.Context, l Lease, f Failure, c ClaimSpec) (Outco
 // the attempt: the handler was not ready, nothing failed. It answers the
 // job's new state (scheduled, pending when d is 0, or cancelled when its
 // cancellation was requested), or Stale when the claim is no longer valid.
-func (b *Leases) Snooze(ctx context.Context, l Lease, d time.Duration) (Outcome, State, error) {
+func (b *Leases) Snooze(ctx context.Context, l Lease, d time.Duration) (Settled, error) {
 	o, st, _, err := b.snooze(ctx, l, d, ClaimSpec{})
-	return o, st, err
+	return Settled{o, st}, err
 }
 
-// SnoozeClaim is Snooze, then a claim of c in the same script call, as
-// AckClaim is for acks (and safe to send again the same way).
-func (b *Leases) SnoozeClaim(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
+// FusedSnooze is Snooze, then a claim of c in the same script call, as
+// FusedAck is for acks (and safe to send again the same way).
+func (b *Leases) FusedSnooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Fused, error) {
 	if err := validClaim(c.RequestID, c.Queue, c.N, c.Lease); err != nil {
-		return Stale, "", ClaimResult{}, err
+		return Fused{Settled: Settled{Outcome: Stale}}, err
 	}
-	return b.snooze(ctx, l, d, c)
+	o, st, res, err := b.snooze(ctx, l, d, c)
+	return Fused{Settled{o, st}, res}, err
 }
 
 func (b *core) snooze(ctx context.Context, l Lease, d time.Duration, c ClaimSpec) (Outcome, State, ClaimResult, error) {
@@ -247,12 +271,12 @@ type Unhandled struct {
 // (scheduled, dead, or cancelled when its cancellation was requested), or
 // Stale when the claim is no longer valid; a re-send after a lost reply
 // answers the same (invariant 9).
-func (b *Leases) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, State, error) {
+func (b *Leases) GiveBack(ctx context.Context, l Lease, u Unhandled) (Settled, error) {
 	switch {
 	case u.Delay < time.Millisecond:
-		return Stale, "", &ValidationError{Field: "unhandled delay", Value: u.Delay.String(), Reason: "must be at least 1ms, or the job is claimed again at once"}
+		return Settled{Outcome: Stale}, &ValidationError{Field: "unhandled delay", Value: u.Delay.String(), Reason: "must be at least 1ms, or the job is claimed again at once"}
 	case u.MaxDelay < u.Delay:
-		return Stale, "", &ValidationError{Field: "unhandled max delay", Value: u.MaxDelay.String(), Reason: "must be at least the delay, " + u.Delay.String()}
+		return Settled{Outcome: Stale}, &ValidationError{Field: "unhandled max delay", Value: u.MaxDelay.String(), Reason: "must be at least the delay, " + u.Delay.String()}
 	}
 	limit := int64(-1)
 	if u.For >= 0 {
@@ -263,7 +287,7 @@ func (b *Leases) GiveBack(ctx context.Context, l Lease, u Unhandled) (Outcome, S
 		msg = msg[:maxErrorBytes]
 	}
 	o, st, _, err := b.failScript(ctx, l, "unhandled", msg, u.Delay, ClaimSpec{}, u.MaxDelay.Milliseconds(), limit)
-	return o, st, err
+	return Settled{o, st}, err
 }
 
 // failScript runs fail.lua in mode, with a claim of c after it when c.N > 0;
@@ -304,8 +328,9 @@ func (b *core) failScript(ctx context.Context, l Lease, mode, msg string, after 
 // pending again at once (or cancelled, when that was requested), its
 // attempt is not charged, and its generation moves on so this claim is dead.
 // It answers Stale, changing nothing, when the claim is no longer valid.
-func (b *Leases) Release(ctx context.Context, l Lease) (Outcome, State, error) {
-	return b.settle(ctx, "release", b.scripts.release, l)
+func (b *Leases) Release(ctx context.Context, l Lease) (Settled, error) {
+	o, st, err := b.settle(ctx, "release", b.scripts.release, l)
+	return Settled{o, st}, err
 }
 
 // settle runs one guarded script that takes (id, gen, token) first and

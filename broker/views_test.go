@@ -23,8 +23,8 @@ func TestViewsByAudience(t *testing.T) {
 		{reflect.TypeFor[*broker.Client](), []string{
 			"Enqueue", "EnqueueArgs", "EnqueueMany", "ValidateJob", "Wait"}},
 		{reflect.TypeFor[*broker.Leases](), []string{
-			"Ack", "AckClaim", "AckMany", "Claim", "ClaimRequest", "Fail", "FailClaim",
-			"GiveBack", "Progress", "Reap", "Release", "Renew", "Snooze", "SnoozeClaim",
+			"Ack", "AckMany", "Claim", "ClaimRequest", "Fail", "FusedAck", "FusedFail",
+			"FusedSnooze", "GiveBack", "Progress", "Reap", "Release", "Renew", "Snooze",
 			"Trim", "WaitForWork"}},
 		{reflect.TypeFor[*broker.Inspector](), []string{
 			"Cancel", "ChangeLimits", "Check", "Counts", "EndSession", "Events", "EventsKept",

@@ -245,7 +245,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 	})
 	// A pool of one slot working through a backlog: each call acks the job
 	// it holds and claims the next (the fused path, one round trip a job).
-	b.Run("AckClaim1", func(b *testing.B) {
+	b.Run("FusedAck1", func(b *testing.B) {
 		fill(b.N + 1)
 		res, err := r.enq.Leases().Claim(ctx, q, 1, time.Minute)
 		if err != nil || len(res.Leases) != 1 {
@@ -255,17 +255,18 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		b.ResetTimer()
 		for range b.N {
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
-			os, res, err := r.enq.Leases().AckClaim(ctx, []broker.Ack{{Lease: l}}, spec)
+			fa, err := r.enq.Leases().FusedAck(ctx, []broker.Ack{{Lease: l}}, spec)
+			os, res := fa.Outcomes, fa.Claim
 			if err != nil || os[0] != broker.OK || len(res.Leases) != 1 {
-				b.Fatalf("AckClaim: %v %v (%d)", err, os, len(res.Leases))
+				b.Fatalf("FusedAck: %v %v (%d)", err, os, len(res.Leases))
 			}
 			l = res.Leases[0]
 		}
 	})
 	// A pool of one slot whose handlers fail: each call fails the job it
-	// holds (retried in an hour) and claims the next (FailClaim1), or
-	// finds the queue empty (FailClaim1Empty: the claim takes nothing).
-	failClaim := func(b *testing.B, empty bool) {
+	// holds (retried in an hour) and claims the next (FusedFail1), or
+	// finds the queue empty (FusedFail1Empty: the claim takes nothing).
+	fusedFail := func(b *testing.B, empty bool) {
 		fill(b.N + 1)
 		n := 1
 		if empty {
@@ -287,9 +288,10 @@ func BenchmarkBrokerScripts(b *testing.B) {
 				l = leases[i]
 			}
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: 1, Lease: time.Minute}
-			o, _, res, err := r.enq.Leases().FailClaim(ctx, l, broker.Failure{Error: "e", Backoff: time.Hour}, spec)
+			fused, err := r.enq.Leases().FusedFail(ctx, l, broker.Failure{Error: "e", Backoff: time.Hour}, spec)
+			o, res := fused.Outcome, fused.Claim
 			if err != nil || o != broker.OK || len(res.Leases) != map[bool]int{true: 0, false: 1}[empty] {
-				b.Fatalf("FailClaim: %v %v (%d)", err, o, len(res.Leases))
+				b.Fatalf("FusedFail: %v %v (%d)", err, o, len(res.Leases))
 			}
 			if !empty {
 				l = res.Leases[0]
@@ -313,8 +315,8 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		busy := redisBusy(b, r.rdb)
 		b.ResetTimer()
 		for range b.N {
-			if o, _, err := r.enq.Leases().Release(ctx, l); err != nil || o != broker.OK {
-				b.Fatalf("Release: %v %v", err, o)
+			if got, err := r.enq.Leases().Release(ctx, l); err != nil || got.Outcome != broker.OK {
+				b.Fatalf("Release: %v %v", err, got.Outcome)
 			}
 			res, err := r.enq.Leases().Claim(ctx, q, 1, time.Minute)
 			if err != nil || len(res.Leases) != 1 {
@@ -324,8 +326,8 @@ func BenchmarkBrokerScripts(b *testing.B) {
 		}
 		b.ReportMetric(busy(ctx)/float64(b.N), "redis-µs/op") // a release and a claim
 	})
-	b.Run("FailClaim1", func(b *testing.B) { failClaim(b, false) })
-	b.Run("FailClaim1Empty", func(b *testing.B) { failClaim(b, true) })
+	b.Run("FusedFail1", func(b *testing.B) { fusedFail(b, false) })
+	b.Run("FusedFail1Empty", func(b *testing.B) { fusedFail(b, true) })
 	b.Run("Renew50", func(b *testing.B) {
 		fill(50)
 		res, err := r.enq.Leases().Claim(ctx, q, 50, time.Minute)

@@ -46,7 +46,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, l := range expired.Leases[:50] {
-		if _, _, err := br.Leases().Fail(ctx, l, broker.Failure{Error: "boom", Dead: true}); err != nil {
+		if _, err := br.Leases().Fail(ctx, l, broker.Failure{Error: "boom", Dead: true}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -55,7 +55,7 @@ func fill(t *testing.T, b *broker.Broker, queue string, done, dead, pending int)
 		}
 		for _, l := range c.Leases {
 			msg := fmt.Sprintf("attempt %d: dial tcp 10.0.0.7:25: connect: connection refused", l.Attempt)
-			if _, _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: msg}); err != nil {
+			if _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: msg}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -64,7 +64,8 @@ func TestBrokerResendsThroughABusyServer(t *testing.T) {
 	if err := <-woke; err != nil {
 		t.Fatalf("DEBUG SLEEP: %v", err)
 	}
-	o, _, err := b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: "boom", Dead: true})
+	got, err := b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: "boom", Dead: true})
+	o := got.Outcome
 	if err != nil || o != broker.OK {
 		t.Fatalf("Fail of the lease the claim answered: %v %v", o, err)
 	}

@@ -178,7 +178,8 @@ func (k *acker) send(batch []*ackReq, acks []broker.Ack, pass func([]broker.Leas
 	}
 	defer p.fused.Done()
 	sent := time.Now()
-	outcomes, claimed, err := p.b.Leases().AckClaim(context.Background(), acks, spec)
+	fa, err := p.b.Leases().FusedAck(context.Background(), acks, spec)
+	outcomes, claimed := fa.Outcomes, fa.Claim
 	if err != nil {
 		k.recovering.Add(1)
 		go k.recoverClaim(spec, sent, hold(batch))
@@ -245,12 +246,12 @@ func (k *acker) pass(batch []*ackReq, leases []broker.Lease) {
 	}
 }
 
-// reask asks again, under its id, for a claim sent with a settlement whose
+// reask asks again, under its id, for the claim of a fused call whose
 // answer was lost (claimRequest), and answers what it took.
 func (p *Pool) reask(spec broker.ClaimSpec, sent time.Time) broker.ClaimResult {
 	claimed, err := p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
 	if err != nil {
-		p.log.Warn("fenceq could not learn what a claim sent with a settlement took; the reaper recovers its jobs when their lease expires",
+		p.log.Warn("fenceq could not learn what the claim of a fused call took; the reaper recovers its jobs when their lease expires",
 			slog.String("queue", spec.Queue), slog.Any("error", err))
 	}
 	p.dispatcher.took(spec, claimed)

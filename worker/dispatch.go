@@ -137,7 +137,7 @@ func (d *dispatcher) claimedFrom(queue string, n int, res broker.ClaimResult) {
 	}
 }
 
-// claimSpec is the claim of n jobs to send with a settlement, for the slots
+// claimSpec is the claim of n jobs for a fused call, for the slots
 // it frees: from the queue the dispatcher would try first this round (its
 // order: weights or strict priority), unless that queue was found drained.
 // Then it claims nothing, and the freed slots go to the dispatcher, which
@@ -154,7 +154,7 @@ func (d *dispatcher) claimSpec(n int) broker.ClaimSpec {
 	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: d.p.cfg.LeaseDuration}
 }
 
-// took notes what a claim sent with a settlement answered: its problems
+// took notes what the claim of a fused call answered: its problems
 // logged, its queue's drained flag.
 func (d *dispatcher) took(spec broker.ClaimSpec, claimed broker.ClaimResult) {
 	d.p.logProblems(spec.Queue, "claim", claimed.Problems)

@@ -111,7 +111,8 @@ func (p *Pool) giveBack(a *active) {
 	for {
 		// Background on purpose: the give-back runs as the pool stops, and
 		// its own loop bounds it (the lease, claimAbort).
-		o, st, err := p.b.Leases().Release(context.Background(), a.lease)
+		s, err := p.b.Leases().Release(context.Background(), a.lease)
+		o, st := s.Outcome, s.State
 		left := time.Until(a.deadline())
 		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			attrs := middleware.JobAttrs(a.job)

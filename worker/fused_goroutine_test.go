@@ -34,8 +34,8 @@ func goroutineID(t *testing.T) int64 {
 // A pool of one slot working through a backlog sends each settlement, with
 // the claim of the next job, from the handler's own goroutine, which then
 // runs the job it claimed: the whole backlog runs on one goroutine, with no
-// goroutine started and no hop to the acker per job. Successes (AckClaim)
-// and failures (FailClaim) alike.
+// goroutine started and no hop to the acker per job. Successes (FusedAck)
+// and failures (FusedFail) alike.
 func TestFusedBacklogRunsOnOneGoroutine(t *testing.T) {
 	const n = 20
 	var mu sync.Mutex

@@ -77,7 +77,7 @@ func waitFinished(t *testing.T, b *broker.Broker, n int) {
 }
 
 // A pool working through a backlog one job at a time settles each job and
-// claims the next in one round trip (broker.AckClaim, or FailClaim for
+// claims the next in one round trip (broker.FusedAck, or FusedFail for
 // odd jobs here, which fail for good), and the slot a settled job passes
 // on never lets more handlers run than Concurrency.
 func TestFusedClaim(t *testing.T) {

@@ -39,7 +39,7 @@ type Pool struct {
 	closed bool // set by Shutdown: run starts no more handlers
 
 	// fused counts the settlements sent with a claim (acker.send,
-	// settleThen), registered under mu while closed is unset: Shutdown
+	// fusedSettle), registered under mu while closed is unset: Shutdown
 	// waits for them before the claims they leave to be asked for again
 	// (waitClaims), also those a handler's own goroutine sends after
 	// Shutdown stopped waiting for it (abandoned).
@@ -294,15 +294,15 @@ func (p *Pool) waitClaims(ctx context.Context) error {
 func (p *Pool) abandon(level slog.Level, why string) {
 	for _, a := range p.snapshot() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		o, _, err := p.b.Leases().Release(ctx, a.lease)
+		s, err := p.b.Leases().Release(ctx, a.lease)
 		cancel()
-		p.log.Log(context.Background(), level, why, middleware.JobAttrs(a.job), slog.String("release", o.String()), slog.Any("error", err))
+		p.log.Log(context.Background(), level, why, middleware.JobAttrs(a.job), slog.String("release", s.Outcome.String()), slog.Any("error", err))
 	}
 }
 
-// fusedBegin registers a settlement about to send a claim with it, and
-// reports whether it may: not once Shutdown is past waiting for handlers,
-// whose claims it would give back anyway. fused.Done ends it.
+// fusedBegin registers a fused call about to be sent, and reports whether
+// it may be: not once Shutdown is past waiting for handlers, whose claims
+// it would give back anyway. fused.Done ends it.
 func (p *Pool) fusedBegin() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -121,7 +121,7 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 	// The job's attributes are built only for a line that is logged: a
 	// success logs at debug, which is usually off.
 	attrs := func() slog.Attr { return middleware.JobAttrs(a.job) }
-	var call func(context.Context) (broker.Outcome, broker.State, error)
+	var call func(context.Context) (broker.Settled, error)
 	switch o {
 	case outcomeLeaseLost:
 		p.log.Warn("fenceq discarded the result of a handler whose lease was lost", attrs(), slog.Any("handler_error", herr))
@@ -136,25 +136,25 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		}
 		return
 	case outcomeInterrupted:
-		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
+		call = func(ctx context.Context) (broker.Settled, error) {
 			return p.b.Leases().Release(ctx, a.lease)
 		}
 	case outcomeDone:
-		call = func(context.Context) (broker.Outcome, broker.State, error) {
+		call = func(context.Context) (broker.Settled, error) {
 			o, err := p.acker.ack(a) // batched with other successes
-			return o, broker.StateDone, err
+			return broker.Settled{Outcome: o, State: broker.StateDone}, err
 		}
 	case outcomeSnooze:
 		delay := snoozeDelay(herr)
-		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Leases().Snooze(ctx, a.lease, delay) },
-				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-					return p.b.Leases().SnoozeClaim(ctx, a.lease, delay, c)
+		call = func(ctx context.Context) (broker.Settled, error) {
+			return p.fusedSettle(a, func() (broker.Settled, error) { return p.b.Leases().Snooze(ctx, a.lease, delay) },
+				func(c broker.ClaimSpec) (broker.Fused, error) {
+					return p.b.Leases().FusedSnooze(ctx, a.lease, delay, c)
 				})
 		}
 	case outcomeUnhandled:
 		u := p.cfg.unhandled(a.lease)
-		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
+		call = func(ctx context.Context) (broker.Settled, error) {
 			return p.b.Leases().GiveBack(ctx, a.lease, u)
 		}
 	case outcomeRetry, outcomeDead:
@@ -162,20 +162,20 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 		if !f.Dead {
 			f.Backoff = p.cfg.backoff(a.lease.Kind, a.lease.Attempt)
 		}
-		call = func(ctx context.Context) (broker.Outcome, broker.State, error) {
-			return p.settleThen(a, func() (broker.Outcome, broker.State, error) { return p.b.Leases().Fail(ctx, a.lease, f) },
-				func(c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-					return p.b.Leases().FailClaim(ctx, a.lease, f, c)
+		call = func(ctx context.Context) (broker.Settled, error) {
+			return p.fusedSettle(a, func() (broker.Settled, error) { return p.b.Leases().Fail(ctx, a.lease, f) },
+				func(c broker.ClaimSpec) (broker.Fused, error) {
+					return p.b.Leases().FusedFail(ctx, a.lease, f, c)
 				})
 		}
 	}
 
-	var res broker.Outcome
-	var state broker.State
+	var settled broker.Settled
 	err := p.retry(o.String(), attrs, func(ctx context.Context) (err error) {
-		res, state, err = call(ctx)
+		settled, err = call(ctx)
 		return err
 	})
+	res, state := settled.Outcome, settled.State
 	if a.span != nil { // the answer is known: for an ack, the acker's batch has just been answered
 		endAttempt(a.span, o, herr, res, state, err)
 	}
@@ -225,14 +225,14 @@ func snoozeDelay(herr error) time.Duration {
 	return 0
 }
 
-// settleThen runs a failure's settlement with a claim for a's slot after
+// fusedSettle runs a failure's settlement with a claim for a's slot after
 // it (fused), when the slot can be passed on to a job of a's queue, and
 // adopts the job it took in that slot, for a's goroutine to run next
 // (a.next); else the settlement alone (plain).
 // When the fused call fails the claim is asked for again under its id,
 // as the acker does.
-func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State, error),
-	fused func(broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)) (broker.Outcome, broker.State, error) {
+func (p *Pool) fusedSettle(a *active, plain func() (broker.Settled, error),
+	fused func(broker.ClaimSpec) (broker.Fused, error)) (broker.Settled, error) {
 	spec := broker.ClaimSpec{}
 	if !a.passed.Load() {
 		spec = p.dispatcher.claimSpec(1)
@@ -242,7 +242,8 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 	}
 	defer p.fused.Done()
 	sent := time.Now()
-	o, st, claimed, err := fused(spec)
+	f, err := fused(spec)
+	claimed := f.Claim
 	if err != nil {
 		claimed = p.reask(spec, sent)
 	} else {
@@ -256,5 +257,5 @@ func (p *Pool) settleThen(a *active, plain func() (broker.Outcome, broker.State,
 			p.run(l)
 		}
 	}
-	return o, st, err
+	return f.Settled, err
 }

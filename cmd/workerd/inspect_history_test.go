@@ -31,7 +31,7 @@ func TestInspectJobShowsErrorsAndRenewals(t *testing.T) {
 		}
 		return res.Leases[0]
 	}
-	if _, _, err := b.Leases().Fail(ctx, claim(), broker.Failure{Error: "smtp: connection refused"}); err != nil {
+	if _, err := b.Leases().Fail(ctx, claim(), broker.Failure{Error: "smtp: connection refused"}); err != nil {
 		t.Fatal(err)
 	}
 	l := claim()

@@ -30,7 +30,7 @@ func killJobs(t *testing.T, c *cli, queue string, errs map[string]string) {
 		t.Fatalf("claim: %d leases, %v", len(r.Leases), err)
 	}
 	for _, l := range r.Leases {
-		if _, _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: errs[l.ID], Dead: true}); err != nil {
+		if _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: errs[l.ID], Dead: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -41,7 +41,8 @@ func testCancel(t *testing.T, nb NewBackend) {
 			t.Fatal("cancel flag not stored")
 		}
 	}
-	_, st, err := s.b.Leases().Fail(s.ctx, ls[0], broker.Failure{Error: "context canceled"})
+	got, err := s.b.Leases().Fail(s.ctx, ls[0], broker.Failure{Error: "context canceled"})
+	st := got.State
 	noErr(t, "Fail", err)
 	want(t, "first claim", ls[0].ID, failing)
 	want(t, "state of a cancelled job after failure", st, broker.StateCancelled)
@@ -403,7 +404,7 @@ func testWaitForWork(t *testing.T, nb NewBackend) {
 func testRetry(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	dead := s.enqueue(t, broker.Job{MaxAttempts: 1})
-	_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
+	_, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
 	noErr(t, "Fail", err)
 	cancelled := s.enqueue(t, broker.Job{})
 	_, err = s.b.Inspector().Cancel(s.ctx, s.q, cancelled)
@@ -436,7 +437,7 @@ func testRetry(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{MaxAttempts: 1})
 	}
 	for _, l := range s.claim(t, 10, long) {
-		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "x", Dead: true})
+		_, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "x", Dead: true})
 		noErr(t, "Fail", err)
 	}
 	n, err := s.b.Inspector().RetryDead(s.ctx, s.q, 3)
@@ -518,7 +519,7 @@ func testRetention(t *testing.T, nb NewBackend) {
 			case "done":
 				_, err = s.b.Leases().Ack(s.ctx, l, nil)
 			case "dead":
-				_, _, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "x"})
+				_, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "x"})
 			}
 			noErr(t, how, err)
 		}
@@ -664,7 +665,7 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 	// Retry takes the key back when it is free, and is refused while
 	// another live job holds it.
 	a := s.enqueue(t, broker.Job{UniqueKey: "invoice-7", MaxAttempts: 1})
-	_, _, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+	_, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 	noErr(t, "Fail", err)
 	b := s.enqueue(t, broker.Job{UniqueKey: "invoice-7"}) // a's death freed the key
 	_, err = s.b.Inspector().Retry(s.ctx, s.q, a)
@@ -679,7 +680,7 @@ func testUniqueHolderTerms(t *testing.T, nb NewBackend) {
 	for _, l := range s.claim(t, 10, long) { // b runs on, holding the key
 		switch l.ID {
 		case other:
-			_, _, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+			_, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 			noErr(t, "Fail", err)
 		case b:
 			bLease = l
@@ -806,7 +807,7 @@ func testEvents(t *testing.T, nb NewBackend) {
 			mine = l
 		}
 	}
-	_, _, err = s.b.Leases().Fail(s.ctx, mine, broker.Failure{Error: "boom"})
+	_, err = s.b.Leases().Fail(s.ctx, mine, broker.Failure{Error: "boom"})
 	noErr(t, "Fail", err)
 	_, err = s.b.Leases().Ack(s.ctx, mine, nil) // stale now
 	noErr(t, "stale Ack", err)
@@ -865,7 +866,7 @@ func testDependencies(t *testing.T, nb NewBackend) {
 	_, err := s.b.Leases().Ack(s.ctx, byID[p1], nil)
 	noErr(t, "Ack p1", err)
 	want(t, "child after one of two", s.job(t, child).State, broker.StateBlocked)
-	_, _, err = s.b.Leases().Fail(s.ctx, byID[p2], broker.Failure{Error: "boom"}) // dies: one attempt
+	_, err = s.b.Leases().Fail(s.ctx, byID[p2], broker.Failure{Error: "boom"}) // dies: one attempt
 	noErr(t, "Fail p2", err)
 	j := s.job(t, child)
 	if j.State != broker.StateCancelled || !strings.Contains(j.LastError, "p2 ended dead") {
@@ -971,7 +972,7 @@ func testDependencyEdges(t *testing.T, nb NewBackend) {
 		s.ackAll(t)
 		q := s.enqueue(t, broker.Job{MaxAttempts: 1})
 		d := s.enqueue(t, broker.Job{DependsOn: []string{q}})
-		_, _, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+		_, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 		s.settleCascade(t)
 		want(t, "dependent of a dead job", s.job(t, d).State, broker.StateCancelled)

@@ -20,7 +20,7 @@ func testJobPageReadsWhatAListingShows(t *testing.T, nb NewBackend) {
 	msg := strings.Repeat("é", 2<<10) // 4 KiB, two bytes a character
 	id := s.enqueue(t, broker.Job{Kind: "resize", Payload: payload, MaxAttempts: 3})
 	l := s.claimOne(t, long)
-	if _, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
+	if _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := s.b.Inspector().JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StateDead})

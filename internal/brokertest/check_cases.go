@@ -118,7 +118,7 @@ func testCheckWhileJobsMove(t *testing.T, nb NewBackend) {
 		s := interleaved(t, nb)
 		twice := s.enqueue(t, broker.Job{ID: "dead-and-scheduled"})
 		l := s.claimOne(t, long)
-		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		_, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 		move := moving(t, s)
 		lost := s.enqueue(t, broker.Job{ID: "pending-in-no-index"})

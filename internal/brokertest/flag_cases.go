@@ -50,7 +50,8 @@ func testFlagScheduled(t *testing.T, nb NewBackend) {
 	retried := s.enqueue(t, broker.Job{MaxAttempts: 3})
 	l := s.claimOne(t, long)
 	want(t, "claimed", l.ID, retried)
-	_, st, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "e", Backoff: flagDelay})
+	got, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "e", Backoff: flagDelay})
+	st := got.State
 	noErr(t, "Fail", err)
 	want(t, "state after a failure with backoff", st, broker.StateScheduled)
 	if ls := s.claim(t, 1, long); len(ls) != 0 {

@@ -129,7 +129,7 @@ func testCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
 	// bad dies first (it is the oldest in dead), then good.
 	for _, id := range []string{"bad", "good"} {
 		s.enqueue(t, broker.Job{ID: id, MaxAttempts: 1})
-		_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+		_, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 		s.Advance(2 * time.Millisecond)
 	}
@@ -157,15 +157,15 @@ func testCorruptDependsOnAbortsRetry(t *testing.T, nb NewBackend) {
 func testResendAfterReclaim(t *testing.T, nb NewBackend) {
 	cases := []struct {
 		name string
-		op   func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
+		op   func(s *bundle, l broker.Lease) (broker.Settled, error)
 	}{
-		{"Release", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+		{"Release", func(s *bundle, l broker.Lease) (broker.Settled, error) {
 			return s.b.Leases().Release(s.ctx, l)
 		}},
-		{"FailNoBackoff", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+		{"FailNoBackoff", func(s *bundle, l broker.Lease) (broker.Settled, error) {
 			return s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom"})
 		}},
-		{"SnoozeZero", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+		{"SnoozeZero", func(s *bundle, l broker.Lease) (broker.Settled, error) {
 			return s.b.Leases().Snooze(s.ctx, l, 0)
 		}},
 	}
@@ -174,12 +174,14 @@ func testResendAfterReclaim(t *testing.T, nb NewBackend) {
 			s := setup(t, nb)
 			s.enqueue(t, broker.Job{MaxAttempts: 5})
 			first := s.claimOne(t, long)
-			o, st, err := tc.op(s, first) // its reply is lost
+			got, err := tc.op(s, first) // its reply is lost
+			o, st := got.Outcome, got.State
 			noErr(t, tc.name, err)
 			want(t, "first answer", o, broker.OK)
 			want(t, "first state", st, broker.StatePending)
-			s.claimOne(t, long)          // another worker takes the job at once
-			o, st, err = tc.op(s, first) // the identical request, sent again
+			s.claimOne(t, long)        // another worker takes the job at once
+			got, err = tc.op(s, first) // the identical request, sent again
+			o, st = got.Outcome, got.State
 			noErr(t, tc.name+" sent again", err)
 			if o != broker.OK || st != broker.StatePending {
 				t.Fatalf("%s sent again after another worker claimed the job answered %v %q; the first answered ok %q",
@@ -337,7 +339,8 @@ func testResendAfterUnsettledReclaim(t *testing.T, nb NewBackend) {
 			s := setup(t, nb)
 			id := s.enqueue(t, broker.Job{MaxAttempts: 5})
 			first := s.claimOne(t, long)
-			o, st, err := s.b.Leases().Release(s.ctx, first) // its reply is lost
+			got, err := s.b.Leases().Release(s.ctx, first) // its reply is lost
+			o, st := got.Outcome, got.State
 			noErr(t, "Release", err)
 			want(t, "first answer", o, broker.OK)
 			want(t, "first state", st, broker.StatePending)
@@ -354,7 +357,8 @@ func testResendAfterUnsettledReclaim(t *testing.T, nb NewBackend) {
 			}
 			s.claimOne(t, long) // a third worker runs it
 
-			o, st, err = s.b.Leases().Release(s.ctx, first) // the identical request, sent again
+			got, err = s.b.Leases().Release(s.ctx, first) // the identical request, sent again
+			o, st = got.Outcome, got.State
 			noErr(t, "Release sent again", err)
 			if o != broker.OK || st != broker.StatePending {
 				t.Fatalf("Release sent again after an unsettled claim (%s) and another claim answered %v %q; the first answered ok %q",
@@ -374,7 +378,8 @@ func testResendAfterOperatorRetry(t *testing.T, nb NewBackend) {
 	id := s.enqueue(t, broker.Job{MaxAttempts: 3})
 	l := s.claimOne(t, long)
 	f := broker.Failure{Error: "permanent", Dead: true}
-	o, st, err := s.b.Leases().Fail(s.ctx, l, f) // its reply is lost
+	got, err := s.b.Leases().Fail(s.ctx, l, f) // its reply is lost
+	o, st := got.Outcome, got.State
 	noErr(t, "Fail", err)
 	want(t, "first answer", o, broker.OK)
 	want(t, "first state", st, broker.StateDead)
@@ -382,7 +387,8 @@ func testResendAfterOperatorRetry(t *testing.T, nb NewBackend) {
 	_, err = s.b.Inspector().Retry(s.ctx, s.q, id) // an operator sends it back at once
 	noErr(t, "Retry", err)
 
-	o, st, err = s.b.Leases().Fail(s.ctx, l, f) // the identical request, sent again
+	got, err = s.b.Leases().Fail(s.ctx, l, f) // the identical request, sent again
+	o, st = got.Outcome, got.State
 	noErr(t, "Fail sent again", err)
 	if o != broker.OK || st != broker.StateDead {
 		t.Fatalf("Fail sent again after an operator retried the job answered %v %q; the first answered ok %q", o, st, broker.StateDead)
@@ -408,7 +414,7 @@ func testGenAboveCounter(t *testing.T, nb NewBackend) {
 	s.consistent(t)
 }
 
-// A settlement that claims in the same call (FailClaim, SnoozeClaim) may
+// A settlement that claims in the same call (FusedFail, FusedSnooze) may
 // take back the very job it settled. Its re-send then finds the job under
 // its own new claim, and resettled reads the settlement's record one claim
 // back. When the first send was itself a re-send that found the record one
@@ -418,27 +424,29 @@ func testGenAboveCounter(t *testing.T, nb NewBackend) {
 // testdata/rapid/TestMiniredis_Model/…-7918.fail).
 func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
 	for _, tc := range settleAgain {
-		t.Run(tc.name+"Claim", func(t *testing.T) {
+		t.Run("Fused"+tc.name, func(t *testing.T) {
 			s := setup(t, nb)
 			first := settledThenGivenBack(t, s, tc.name, tc.plain)
 
 			// The worker sends its settlement again, now with a claim that
 			// takes the job once more; this reply is lost too.
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-			o, st, res, err := tc.fused(s, first, spec)
+			fused, err := tc.fused(s, first, spec)
+			o, st, res := fused.Outcome, fused.State, fused.Claim
 			noErr(t, tc.name+" sent again", err)
 			want(t, "second answer", o, broker.OK)
 			want(t, "second state", st, broker.StatePending)
 			want(t, "jobs the second send took", len(res.Leases), 1)
 
-			o, st, again, err := tc.fused(s, first, spec) // the identical request, a third time
+			fused, err = tc.fused(s, first, spec) // the identical request, a third time
+			o, st, again := fused.Outcome, fused.State, fused.Claim
 			noErr(t, tc.name+" sent a third time", err)
 			if o != broker.OK || st != broker.StatePending {
-				t.Fatalf("%sClaim sent again after its own claim took the job answered %v %q; the first send of this request answered ok %q",
+				t.Fatalf("Fused%s sent again after its own claim took the job answered %v %q; the first send of this request answered ok %q",
 					tc.name, o, st, broker.StatePending)
 			}
 			if len(again.Leases) != 1 || again.Leases[0].ClaimID() != res.Leases[0].ClaimID() {
-				t.Fatalf("%sClaim sent again answered leases %v, want the same lease as its first send", tc.name, again.Leases)
+				t.Fatalf("Fused%s sent again answered leases %v, want the same lease as its first send", tc.name, again.Leases)
 			}
 			s.consistent(t)
 		})
@@ -450,22 +458,22 @@ func testResendClaimThatTookItsOwnJob(t *testing.T, nb NewBackend) {
 // (fused), for the re-send cases below.
 var settleAgain = []struct {
 	name  string
-	plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)
-	fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error)
+	plain func(s *bundle, l broker.Lease) (broker.Settled, error)
+	fused func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Fused, error)
 }{
 	{"Snooze",
-		func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+		func(s *bundle, l broker.Lease) (broker.Settled, error) {
 			return s.b.Leases().Snooze(s.ctx, l, 0)
 		},
-		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-			return s.b.Leases().SnoozeClaim(s.ctx, l, 0, c)
+		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Fused, error) {
+			return s.b.Leases().FusedSnooze(s.ctx, l, 0, c)
 		}},
 	{"Fail",
-		func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+		func(s *bundle, l broker.Lease) (broker.Settled, error) {
 			return s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom"})
 		},
-		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Outcome, broker.State, broker.ClaimResult, error) {
-			return s.b.Leases().FailClaim(s.ctx, l, broker.Failure{Error: "boom"}, c)
+		func(s *bundle, l broker.Lease, c broker.ClaimSpec) (broker.Fused, error) {
+			return s.b.Leases().FusedFail(s.ctx, l, broker.Failure{Error: "boom"}, c)
 		}},
 }
 
@@ -475,17 +483,19 @@ var settleAgain = []struct {
 // whose re-send finds its record more than one claim back. It answers the
 // first claim.
 func settledThenGivenBack(t *testing.T, s *bundle, name string,
-	plain func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error)) broker.Lease {
+	plain func(s *bundle, l broker.Lease) (broker.Settled, error)) broker.Lease {
 	t.Helper()
 	s.enqueue(t, broker.Job{MaxAttempts: 5})
 	first := s.claimOne(t, long)
-	o, st, err := plain(s, first) // its reply is lost
+	got, err := plain(s, first) // its reply is lost
+	o, st := got.Outcome, got.State
 	noErr(t, name, err)
 	want(t, "first answer", o, broker.OK)
 	want(t, "first state", st, broker.StatePending)
 
 	other := s.claimOne(t, long) // another worker takes the job and gives it back
-	o, _, err = s.b.Leases().Release(s.ctx, other)
+	got, err = s.b.Leases().Release(s.ctx, other)
+	o = got.Outcome
 	noErr(t, "Release", err)
 	want(t, "the other worker's release", o, broker.OK)
 	return first
@@ -548,7 +558,7 @@ func testCorruptMetaPassesLuaFailsGo(t *testing.T, nb NewBackend) {
 }
 
 // What the pool does after a fused settlement's lost reply (worker
-// settleThen): it asks for the fused claim again under its request id
+// fusedSettle): it asks for the fused claim again under its request id
 // (reask), starts the job that claim took, and then, since its slot is
 // passed on, sends the settlement again plain. When the fused send was
 // itself the re-send of a plain settlement whose reply was lost, and
@@ -566,8 +576,9 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 			// The pool's retry: the settlement fused with a claim under a
 			// new request id; this reply is lost too.
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-			o, st, res, err := tc.fused(s, first, spec)
-			noErr(t, tc.name+"Claim", err)
+			fused, err := tc.fused(s, first, spec)
+			o, st, res := fused.Outcome, fused.State, fused.Claim
+			noErr(t, "Fused"+tc.name, err)
 			want(t, "fused answer", o, broker.OK)
 			want(t, "fused state", st, broker.StatePending)
 			want(t, "jobs the fused send took", len(res.Leases), 1)
@@ -576,7 +587,8 @@ func testWorkerResendAfterFusedClaimTookItsOwnJob(t *testing.T, nb NewBackend) {
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask answered", len(again.Leases), 1)
 			// Its slot passed on, the pool sends the settlement plain.
-			o, st, err = tc.plain(s, first)
+			got, err := tc.plain(s, first)
+			o, st = got.Outcome, got.State
 			noErr(t, tc.name+" sent again", err)
 			if o != broker.OK || st != broker.StatePending {
 				t.Fatalf("%s sent again (plain, after the fused send's claim took the job) answered %v %q; Redis applied it: want ok %q",
@@ -624,14 +636,15 @@ func testPrettyMetaIsHandedOut(t *testing.T, nb NewBackend) {
 func testFusedResendAfterLeaseExpired(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	f := broker.Failure{Error: "boom"}
-	first := settledThenGivenBack(t, s, "Fail", func(s *bundle, l broker.Lease) (broker.Outcome, broker.State, error) {
+	first := settledThenGivenBack(t, s, "Fail", func(s *bundle, l broker.Lease) (broker.Settled, error) {
 		return s.b.Leases().Fail(s.ctx, l, f)
 	})
 
 	// The pool's fused retry, with the pool's (short) lease; reply lost.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: short}
-	o, st, res, err := s.b.Leases().FailClaim(s.ctx, first, f, spec)
-	noErr(t, "FailClaim", err)
+	fused, err := s.b.Leases().FusedFail(s.ctx, first, f, spec)
+	o, st, res := fused.Outcome, fused.State, fused.Claim
+	noErr(t, "FusedFail", err)
 	want(t, "fused answer", o, broker.OK)
 	want(t, "fused state", st, broker.StatePending)
 	want(t, "jobs the fused send took", len(res.Leases), 1)
@@ -642,7 +655,8 @@ func testFusedResendAfterLeaseExpired(t *testing.T, nb NewBackend) {
 	// Redis stays unreachable for longer than the lease; the pool keeps
 	// re-sending the failure, plain.
 	s.Advance(3 * short)
-	o, st, err = s.b.Leases().Fail(s.ctx, first, f)
+	got, err := s.b.Leases().Fail(s.ctx, first, f)
+	o, st = got.Outcome, got.State
 	noErr(t, "Fail sent again", err)
 	if o != broker.OK || st != broker.StatePending {
 		t.Fatalf("Fail sent again after the fused call's lease expired answered %v %q; Redis applied the failure: want ok %q",
@@ -671,7 +685,8 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 			noErr(t, "ClaimRequest (reask)", err)
 			want(t, "jobs the reask took", len(again.Leases), 1)
 			// The settlement again, plain.
-			o, st, err := tc.plain(s, first)
+			got, err := tc.plain(s, first)
+			o, st := got.Outcome, got.State
 			noErr(t, tc.name+" sent again", err)
 			if o != broker.OK || st != broker.StatePending {
 				t.Fatalf("%s sent again (after the reask took the job back) answered %v %q; Redis applied it: want ok %q",
@@ -683,7 +698,7 @@ func testWorkerResendAfterReaskTookItsOwnJob(t *testing.T, nb NewBackend) {
 }
 
 // A claim request id says nothing about whose settlement a call is: a
-// FailClaim under an id already used, for another job's valid lease,
+// FusedFail under an id already used, for another job's valid lease,
 // settles that lease. (A fail.lua that answered from an answer kept under
 // the request id, as one did for a while, answered OK and applied nothing:
 // the job stayed running until its lease expired and the reaper charged it.)
@@ -694,15 +709,17 @@ func testUsedRequestIDSettlesItsOwnLease(t *testing.T, nb NewBackend) {
 	ls := s.claim(t, 2, long)
 	f := broker.Failure{Error: "boom", Backoff: time.Hour}
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	o, st, _, err := s.b.Leases().FailClaim(s.ctx, ls[0], f, spec)
-	noErr(t, "FailClaim", err)
+	fused, err := s.b.Leases().FusedFail(s.ctx, ls[0], f, spec)
+	o, st := fused.Outcome, fused.State
+	noErr(t, "FusedFail", err)
 	want(t, "first answer", o, broker.OK)
 	want(t, "first state", st, broker.StateScheduled)
 
-	o, st, _, err = s.b.Leases().FailClaim(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
-	noErr(t, "FailClaim of the other lease", err)
+	fused, err = s.b.Leases().FusedFail(s.ctx, ls[1], f, broker.ClaimSpec{RequestID: spec.RequestID, Queue: s.q, Lease: long})
+	o, st = fused.Outcome, fused.State
+	noErr(t, "FusedFail of the other lease", err)
 	if j := s.job(t, ls[1].ID); o == broker.OK && j.State != broker.StateScheduled {
-		t.Fatalf("FailClaim (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
+		t.Fatalf("FusedFail (N = 0) of job %s's valid lease under a request id used for job %s answered %v %q, but job %s is %s: the failure was not applied",
 			ls[1].ID, ls[0].ID, o, st, ls[1].ID, j.State)
 	}
 	s.consistent(t)
@@ -716,16 +733,19 @@ func testResendAfterThreeLaterClaims(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.enqueue(t, broker.Job{MaxAttempts: 5})
 	first := s.claimOne(t, long)
-	o, st, err := s.b.Leases().Release(s.ctx, first) // its reply is lost
+	got, err := s.b.Leases().Release(s.ctx, first) // its reply is lost
+	o, st := got.Outcome, got.State
 	noErr(t, "Release", err)
 	want(t, "first answer", o, broker.OK)
 	for i := range 2 {
-		o, _, err := s.b.Leases().Release(s.ctx, s.claimOne(t, long))
+		got, err := s.b.Leases().Release(s.ctx, s.claimOne(t, long))
+		o := got.Outcome
 		noErr(t, "another worker's Release", err)
 		want(t, fmt.Sprintf("worker %d's release", i+2), o, broker.OK)
 	}
 	s.claimOne(t, long) // a fourth worker runs it
-	o, st2, err := s.b.Leases().Release(s.ctx, first)
+	got, err = s.b.Leases().Release(s.ctx, first)
+	o, st2 := got.Outcome, got.State
 	noErr(t, "Release sent again", err)
 	if o != broker.OK || st2 != st {
 		t.Fatalf("Release sent again after three later claims answered %v %q; the first answered ok %q", o, st2, st)

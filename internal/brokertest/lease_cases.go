@@ -77,7 +77,7 @@ func testGenerationStrictlyIncreases(t *testing.T, nb NewBackend) {
 
 	l := s.claimOne(t, long)
 	step("claim")
-	_, _, err := s.b.Leases().Release(s.ctx, l)
+	_, err := s.b.Leases().Release(s.ctx, l)
 	noErr(t, "Release", err)
 	step("release")
 	s.claimOne(t, long)
@@ -114,14 +114,17 @@ func staleOps(t *testing.T, s *bundle, stale broker.Lease) {
 	noErr(t, "stale Ack", err)
 	want(t, "stale ack outcome", o, broker.Stale)
 	for _, f := range []broker.Failure{{Error: "stale failure"}, {Error: "stale", Dead: true}, {Error: "stale", Backoff: time.Minute}} {
-		o, _, err = s.b.Leases().Fail(s.ctx, stale, f)
+		got, err := s.b.Leases().Fail(s.ctx, stale, f)
+		o = got.Outcome
 		noErr(t, "stale Fail", err)
 		want(t, "stale fail outcome", o, broker.Stale)
 	}
-	o, _, err = s.b.Leases().Snooze(s.ctx, stale, time.Minute)
+	got, err := s.b.Leases().Snooze(s.ctx, stale, time.Minute)
+	o = got.Outcome
 	noErr(t, "stale Snooze", err)
 	want(t, "stale snooze outcome", o, broker.Stale)
-	o, _, err = s.b.Leases().Release(s.ctx, stale)
+	got, err = s.b.Leases().Release(s.ctx, stale)
+	o = got.Outcome
 	noErr(t, "stale Release", err)
 	want(t, "stale release outcome", o, broker.Stale)
 	sameJob(t, "after the stale claim's operations", s.job(t, stale.ID), before)
@@ -263,7 +266,8 @@ func testRelease(t *testing.T, nb NewBackend) {
 	for range 3 { // more releases than attempts: none is charged
 		l := s.claimOne(t, long)
 		want(t, "attempt", l.Attempt, 1)
-		o, st, err := s.b.Leases().Release(s.ctx, l)
+		got, err := s.b.Leases().Release(s.ctx, l)
+		o, st := got.Outcome, got.State
 		noErr(t, "Release", err)
 		want(t, "release outcome", o, broker.OK)
 		want(t, "state after release", st, broker.StatePending)
@@ -310,7 +314,8 @@ func testFail(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{MaxAttempts: 2})
 		l := s.claimOne(t, long)
-		o, st, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 1", Backoff: past})
+		got, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 1", Backoff: past})
+		o, st := got.Outcome, got.State
 		noErr(t, "Fail", err)
 		want(t, "fail outcome", o, broker.OK)
 		want(t, "state after first failure", st, broker.StateScheduled)
@@ -330,7 +335,8 @@ func testFail(t *testing.T, nb NewBackend) {
 		s.Advance(past)
 		l = s.claimOne(t, long)
 		want(t, "second attempt", l.Attempt, 2)
-		_, st, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 2"})
+		got, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom 2"})
+		st = got.State
 		noErr(t, "Fail", err)
 		want(t, "state when attempts are spent", st, broker.StateDead)
 		want(t, "last error", s.job(t, id).LastError, "boom 2")
@@ -339,7 +345,8 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("ZeroBackoffIsPendingAtOnce", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{})
-		_, st, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "x"})
+		got, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "x"})
+		st := got.State
 		noErr(t, "Fail", err)
 		want(t, "state", st, broker.StatePending)
 		want(t, "attempt of the retry", s.claimOne(t, long).Attempt, 2)
@@ -347,7 +354,8 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("PermanentIsDeadAtOnce", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{MaxAttempts: 10})
-		_, st, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "bad input", Dead: true})
+		got, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "bad input", Dead: true})
+		st := got.State
 		noErr(t, "Fail", err)
 		want(t, "state", st, broker.StateDead)
 		s.consistent(t)
@@ -355,11 +363,13 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("SnoozeDoesNotChargeAttempt", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{MaxAttempts: 1})
-		_, st, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
+		got, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
+		st := got.State
 		noErr(t, "Snooze", err)
 		want(t, "state", st, broker.StatePending)
 		want(t, "attempt", s.job(t, id).Attempt, 0)
-		_, st, err = s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), time.Minute)
+		got, err = s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), time.Minute)
+		st = got.State
 		noErr(t, "Snooze", err)
 		want(t, "state", st, broker.StateScheduled)
 		s.consistent(t)
@@ -367,7 +377,7 @@ func testFail(t *testing.T, nb NewBackend) {
 	t.Run("LongErrorIsCut", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{})
-		_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: string(bytes.Repeat([]byte("x"), 100_000)), Dead: true})
+		_, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: string(bytes.Repeat([]byte("x"), 100_000)), Dead: true})
 		noErr(t, "Fail", err)
 		if n := len(s.job(t, id).LastError); n > 33_000 {
 			t.Fatalf("stored last_error of %d bytes", n)
@@ -507,7 +517,7 @@ func testWaitAfterRetry(t *testing.T, nb NewBackend) {
 	_, err := s.b.Client().Wait(ctx, s.q, id) // registers, then gives up
 	cancel()
 	wantErr(t, "Wait past its context", err, context.DeadlineExceeded)
-	_, _, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
+	_, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom", Dead: true})
 	noErr(t, "Fail", err)
 	_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
 	noErr(t, "Retry", err)
@@ -607,7 +617,8 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 	noErr(t, "Ack sent twice", err)
 	want(t, "Ack sent twice", o, broker.OK)
 	want(t, "result", string(s.job(t, first.Leases[0].ID).Result), "result")
-	o, st, err := s.b.Leases().Release(lost, first.Leases[1])
+	got, err := s.b.Leases().Release(lost, first.Leases[1])
+	o, st := got.Outcome, got.State
 	noErr(t, "Release sent twice", err)
 	want(t, "Release sent twice", o, broker.OK)
 	want(t, "state after release", st, broker.StatePending)
@@ -617,7 +628,8 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 		if i == 0 {
 			f.Dead, w, dead = true, broker.StateDead, l.ID
 		}
-		o, st, err := s.b.Leases().Fail(lost, l, f)
+		got, err := s.b.Leases().Fail(lost, l, f)
+		o, st := got.Outcome, got.State
 		noErr(t, "Fail sent twice", err)
 		want(t, "Fail sent twice", o, broker.OK)
 		want(t, "state after Fail sent twice", st, w)
@@ -633,10 +645,10 @@ func testLostReplies(t *testing.T, nb NewBackend) {
 	s.consistent(t)
 }
 
-// AckClaim settles and claims in one call: the acks first, so a dependent
+// FusedAck settles and claims in one call: the acks first, so a dependent
 // an ack releases is taken at once; each ack keeps its guard; the call is
 // safe to send again, whole or its claim alone.
-func testAckClaim(t *testing.T, nb NewBackend) {
+func testFusedAck(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	p := s.enqueue(t, broker.Job{})
 	x := s.enqueue(t, broker.Job{})
@@ -645,12 +657,13 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	want(t, "first claim", lp.ID, p)
 
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 3, Lease: long}
-	os, res, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
-	noErr(t, "AckClaim", err)
+	fa, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	os, res := fa.Outcomes, fa.Claim
+	noErr(t, "FusedAck", err)
 	want(t, "ack outcome", os[0], broker.OK)
 	want(t, "acked job", s.job(t, p).State, broker.StateDone)
 	if len(res.Leases) != 2 || res.Leases[0].ID != x || res.Leases[1].ID != d {
-		t.Fatalf("AckClaim took %+v; want %s, then %s (released by the ack)", res.Leases, x, d)
+		t.Fatalf("FusedAck took %+v; want %s, then %s (released by the ack)", res.Leases, x, d)
 	}
 	for _, l := range res.Leases {
 		want(t, "claimed job", s.job(t, l.ID).State, broker.StateRunning)
@@ -661,23 +674,25 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 
 	// Sent again (its reply was lost): the same answers, nothing more taken.
 	s.enqueue(t, broker.Job{})
-	os2, res2, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
-	noErr(t, "AckClaim sent again", err)
+	fa, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp, Result: []byte("r")}}, spec)
+	os2, res2 := fa.Outcomes, fa.Claim
+	noErr(t, "FusedAck sent again", err)
 	want(t, "re-sent ack outcome", os2[0], broker.OK)
-	sameLeases(t, "AckClaim sent again", res2.Leases, res.Leases)
+	sameLeases(t, "FusedAck sent again", res2.Leases, res.Leases)
 	// Its claim alone, sent again as a ClaimRequest, answers the same.
 	res3, err := s.b.Leases().ClaimRequest(s.ctx, spec.RequestID, s.q, spec.N, long)
-	noErr(t, "ClaimRequest under the AckClaim's id", err)
-	sameLeases(t, "ClaimRequest under the AckClaim's id", res3.Leases, res.Leases)
+	noErr(t, "ClaimRequest under the FusedAck's id", err)
+	sameLeases(t, "ClaimRequest under the FusedAck's id", res3.Leases, res.Leases)
 	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending after the re-sends", c.Pending, int64(1))
 
 	// A stale ack is refused, and the claim still runs; the claim may be of
 	// another queue than the acks.
 	s.enqueue(t, broker.Job{Queue: "other"})
-	os, res, err = s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
+	fa, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: lp}, {Lease: res.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "other", N: 5, Lease: long})
-	noErr(t, "AckClaim across queues", err)
+	os, res = fa.Outcomes, fa.Claim
+	noErr(t, "FusedAck across queues", err)
 	want(t, "the first ack again, under a spent claim", os[0], broker.OK)
 	want(t, "ack of x", os[1], broker.OK)
 	want(t, "claimed from the other queue", len(res.Leases), 1)
@@ -687,13 +702,14 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	s.enqueue(t, broker.Job{Queue: "superseded"})
 	first, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim the superseded job", err)
-	_, _, err = s.b.Leases().Release(s.ctx, first.Leases[0])
+	_, err = s.b.Leases().Release(s.ctx, first.Leases[0])
 	noErr(t, "Release it", err)
 	now, err := s.b.Leases().Claim(s.ctx, "superseded", 1, long)
 	noErr(t, "Claim it again", err)
 	stale := first.Leases[0]
-	os, res, err = s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
-	noErr(t, "AckClaim with a stale ack", err)
+	fa, err = s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: stale}}, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 5, Lease: long})
+	os, res = fa.Outcomes, fa.Claim
+	noErr(t, "FusedAck with a stale ack", err)
 	want(t, "stale ack", os[0], broker.Stale)
 	want(t, "claimed beside a stale ack", len(res.Leases), 1)
 	want(t, "the dependent, still running", s.job(t, d).State, broker.StateRunning)
@@ -703,8 +719,9 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 	want(t, "under the later claim", j.ClaimID, now.Leases[0].ClaimID())
 
 	// No claim: N = 0 answers no leases and takes nothing.
-	_, res, err = s.b.Leases().AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
-	noErr(t, "AckClaim of nothing", err)
+	fa, err = s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 0, Lease: long})
+	res = fa.Claim
+	noErr(t, "FusedAck of nothing", err)
 	want(t, "leases of a claim of 0", len(res.Leases), 0)
 
 	for _, bad := range []broker.ClaimSpec{
@@ -713,10 +730,10 @@ func testAckClaim(t *testing.T, nb NewBackend) {
 		{RequestID: "r", Queue: s.q, N: 1, Lease: 0},
 		{RequestID: "r", Queue: "", N: 1, Lease: long},
 	} {
-		_, _, err := s.b.Leases().AckClaim(s.ctx, nil, bad)
+		_, err := s.b.Leases().FusedAck(s.ctx, nil, bad)
 		var ve *broker.ValidationError
 		if !errors.As(err, &ve) {
-			t.Fatalf("AckClaim(%+v): %v, want a ValidationError", bad, err)
+			t.Fatalf("FusedAck(%+v): %v, want a ValidationError", bad, err)
 		}
 	}
 	s.consistent(t)
@@ -735,43 +752,46 @@ func sameLeases(t failer, what string, got, want []broker.Lease) {
 	}
 }
 
-// FailClaim and SnoozeClaim settle first and claim after, in one call, and
+// FusedFail and FusedSnooze settle first and claim after, in one call, and
 // are safe to send again; the claim must be of the settled job's queue.
-func testFailClaim(t *testing.T, nb NewBackend) {
+func testFusedFail(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	a := s.enqueue(t, broker.Job{MaxAttempts: 3})
 	b := s.enqueue(t, broker.Job{})
 	la := s.claimOne(t, long)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 2, Lease: long}
-	o, st, res, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
-	noErr(t, "FailClaim", err)
+	fused, err := s.b.Leases().FusedFail(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	o, st, res := fused.Outcome, fused.State, fused.Claim
+	noErr(t, "FusedFail", err)
 	want(t, "fail outcome", o, broker.OK)
 	want(t, "failed job's state", st, broker.StatePending)
 	if len(res.Leases) != 2 || res.Leases[0].ID != b || res.Leases[1].ID != a || res.Leases[1].Attempt != 2 {
-		t.Fatalf("FailClaim took %+v; want %s, then %s on its second attempt", res.Leases, b, a)
+		t.Fatalf("FusedFail took %+v; want %s, then %s on its second attempt", res.Leases, b, a)
 	}
-	o, st, again, err := s.b.Leases().FailClaim(s.ctx, la, broker.Failure{Error: "boom"}, spec)
-	noErr(t, "FailClaim sent again", err)
+	fused, err = s.b.Leases().FusedFail(s.ctx, la, broker.Failure{Error: "boom"}, spec)
+	o, st, again := fused.Outcome, fused.State, fused.Claim
+	noErr(t, "FusedFail sent again", err)
 	want(t, "re-sent fail outcome", o, broker.OK)
 	want(t, "re-sent fail state", st, broker.StatePending)
-	sameLeases(t, "FailClaim sent again", again.Leases, res.Leases)
+	sameLeases(t, "FusedFail sent again", again.Leases, res.Leases)
 
 	c := s.enqueue(t, broker.Job{})
-	o, st, res, err = s.b.Leases().SnoozeClaim(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
-	noErr(t, "SnoozeClaim", err)
+	fused, err = s.b.Leases().FusedSnooze(s.ctx, res.Leases[0], 0, broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
+	o, st, res = fused.Outcome, fused.State, fused.Claim
+	noErr(t, "FusedSnooze", err)
 	want(t, "snooze outcome", o, broker.OK)
 	want(t, "snoozed job's state", st, broker.StatePending)
 	if len(res.Leases) != 1 || res.Leases[0].ID != c {
-		t.Fatalf("SnoozeClaim took %+v; want %s", res.Leases, c)
+		t.Fatalf("FusedSnooze took %+v; want %s", res.Leases, c)
 	}
 	want(t, "snoozed job's attempt", s.job(t, b).Attempt, 0)
 
-	_, _, _, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
+	_, err = s.b.Leases().FusedFail(s.ctx, res.Leases[0], broker.Failure{}, broker.ClaimSpec{RequestID: "r", Queue: "other", N: 1, Lease: long})
 	var ve *broker.ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("FailClaim with a claim of another queue: %v, want a ValidationError", err)
+		t.Fatalf("FusedFail with a claim of another queue: %v, want a ValidationError", err)
 	}
-	want(t, "job after the refused FailClaim", s.job(t, c).State, broker.StateRunning)
+	want(t, "job after the refused FusedFail", s.job(t, c).State, broker.StateRunning)
 	s.consistent(t)
 }
 

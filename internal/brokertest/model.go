@@ -147,8 +147,8 @@ func testModel(t *testing.T, nb NewBackend) {
 			"renew":          m.renew,
 			"progress":       m.progress,
 			"ack":            m.ack,
-			"ackClaim":       m.ackClaim,
-			"ackClaimMany":   m.ackClaimMany,
+			"fusedAck":       m.fusedAck,
+			"fusedAckMany":   m.fusedAckMany,
 			"resendClaim":    m.resendClaim,
 			"fail":           m.fail,
 			"snooze":         m.snooze,
@@ -677,9 +677,9 @@ func (m *model) claim(t *rapid.T) {
 	}
 }
 
-// ackClaim acks a claim (or none) and claims in the same call, the way a
+// fusedAck acks a claim (or none) and claims in the same call, the way a
 // pool that finished a job takes its next one.
-func (m *model) ackClaim(t *rapid.T) {
+func (m *model) fusedAck(t *rapid.T) {
 	var acks []broker.Ack
 	var l broker.Lease
 	var j *mjob
@@ -693,17 +693,18 @@ func (m *model) ackClaim(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
 	m.begin(t)
-	os, res, err := m.s.b.Leases().AckClaim(ctx, acks, spec)
+	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
+	os, res := fa.Outcomes, fa.Claim
 	m.end(t)
-	noErr(t, "AckClaim", err)
+	noErr(t, "FusedAck", err)
 	if len(acks) > 0 {
 		_, resent := again(j, l, "ack")
-		m.wantOutcome(t, "AckClaim's ack", os[0], nil, valid || resent)
+		m.wantOutcome(t, "FusedAck's ack", os[0], nil, valid || resent)
 		if valid {
 			m.acked(l.ID)
 		}
 	}
-	m.took(t, "AckClaim", res, n, lease) // the acks come first
+	m.took(t, "FusedAck", res, n, lease) // the acks come first
 	m.remember(spec.RequestID, n, lease, res)
 }
 
@@ -739,7 +740,7 @@ func (m *model) pastHorizon(t *rapid.T) {
 
 // resendClaim sends an earlier claim request again, any time later, as a
 // pool that lost its reply does (claim alone, ClaimRequest, as the acker's
-// re-ask; or a whole AckClaim with other acks): it answers the leases that
+// re-ask; or a whole FusedAck with other acks): it answers the leases that
 // request took that are still its job's one valid claim, in order, and
 // claims nothing more.
 func (m *model) resendClaim(t *rapid.T) {
@@ -772,11 +773,13 @@ func (m *model) resendClaim(t *rapid.T) {
 			acks = append(acks, broker.Ack{Lease: l})
 		}
 		var os []broker.Outcome
-		os, res, err = m.s.b.Leases().AckClaim(m.lostOrDropped(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
-		noErr(t, "AckClaim sent again with other acks", err)
+		var fa broker.FusedAcks
+		fa, err = m.s.b.Leases().FusedAck(m.lostOrDropped(t), acks, broker.ClaimSpec{RequestID: r.id, Queue: m.s.q, N: r.n, Lease: r.lease})
+		os, res = fa.Outcomes, fa.Claim
+		noErr(t, "FusedAck sent again with other acks", err)
 		if len(acks) > 0 {
 			_, resent := again(j, l, "ack")
-			m.wantOutcome(t, "re-sent AckClaim's ack", os[0], nil, valid || resent)
+			m.wantOutcome(t, "re-sent FusedAck's ack", os[0], nil, valid || resent)
 			if valid {
 				m.acked(l.ID)
 			}
@@ -802,9 +805,9 @@ func (m *model) resendClaim(t *rapid.T) {
 	}
 }
 
-// ackClaimMany acks several claims at once, the same one twice perhaps,
+// fusedAckMany acks several claims at once, the same one twice perhaps,
 // and claims 0 to 3 jobs in the same call.
-func (m *model) ackClaimMany(t *rapid.T) {
+func (m *model) fusedAckMany(t *rapid.T) {
 	if len(m.claims) == 0 {
 		t.Skip("no claims yet")
 	}
@@ -832,13 +835,14 @@ func (m *model) ackClaimMany(t *rapid.T) {
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
 	m.begin(t)
-	os, res, err := m.s.b.Leases().AckClaim(ctx, acks, spec)
+	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
+	os, res := fa.Outcomes, fa.Claim
 	m.end(t)
-	noErr(t, "AckClaim of several", err)
+	noErr(t, "FusedAck of several", err)
 	for i := range acks {
-		m.wantOutcome(t, fmt.Sprintf("AckClaim's ack %d of %d", i, k), os[i], nil, wantOK[i])
+		m.wantOutcome(t, fmt.Sprintf("FusedAck's ack %d of %d", i, k), os[i], nil, wantOK[i])
 	}
-	m.took(t, "AckClaim of several", res, n, lease)
+	m.took(t, "FusedAck of several", res, n, lease)
 	m.remember(spec.RequestID, n, lease, res)
 }
 
@@ -1107,13 +1111,17 @@ func (m *model) fail(t *rapid.T) {
 	var o broker.Outcome
 	var st broker.State
 	var res broker.ClaimResult
+	var got broker.Settled
+	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
 	m.begin(t)
 	if claim.N > 0 {
-		o, st, res, err = m.s.b.Leases().FailClaim(ctx, l, f, claim)
+		fused, err = m.s.b.Leases().FusedFail(ctx, l, f, claim)
+		o, st, res = fused.Outcome, fused.State, fused.Claim
 	} else {
-		o, st, err = m.s.b.Leases().Fail(ctx, l, f)
+		got, err = m.s.b.Leases().Fail(ctx, l, f)
+		o, st = got.Outcome, got.State
 	}
 	m.end(t)
 	var w broker.State
@@ -1136,7 +1144,7 @@ func (m *model) fail(t *rapid.T) {
 	}
 	m.settle(t, "fail", mode, l, j, valid, w, o, st, err)
 	if claim.N > 0 {
-		m.took(t, "FailClaim", res, claim.N, claim.Lease) // the failure comes first
+		m.took(t, "FusedFail", res, claim.N, claim.Lease) // the failure comes first
 	}
 }
 
@@ -1156,13 +1164,17 @@ func (m *model) snooze(t *rapid.T) {
 	var o broker.Outcome
 	var st broker.State
 	var res broker.ClaimResult
+	var got broker.Settled
+	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
 	m.begin(t)
 	if claim.N > 0 {
-		o, st, res, err = m.s.b.Leases().SnoozeClaim(ctx, l, d, claim)
+		fused, err = m.s.b.Leases().FusedSnooze(ctx, l, d, claim)
+		o, st, res = fused.Outcome, fused.State, fused.Claim
 	} else {
-		o, st, err = m.s.b.Leases().Snooze(ctx, l, d)
+		got, err = m.s.b.Leases().Snooze(ctx, l, d)
+		o, st = got.Outcome, got.State
 	}
 	m.end(t)
 	var w broker.State
@@ -1180,7 +1192,7 @@ func (m *model) snooze(t *rapid.T) {
 	}
 	m.settle(t, "snooze", "snooze", l, j, valid, w, o, st, err)
 	if claim.N > 0 {
-		m.took(t, "SnoozeClaim", res, claim.N, claim.Lease)
+		m.took(t, "FusedSnooze", res, claim.N, claim.Lease)
 	}
 }
 
@@ -1195,7 +1207,8 @@ func (m *model) giveBack(t *rapid.T) {
 		For: rapid.SampledFrom([]time.Duration{-1, 0, 20 * time.Millisecond}).Draw(t, "for")}
 	ctx := m.lostReply(t)
 	m.begin(t)
-	o, st, err := m.s.b.Leases().GiveBack(ctx, l, u)
+	got, err := m.s.b.Leases().GiveBack(ctx, l, u)
+	o, st := got.Outcome, got.State
 	m.end(t)
 	var w broker.State
 	if valid {
@@ -1262,7 +1275,8 @@ func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, v
 
 func (m *model) release(t *rapid.T) {
 	l, j, valid := m.pickClaim(t)
-	o, st, err := m.s.b.Leases().Release(m.lostOrDropped(t), l)
+	got, err := m.s.b.Leases().Release(m.lostOrDropped(t), l)
+	o, st := got.Outcome, got.State
 	w, resent := again(j, l, "release")
 	m.wantOutcome(t, "release", o, err, valid || resent)
 	switch {

@@ -109,14 +109,16 @@ func testBrokerResendsLostReplies(t *testing.T, nb NewBackend) {
 	res, err = s.b.Leases().ClaimRequest(lost(), broker.NewRequestID(), s.q, 2, long)
 	noErr(t, "ClaimRequest whose replies were lost", err)
 	want(t, "jobs claimed", len(res.Leases), 2)
-	o, st, err := s.b.Leases().Fail(lost(), res.Leases[0], broker.Failure{Error: "boom", Dead: true})
+	got, err := s.b.Leases().Fail(lost(), res.Leases[0], broker.Failure{Error: "boom", Dead: true})
+	o, st := got.Outcome, got.State
 	noErr(t, "Fail whose replies were lost", err)
 	want(t, "Fail whose replies were lost", o, broker.OK)
 	want(t, "state after Fail", st, broker.StateDead)
 	prev, err := s.b.Inspector().Retry(lost(), s.q, res.Leases[0].ID)
 	noErr(t, "Retry whose replies were lost", err)
 	want(t, "Retry's previous state", prev, broker.StateDead)
-	o, st, err = s.b.Leases().Release(lost(), res.Leases[1])
+	got, err = s.b.Leases().Release(lost(), res.Leases[1])
+	o, st = got.Outcome, got.State
 	noErr(t, "Release whose replies were lost", err)
 	want(t, "Release whose replies were lost", o, broker.OK)
 	want(t, "state after Release", st, broker.StatePending)
@@ -127,22 +129,25 @@ func testBrokerResendsLostReplies(t *testing.T, nb NewBackend) {
 	// Settlements that claim the next job in the same call.
 	l = s.claimOne(t, long)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	o, st, next, err := s.b.Leases().SnoozeClaim(lost(), l, 0, spec)
-	noErr(t, "SnoozeClaim whose replies were lost", err)
-	want(t, "SnoozeClaim", o, broker.OK)
-	want(t, "state after SnoozeClaim", st, broker.StatePending)
-	want(t, "jobs SnoozeClaim took", len(next.Leases), 1)
+	fused, err := s.b.Leases().FusedSnooze(lost(), l, 0, spec)
+	o, st, next := fused.Outcome, fused.State, fused.Claim
+	noErr(t, "FusedSnooze whose replies were lost", err)
+	want(t, "FusedSnooze", o, broker.OK)
+	want(t, "state after FusedSnooze", st, broker.StatePending)
+	want(t, "jobs FusedSnooze took", len(next.Leases), 1)
 	s.enqueue(t, broker.Job{})
-	os, next, err := s.b.Leases().AckClaim(lost(), []broker.Ack{{Lease: next.Leases[0]}},
+	fa, err := s.b.Leases().FusedAck(lost(), []broker.Ack{{Lease: next.Leases[0]}},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
-	noErr(t, "AckClaim whose replies were lost", err)
-	want(t, "AckClaim's ack", os[0], broker.OK)
-	want(t, "jobs AckClaim took", len(next.Leases), 1)
-	o, st, _, err = s.b.Leases().FailClaim(lost(), next.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour},
+	os, next := fa.Outcomes, fa.Claim
+	noErr(t, "FusedAck whose replies were lost", err)
+	want(t, "FusedAck's ack", os[0], broker.OK)
+	want(t, "jobs FusedAck took", len(next.Leases), 1)
+	fused, err = s.b.Leases().FusedFail(lost(), next.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour},
 		broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long})
-	noErr(t, "FailClaim whose replies were lost", err)
-	want(t, "FailClaim", o, broker.OK)
-	want(t, "state after FailClaim", st, broker.StateScheduled)
+	o, st = fused.Outcome, fused.State
+	noErr(t, "FusedFail whose replies were lost", err)
+	want(t, "FusedFail", o, broker.OK)
+	want(t, "state after FusedFail", st, broker.StateScheduled)
 	c, _ = s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "running after the lost replies", c.Running, int64(0))
 	s.consistent(t)
@@ -208,9 +213,10 @@ func testReaskThatTookNothingFencesTheOriginal(t *testing.T, nb NewBackend) {
 	want(t, "jobs the re-ask took", len(res.Leases), 0)
 	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
 
-	// The original, late: an AckClaim with the same claim, then a FailClaim.
-	_, res, err = s.b.Leases().AckClaim(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
-	noErr(t, "AckClaim (the late original)", err)
+	// The original, late: a FusedAck with the same claim, then a FusedFail.
+	fa, err := s.b.Leases().FusedAck(s.ctx, nil, broker.ClaimSpec{RequestID: req, Queue: s.q, N: 1, Lease: long})
+	res = fa.Claim
+	noErr(t, "FusedAck (the late original)", err)
 	want(t, "jobs the late original took", len(res.Leases), 0)
 	other := s.enqueue(t, broker.Job{})
 	req2 := broker.NewRequestID()
@@ -219,10 +225,11 @@ func testReaskThatTookNothingFencesTheOriginal(t *testing.T, nb NewBackend) {
 	_, err = s.b.Leases().ClaimRequest(s.ctx, req2, s.q, 1, time.Hour)
 	noErr(t, "ClaimRequest (the re-ask)", err)
 	s.enqueue(t, broker.Job{})
-	_, _, res, err = s.b.Leases().FailClaim(s.ctx, l, broker.Failure{Error: "x"}, broker.ClaimSpec{RequestID: req2, Queue: s.q, N: 1, Lease: long})
-	noErr(t, "FailClaim (the late original)", err)
+	fused, err := s.b.Leases().FusedFail(s.ctx, l, broker.Failure{Error: "x"}, broker.ClaimSpec{RequestID: req2, Queue: s.q, N: 1, Lease: long})
+	res = fused.Claim
+	noErr(t, "FusedFail (the late original)", err)
 	if len(res.Leases) != 1 || res.Leases[0].ID != other {
-		t.Fatalf("the late FailClaim answered %+v; want the lease its re-ask took, of %s", res.Leases, other)
+		t.Fatalf("the late FusedFail answered %+v; want the lease its re-ask took, of %s", res.Leases, other)
 	}
 	res, err = s.b.Leases().ClaimRequest(s.ctx, req, s.q, 1, long)
 	noErr(t, "ClaimRequest sent again", err)

@@ -73,13 +73,16 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 
 	// Failures: a retry and a death count, each once however often sent;
 	// a snooze does not.
-	_, st, err := s.b.Leases().Fail(lost, ls[3], broker.Failure{Error: "boom", Backoff: time.Hour})
+	got, err := s.b.Leases().Fail(lost, ls[3], broker.Failure{Error: "boom", Backoff: time.Hour})
+	st := got.State
 	noErr(t, "Fail sent twice", err)
 	want(t, "state", st, broker.StateScheduled)
-	_, st, err = s.b.Leases().Fail(lost, ls[4], broker.Failure{Error: "boom", Dead: true})
+	got, err = s.b.Leases().Fail(lost, ls[4], broker.Failure{Error: "boom", Dead: true})
+	st = got.State
 	noErr(t, "Fail (dead) sent twice", err)
 	want(t, "state", st, broker.StateDead)
-	_, st, err = s.b.Leases().Snooze(lost, ls[5], time.Hour)
+	got, err = s.b.Leases().Snooze(lost, ls[5], time.Hour)
+	st = got.State
 	noErr(t, "Snooze sent twice", err)
 	want(t, "state", st, broker.StateScheduled)
 	s.wantTotals(t, "a retry, a death and a snooze", 3, 2)
@@ -87,7 +90,8 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 	// A job whose cancel was requested fails into cancelled: not counted.
 	_, err = s.b.Inspector().Cancel(s.ctx, s.q, ls[6].ID)
 	noErr(t, "Cancel", err)
-	_, st, err = s.b.Leases().Fail(s.ctx, ls[6], broker.Failure{Error: "context canceled"})
+	got, err = s.b.Leases().Fail(s.ctx, ls[6], broker.Failure{Error: "context canceled"})
+	st = got.State
 	noErr(t, "Fail of a cancelled job", err)
 	want(t, "state", st, broker.StateCancelled)
 	s.wantTotals(t, "a cancellation", 3, 2)
@@ -113,24 +117,27 @@ func testThroughputCounts(t *testing.T, nb NewBackend) {
 		o, err := s.b.Leases().Ack(s.ctx, l, nil)
 		noErr(t, "stale Ack", err)
 		want(t, "stale Ack", o, broker.Stale)
-		o, _, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "late"})
+		got, err = s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "late"})
+		o = got.Outcome
 		noErr(t, "stale Fail", err)
 		want(t, "stale Fail", o, broker.Stale)
 	}
-	o, _, err = s.b.Leases().Fail(s.ctx, ls[0], broker.Failure{Error: "after the ack"})
+	got, err = s.b.Leases().Fail(s.ctx, ls[0], broker.Failure{Error: "after the ack"})
+	o = got.Outcome
 	noErr(t, "Fail after Ack", err)
 	want(t, "Fail after Ack", o, broker.Stale)
 	s.wantTotals(t, "stale settlements", 3, 4)
 
-	// AckClaim and FailClaim count as AckMany and Fail do.
+	// FusedAck and FusedFail count as AckMany and Fail do.
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: s.q, N: 1, Lease: long}
-	_, res, err := s.b.Leases().AckClaim(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
-	noErr(t, "AckClaim", err)
-	want(t, "claimed by AckClaim", len(res.Leases), 1)
+	fa, err := s.b.Leases().FusedAck(s.ctx, []broker.Ack{{Lease: ls[7]}}, spec)
+	res := fa.Claim
+	noErr(t, "FusedAck", err)
+	want(t, "claimed by FusedAck", len(res.Leases), 1)
 	spec.RequestID = broker.NewRequestID()
-	_, _, _, err = s.b.Leases().FailClaim(s.ctx, res.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour}, spec)
-	noErr(t, "FailClaim", err)
-	s.wantTotals(t, "AckClaim and FailClaim", 4, 5)
+	_, err = s.b.Leases().FusedFail(s.ctx, res.Leases[0], broker.Failure{Error: "x", Backoff: time.Hour}, spec)
+	noErr(t, "FusedFail", err)
+	s.wantTotals(t, "FusedAck and FusedFail", 4, 5)
 }
 
 // Throughput answers n minutes, the current one (on Redis's clock) last,
@@ -367,14 +374,14 @@ func testErrorHistory(t *testing.T, nb NewBackend) {
 	id := s.enqueue(t, broker.Job{MaxAttempts: 30})
 	fail := func(msg string) {
 		t.Helper()
-		_, _, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: msg})
+		_, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: msg})
 		noErr(t, "Fail", err)
 	}
 	want(t, "errors of a new job", len(s.job(t, id).Errors), 0)
 	for i := 1; i <= 12; i++ {
 		fail(fmt.Sprint("e", i))
 	}
-	_, _, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
+	_, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
 	noErr(t, "Snooze", err)
 	j := s.job(t, id)
 	want(t, "errors kept", len(j.Errors), broker.ErrorsKept)
@@ -459,7 +466,7 @@ func testRenewals(t *testing.T, nb NewBackend) {
 	want(t, "renewals of b", s.job(t, b).Renewals, 4)
 
 	// Released and claimed again: the old claim's renew is stale.
-	_, _, err = s.b.Leases().Release(s.ctx, ls[0])
+	_, err = s.b.Leases().Release(s.ctx, ls[0])
 	noErr(t, "Release", err)
 	again := s.claimOne(t, long)
 	want(t, "renewals of a claim after a release", s.job(t, a).Renewals, 0)
@@ -478,7 +485,7 @@ func testRenewals(t *testing.T, nb NewBackend) {
 	noErr(t, "Renew over garbage", err)
 	want(t, "renewal over garbage", rs[0].Outcome, broker.OK)
 	want(t, "renewals over garbage (uncounted)", s.job(t, a).Renewals, 0)
-	_, _, err = s.b.Leases().Release(s.ctx, again)
+	_, err = s.b.Leases().Release(s.ctx, again)
 	noErr(t, "Release", err)
 	again = s.claimOne(t, long)
 	_, err = s.b.Leases().Renew(s.ctx, []broker.Lease{again}, long)

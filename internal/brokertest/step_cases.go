@@ -184,7 +184,7 @@ func testRetryDeadEndsPastCorruptEntry(t *testing.T, nb NewBackend) {
 	want(t, "jobs claimed", len(res.Leases), 20)
 	s.Advance(2 * time.Millisecond) // the sound jobs die after wrong-type was listed dead
 	for _, l := range res.Leases {
-		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		_, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 	}
 	dead, err := s.Client.ZRange(s.ctx, s.b.Prefix()+":{"+s.q+"}:dead", 0, 0).Result()
@@ -258,7 +258,7 @@ func testRetryDeadSendsEachJobOnce(t *testing.T, nb NewBackend) {
 		ls := s.claim(t, 1000, long)
 		want(t, "jobs claimed to kill", len(ls), n)
 		for _, l := range ls {
-			_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "poison", Dead: true})
+			_, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "poison", Dead: true})
 			noErr(t, "Fail", err)
 		}
 	}
@@ -283,7 +283,7 @@ func testRetryDeadDropsAGhost(t *testing.T, nb NewBackend) {
 		s.enqueue(t, broker.Job{MaxAttempts: 1})
 	}
 	for _, l := range s.claim(t, 5, long) {
-		_, _, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		_, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
 		noErr(t, "Fail", err)
 	}
 	dead := s.b.Prefix() + ":{" + s.q + "}:dead"

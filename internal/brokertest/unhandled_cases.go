@@ -13,7 +13,8 @@ import (
 func (s *bundle) giveBack(t *testing.T, l broker.Lease, u broker.Unhandled, state broker.State) (broker.JobInfo, span) {
 	t.Helper()
 	before := s.redisTime(t)
-	o, st, err := s.b.Leases().GiveBack(s.ctx, l, u)
+	got, err := s.b.Leases().GiveBack(s.ctx, l, u)
+	o, st := got.Outcome, got.State
 	noErr(t, "GiveBack", err)
 	after := s.redisTime(t)
 	want(t, "give-back outcome", o, broker.OK)
@@ -51,7 +52,8 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		s.consistent(t)
 
 		before := s.job(t, id)
-		o, st, err := s.b.Leases().GiveBack(s.ctx, l, u) // its reply was lost
+		got, err := s.b.Leases().GiveBack(s.ctx, l, u) // its reply was lost
+		o, st := got.Outcome, got.State
 		noErr(t, "GiveBack again", err)
 		want(t, "re-sent outcome", o, broker.OK)
 		want(t, "re-sent state", st, broker.StateScheduled)
@@ -87,7 +89,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
 		s.Advance(u.MaxDelay)
 		// A pool that has the kind ran it and its handler snoozed.
-		_, _, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
+		_, err := s.b.Leases().Snooze(s.ctx, s.claimOne(t, long), 0)
 		noErr(t, "Snooze", err)
 		s.Advance(u.For)
 		j, at := s.giveBack(t, s.claimOne(t, long), u, broker.StateScheduled)
@@ -176,7 +178,8 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		l := s.claimOne(t, long)
 		_, err := s.b.Inspector().ReleaseUnowned(s.ctx, s.q, id)
 		noErr(t, "ReleaseUnowned", err)
-		o, _, err := s.b.Leases().GiveBack(s.ctx, l, u)
+		got, err := s.b.Leases().GiveBack(s.ctx, l, u)
+		o := got.Outcome
 		noErr(t, "GiveBack", err)
 		want(t, "outcome of a stale claim", o, broker.Stale)
 		want(t, "state", s.job(t, id).State, broker.StatePending)
@@ -187,7 +190,7 @@ func testGiveBack(t *testing.T, nb NewBackend) {
 		l := s.claimOne(t, long)
 		var ve *broker.ValidationError
 		for _, bad := range []broker.Unhandled{{Delay: 0, MaxDelay: time.Second}, {Delay: time.Second, MaxDelay: time.Millisecond}} {
-			if _, _, err := s.b.Leases().GiveBack(s.ctx, l, bad); !errors.As(err, &ve) {
+			if _, err := s.b.Leases().GiveBack(s.ctx, l, bad); !errors.As(err, &ve) {
 				t.Fatalf("GiveBack(%+v): error %v, want a *broker.ValidationError", bad, err)
 			}
 		}

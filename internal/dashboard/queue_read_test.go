@@ -65,7 +65,7 @@ func TestQueuePageReadsNoPayloads(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	for _, l := range res.Leases {
-		if _, _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
+		if _, err := b.Leases().Fail(ctx, l, broker.Failure{Error: msg, Dead: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -85,7 +85,7 @@ func (r *rig) deadJob(queue string, j broker.Job, msg string) {
 	if err != nil || len(res.Leases) != 1 {
 		r.t.Fatalf("claim: %v, %d leases", err, len(res.Leases))
 	}
-	if _, _, err := r.b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: msg, Dead: true}); err != nil {
+	if _, err := r.b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: msg, Dead: true}); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -259,7 +259,7 @@ func TestHistory(t *testing.T) {
 		if err != nil || len(res.Leases) != 1 {
 			t.Fatalf("claim %d: %v", attempt, err)
 		}
-		if _, _, err := r.b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: fmt.Sprintf("<timeout %d>", attempt)}); err != nil {
+		if _, err := r.b.Leases().Fail(ctx, res.Leases[0], broker.Failure{Error: fmt.Sprintf("<timeout %d>", attempt)}); err != nil {
 			t.Fatal(err)
 		}
 	}

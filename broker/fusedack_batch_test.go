@@ -16,7 +16,7 @@ import (
 // one call) with a claim of 256, on miniredis and (FENCEQ_SCRATCH_REDIS, a
 // scratch server) real Redis; then the claim alone again, and the whole
 // call again with no acks.
-func TestAckClaim256(t *testing.T) {
+func TestFusedAck256(t *testing.T) {
 	clients := map[string]redis.UniversalClient{}
 	mr := miniredis.RunT(t)
 	clients["miniredis"] = redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -50,7 +50,8 @@ func TestAckClaim256(t *testing.T) {
 				acks = append(acks, broker.Ack{Lease: l, Result: []byte("r")}, broker.Ack{Lease: l, Result: []byte("other")})
 			}
 			spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: "q", N: n, Lease: time.Minute}
-			os, res, err := b.Leases().AckClaim(ctx, acks, spec)
+			fa, err := b.Leases().FusedAck(ctx, acks, spec)
+			os, res := fa.Outcomes, fa.Claim
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +67,8 @@ func TestAckClaim256(t *testing.T) {
 			if err != nil || len(again.Leases) != n || again.Leases[n-1].ClaimID() != res.Leases[n-1].ClaimID() {
 				t.Fatalf("claim alone again: %d %v", len(again.Leases), err)
 			}
-			_, whole, err := b.Leases().AckClaim(ctx, nil, spec)
+			fa, err = b.Leases().FusedAck(ctx, nil, spec)
+			whole := fa.Claim
 			if err != nil || len(whole.Leases) != n {
 				t.Fatalf("whole again: %d %v", len(whole.Leases), err)
 			}

@@ -15,12 +15,12 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-// one AckClaim whose acks are of queues on
+// one FusedAck whose acks are of queues on
 // two masters and whose claim is of a queue on the third (one pipeline
 // split by node), its re-sends (whole, with other acks, and the claim
 // alone), then a pool of three queues, one per master, working through a
 // backlog with fused claims while the scripts are flushed on every master.
-func TestClusterAckClaim(t *testing.T) {
+func TestClusterFusedAck(t *testing.T) {
 	tc := startCluster(t)
 	ctx := context.Background()
 	_, slotMaster := tc.masters(t)
@@ -72,7 +72,8 @@ func TestClusterAckClaim(t *testing.T) {
 	// The same lease twice, interleaved across the queues.
 	acks = append(acks, acks[0])
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: queues[2], N: 2, Lease: time.Minute}
-	os, res, err := b.Leases().AckClaim(ctx, acks, spec)
+	fa, err := b.Leases().FusedAck(ctx, acks, spec)
+	os, res := fa.Outcomes, fa.Claim
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,8 @@ func TestClusterAckClaim(t *testing.T) {
 	if len(res.Leases) != 2 || res.Leases[0].Queue != queues[2] {
 		t.Fatalf("claimed %+v", res.Leases)
 	}
-	os2, res2, err := b.Leases().AckClaim(ctx, acks[:1], spec)
+	fa, err = b.Leases().FusedAck(ctx, acks[:1], spec)
+	os2, res2 := fa.Outcomes, fa.Claim
 	if err != nil || os2[0] != broker.OK || len(res2.Leases) != 2 || res2.Leases[1].ClaimID() != res.Leases[1].ClaimID() {
 		t.Fatalf("re-sent with fewer acks: %v %+v %v", os2, res2.Leases, err)
 	}
