@@ -292,7 +292,7 @@ func (bn *Bencher) enqueueRates(n int) (single, batch float64, err error) {
 
 // enqueueConcurrent measures n jobs enqueued one at a time by conc
 // goroutines, each waiting for its answer before its next job: with
-// Broker.Enqueue, or through a Batcher (then also the mean jobs per round
+// Client.Enqueue, or through a Batcher (then also the mean jobs per round
 // trip).
 func (bn *Bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch float64, err error) {
 	c, b, _, q, err := bn.client(conc + 10)
