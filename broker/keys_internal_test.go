@@ -44,13 +44,7 @@ func TestScriptsUseDefinedKeys(t *testing.T) {
 
 // The Lua that scriptKeys writes builds the very names queueKeys builds.
 func TestScriptKeysMatchGo(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	b, err := New(rdb, Options{Prefix: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, rdb := miniBroker(t)
 	k := b.queueKeys("q")
 	src := scriptKeys() + `
 begin_keys(ARGV[1])
@@ -88,13 +82,7 @@ return out`
 // callers) keeps at most twice queueKeysCached queues' keys in memory, and
 // a queue in use keeps its keys, registered flag included, meanwhile.
 func TestQueueKeysBounded(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	b, err := New(rdb, Options{Prefix: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := miniBroker(t)
 	ctx := context.Background()
 	if _, err := b.Client().Enqueue(ctx, Job{Queue: "hot", Kind: "k"}); err != nil {
 		t.Fatal(err)
@@ -138,13 +126,7 @@ func cachedQueues(b *Broker) int {
 
 // QueueExists answers what Queues lists, and refuses a name no queue has.
 func TestQueueExists(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	b, err := New(rdb, Options{Prefix: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _ := miniBroker(t)
 	ctx := context.Background()
 	if _, err := b.Client().Enqueue(ctx, Job{Queue: "mail", Kind: "k"}); err != nil {
 		t.Fatal(err)
@@ -186,13 +168,7 @@ func TestScriptsDeclareNoKeys(t *testing.T) {
 // The preamble's INDEX names, for each state, the key Go's index names
 // (pendingIndex for StatePending), and legacyReady's key as LEGACY_READY.
 func TestScriptIndexMatchesGo(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	b, err := New(rdb, Options{Prefix: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, rdb := miniBroker(t)
 	k := b.queueKeys("q")
 	src := scriptKeys() + `
 begin_keys(ARGV[1])
@@ -237,4 +213,17 @@ func TestQueueKeyAccessors(t *testing.T) {
 	if k.legacy() != k.key(legacyReady) {
 		t.Errorf("legacy() = %q, want %q", k.legacy(), k.key(legacyReady))
 	}
+}
+
+// miniBroker is a Broker with prefix "p" over a fresh miniredis, and its client.
+func miniBroker(t *testing.T) (*Broker, *redis.Client) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := New(rdb, Options{Prefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, rdb
 }
