@@ -11,17 +11,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/jobrow"
 )
 
-// JobInfo is a job as stored, for inspection.
+// JobInfo is a job as stored, for inspection. Its Row is the job as it
+// stands: Attempt and Generation are 0 until its first claim, and
+// MaxAttempts has its default applied. Metadata is nil when the job has
+// none, or when the stored field does not decode (a hand edit: the job's
+// next claim marks it dead with that reason).
 type JobInfo struct {
-	Queue, ID, Kind string // the job's queue, id and kind (which selects its handler)
-	Payload         []byte // as enqueued
-	State           State  // the state whose index holds it
-	Attempt         int    // 1 on the first run, as Lease.Attempt; 0 before its first claim
-	MaxAttempts     int    // claims allowed before it is dead (Job.MaxAttempts, its default applied)
-	Priority        int    // PriorityMin to PriorityMax; higher is claimed first
-	Generation      int64  // its lease generation, raised by every claim, release and reap
+	jobrow.Row
+	State    State // the state whose index holds it
+	Priority int   // PriorityMin to PriorityMax; higher is claimed first
 	// ClaimID names the valid claim while running (its Lease.ClaimID), else
 	// empty. It is a fingerprint: it tells claims apart but cannot renew or
 	// settle the job.
@@ -40,10 +42,6 @@ type JobInfo struct {
 	// Nil when there are none, or when the stored history does not decode
 	// (a hand edit): LastError still holds the last one.
 	Errors []AttemptError
-	// Metadata is the job's Job.Metadata; nil when it has none, or when the
-	// stored field does not decode (a hand edit: the job's next claim
-	// marks it dead with that reason).
-	Metadata map[string]string
 	// Renewals counts the renewals of the last claim (a new claim starts
 	// again from 0). A renew re-sent after a lost reply counts again. A
 	// stored value that is not a number (a hand edit) reads as 0.
@@ -86,7 +84,7 @@ func (b *Inspector) Job(ctx context.Context, queue, id string) (JobInfo, error) 
 
 func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	j := JobInfo{
-		Queue: queue, ID: id, Kind: h[fieldKind], Payload: []byte(h[fieldPayload]),
+		Row:   jobrow.Row{Queue: queue, ID: id, Kind: h[fieldKind], Payload: []byte(h[fieldPayload])},
 		State: State(h[fieldState]), LastError: h[fieldLastError],
 		Result: []byte(h[fieldResult]), Progress: []byte(h[fieldProgress]),
 		CancelRequested: h[fieldCancel] == "1",

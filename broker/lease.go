@@ -8,22 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // Lease is one claim on one job: the right to run it, renew it and settle it
 // for as long as the claim is valid (see the package doc, invariant 1).
+// Its Row is the job as claimed: Attempt counts this claim, and Generation
+// with ID is the fencing token to hand to external systems (a later claim
+// of the same job always carries a larger generation). Metadata is the
+// job's Job.Metadata as enqueued, in a map of each Lease's own: changing it
+// changes nothing stored.
 type Lease struct {
-	Queue, ID, Kind string // the job's queue, id and kind (which selects its handler)
-	Payload         []byte // as enqueued
-	Attempt         int    // 1 for the first run
-	MaxAttempts     int    // claims allowed in all: a failure of the last one is dead
-	// Metadata is the job's Job.Metadata as enqueued; nil when it has none.
-	// Each Lease has its own map: changing it changes nothing stored.
-	Metadata map[string]string
-	// Generation is the job's lease generation for this claim. With ID it is
-	// the fencing token to hand to external systems: a later claim of the
-	// same job always carries a larger generation.
-	Generation int64
+	jobrow.Row
 	// token is this claim's capability: whoever holds it may renew and
 	// settle the job. Only the broker reads it; ClaimID names the claim
 	// without giving it away.
@@ -111,10 +108,10 @@ func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (Cla
 		res.Leases = make([]Lease, 0, count)
 	}
 	for i := 0; i < count && r.err == nil; i++ {
-		l := Lease{
+		l := Lease{Row: jobrow.Row{
 			Queue: queue, ID: r.str(), Kind: r.str(), Payload: []byte(r.str()),
-			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(), token: r.str(),
-		}
+			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(),
+		}, token: r.str()}
 		until, meta := r.int(), r.str()
 		if m, err := decodeMetadata(meta); err != nil {
 			// take.lua's bad_meta makes a job whose meta it cannot read dead,
