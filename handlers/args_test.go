@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 type welcomeArgs struct {
@@ -36,8 +37,8 @@ func (emptyKind) Kind() string { return "" }
 
 func run(t *testing.T, mux *handlers.Mux, kind, payload string) error {
 	t.Helper()
-	return mux.ProcessJob(context.Background(), handlers.NewJob(handlers.JobSpec{
-		ID: "j1", Queue: "q", Kind: kind, Payload: []byte(payload), Attempt: 1, MaxAttempts: 3, Generation: 1}))
+	return mux.ProcessJob(context.Background(), handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{
+		ID: "j1", Queue: "q", Kind: kind, Payload: []byte(payload), Attempt: 1, MaxAttempts: 3, Generation: 1}}))
 }
 
 func TestRegister(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // ResizeArgs is the payload of a "resize" job.
@@ -24,15 +25,15 @@ func ExampleMux() {
 		return nil
 	}))
 
-	job := handlers.NewJob(handlers.JobSpec{
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{
 		ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1, MaxAttempts: 5, Generation: 1,
 		Payload: []byte(`{"url":"https://example.com/cat.png","width":640}`),
-	})
+	}})
 	err := mux.ProcessJob(context.Background(), job)
 	fmt.Println("err:", err, "result:", string(job.Result()))
 
 	// A kind with no handler fails permanently: retrying cannot help.
-	crop := handlers.NewJob(handlers.JobSpec{ID: "job-2", Queue: "images", Kind: "crop", Attempt: 1, MaxAttempts: 5, Generation: 1})
+	crop := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-2", Queue: "images", Kind: "crop", Attempt: 1, MaxAttempts: 5, Generation: 1}})
 	err = mux.ProcessJob(context.Background(), crop)
 	var perm *handlers.PermanentError
 	fmt.Println("permanent:", errors.As(err, &perm))
@@ -62,10 +63,10 @@ func ExampleRegister() {
 	})
 	fmt.Println("kinds:", mux.Kinds())
 
-	job := handlers.NewJob(handlers.JobSpec{
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{
 		ID: "job-1", Queue: "images", Kind: "thumbnail", Attempt: 1, MaxAttempts: 5, Generation: 1,
 		Payload: []byte(`{"url":"https://example.com/cat.png","size":128}`),
-	})
+	}})
 	fmt.Println("err:", mux.ProcessJob(context.Background(), job))
 	// Output:
 	// kinds: [thumbnail]

@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // newJob builds a job of kind with payload and no progress reporter; the
 // other fields are fixed so a test only states what it cares about.
 func newJob(kind string, payload []byte) *handlers.Job {
-	return handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7})
+	return handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7}})
 }
 
 // mustPanic runs fn and fails the test unless it panics with a message
@@ -458,7 +459,7 @@ func TestJobProgress(t *testing.T) {
 	t.Parallel()
 	t.Run("no reporter", func(t *testing.T) {
 		t.Parallel()
-		job := handlers.NewJob(handlers.JobSpec{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1})
+		job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1}})
 		if err := job.Progress(t.Context(), []byte("50%")); err == nil {
 			t.Fatal("Progress with no reporter = nil, want an error")
 		}
@@ -469,7 +470,7 @@ func TestJobProgress(t *testing.T) {
 		ctx := context.WithValue(t.Context(), ctxKey{}, "marker")
 		var got []byte
 		calls := 0
-		job := handlers.NewJob(handlers.JobSpec{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1, Progress: func(c context.Context, data []byte) error {
+		job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1}, Progress: func(c context.Context, data []byte) error {
 			calls++
 			got = data
 			if c.Value(ctxKey{}) != "marker" {
@@ -488,7 +489,7 @@ func TestJobProgress(t *testing.T) {
 		t.Parallel()
 		// A fenced reporter returns ErrLeaseLost; Progress must pass it on
 		// so the handler can stop.
-		job := handlers.NewJob(handlers.JobSpec{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1, Progress: func(context.Context, []byte) error {
+		job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "id", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1, Generation: 1}, Progress: func(context.Context, []byte) error {
 			return handlers.ErrLeaseLost
 		}})
 		if err := job.Progress(t.Context(), nil); !errors.Is(err, handlers.ErrLeaseLost) {
@@ -500,9 +501,9 @@ func TestJobProgress(t *testing.T) {
 func TestNewJobFields(t *testing.T) {
 	t.Parallel()
 	payload := []byte(`{"a":1}`)
-	job := handlers.NewJob(handlers.JobSpec{
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{
 		ID: "id-9", Queue: "mail", Kind: "email", Payload: payload, Attempt: 2, MaxAttempts: 10, Generation: 42,
-	})
+	}})
 	if job.ID != "id-9" || job.Queue != "mail" || job.Kind != "email" ||
 		!bytes.Equal(job.Payload, payload) || job.Attempt != 2 || job.MaxAttempts != 10 || job.Generation != 42 {
 		t.Fatalf("NewJob fields = %+v", job)

@@ -4,24 +4,20 @@ import (
 	"context"
 	"errors"
 	"maps"
+
+	"github.com/fenceq/fenceq/jobrow"
 )
 
-// Job is one claimed job as a handler sees it.
+// Job is one claimed job as a handler sees it. Its Row is the claim's:
+// Kind chose this handler, and Payload is as enqueued (decode it yourself,
+// or use JSON). Generation with ID is the job's fencing token: every later
+// claim of the job carries a larger one, so an external system that stores
+// the largest generation it has applied can refuse a stale worker's write
+// (UPDATE … WHERE fence < $generation). Metadata (trace context, a request
+// id, a tenant) is this Job's own copy: changing it changes neither what
+// is stored nor what the worker or its middleware read from the claim.
 type Job struct {
-	ID, Queue, Kind string // the job's id, its queue, and the kind that chose this handler
-	Payload         []byte // as enqueued; decode it yourself, or use JSON
-	Attempt         int    // 1 on the first run
-	MaxAttempts     int    // attempts allowed in all: when Attempt equals it, a failure is dead
-	// Generation is this claim's lease generation. With ID it is the job's
-	// fencing token: every later claim of the job carries a larger one, so
-	// an external system that stores the largest generation it has applied
-	// can refuse a stale worker's write (UPDATE … WHERE fence < $generation).
-	Generation int64
-	// Metadata is the job's small string headers (broker.Job.Metadata:
-	// trace context, a request id, a tenant); nil when it has none. It is
-	// this Job's own copy: changing it changes neither what is stored nor
-	// what the worker or its middleware read from the claim.
-	Metadata map[string]string
+	jobrow.Row
 
 	progress func(ctx context.Context, data []byte) error
 	result   []byte
@@ -30,15 +26,10 @@ type Job struct {
 	dispatched bool
 }
 
-// JobSpec describes the Job that NewJob builds: what the worker read from
-// the claim, and how Progress reaches Redis.
+// JobSpec describes the Job that NewJob builds: the Row the worker read
+// from the claim, and how Progress reaches Redis.
 type JobSpec struct {
-	ID, Queue, Kind string
-	Payload         []byte
-	Attempt         int // 1 on the first run
-	MaxAttempts     int
-	Generation      int64             // the claim's lease generation, its fencing token with ID
-	Metadata        map[string]string // the job's metadata; NewJob copies it
+	jobrow.Row // NewJob copies it, Metadata into a map of the Job's own
 	// Progress stores a progress report, fenced by the claim. nil means
 	// none: Job.Progress then returns an error.
 	Progress func(ctx context.Context, data []byte) error
@@ -48,9 +39,9 @@ type JobSpec struct {
 // every Job it runs with it; a handler's unit test can too, naming only the
 // fields the handler reads.
 func NewJob(spec JobSpec) *Job {
-	return &Job{ID: spec.ID, Queue: spec.Queue, Kind: spec.Kind, Payload: spec.Payload, Attempt: spec.Attempt,
-		MaxAttempts: spec.MaxAttempts, Generation: spec.Generation, progress: spec.Progress,
-		Metadata: maps.Clone(spec.Metadata)} // nil stays nil: no allocation for a job without metadata
+	j := &Job{Row: spec.Row, progress: spec.Progress}
+	j.Metadata = maps.Clone(spec.Metadata) // nil stays nil: no allocation for a job without metadata
+	return j
 }
 
 // Progress stores a progress report (any bytes; JSON is a good choice) on

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 	"github.com/fenceq/fenceq/metrics"
 	"github.com/fenceq/fenceq/worker"
 )
@@ -99,7 +100,7 @@ func TestMetricsUnknownKindInsideAHandler(t *testing.T) {
 	outer.HandleFunc("report", inner.ProcessJob)
 	h := c.Middleware()(outer)
 	for _, kind := range []string{"report", "new"} {
-		j := handlers.NewJob(handlers.JobSpec{Queue: "q", Kind: kind})
+		j := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{Queue: "q", Kind: kind}})
 		if err := h.ProcessJob(t.Context(), j); !errors.Is(err, handlers.ErrUnknownKind) {
 			t.Fatalf("ProcessJob(%s) = %v, want an UnknownKindError", kind, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 	"github.com/fenceq/fenceq/middleware"
 )
 
@@ -33,7 +34,7 @@ func ExampleChain() {
 		}))
 
 	// A pool builds the Job; here one is made by hand.
-	_ = h.ProcessJob(context.Background(), &handlers.Job{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1})
+	_ = h.ProcessJob(context.Background(), &handlers.Job{Row: jobrow.Row{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1}})
 	// Output:
 	// outer before
 	// inner before
@@ -53,7 +54,7 @@ func ExampleTimeout() {
 			return ctx.Err()
 		}))
 
-	err := h.ProcessJob(context.Background(), &handlers.Job{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1})
+	err := h.ProcessJob(context.Background(), &handlers.Job{Row: jobrow.Row{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1}})
 	fmt.Println("error:", err)
 	fmt.Println("deadline exceeded:", errors.Is(err, context.DeadlineExceeded))
 	// Output:
@@ -81,7 +82,7 @@ func ExampleLogging() {
 		return nil
 	}))
 
-	job := &handlers.Job{ID: "job-1", Queue: "emails", Kind: "welcome", Attempt: 1, Generation: 1}
+	job := &handlers.Job{Row: jobrow.Row{ID: "job-1", Queue: "emails", Kind: "welcome", Attempt: 1, Generation: 1}}
 	_ = h.ProcessJob(context.Background(), job)
 	job.Attempt, job.Generation = 2, 2 // its retry
 	_ = h.ProcessJob(context.Background(), job)
@@ -100,7 +101,7 @@ func ExampleRecover() {
 		return nil
 	}))
 
-	job := &handlers.Job{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1, Payload: []byte("640")}
+	job := &handlers.Job{Row: jobrow.Row{ID: "job-1", Queue: "images", Kind: "resize", Attempt: 1, Payload: []byte("640")}}
 	err := h.ProcessJob(context.Background(), job)
 	var p *middleware.PanicError
 	if errors.As(err, &p) {

@@ -15,13 +15,14 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 	"github.com/fenceq/fenceq/middleware"
 )
 
 // testJob builds a job with distinct, recognisable field values so a log
 // test can tell them apart.
 func testJob(kind string) *handlers.Job {
-	return handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: kind, Payload: []byte(`{}`), Attempt: 3, MaxAttempts: 5, Generation: 17})
+	return handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-42", Queue: "mail", Kind: kind, Payload: []byte(`{}`), Attempt: 3, MaxAttempts: 5, Generation: 17}})
 }
 
 // returning is a handler that returns err.

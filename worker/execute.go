@@ -45,11 +45,7 @@ func (p *Pool) adopt(l broker.Lease) *active {
 		ctx, span = p.startAttempt(ctx, l)
 	}
 	a := &active{lease: l, ctx: ctx, cancel: cancel, span: span, localDeadline: l.LocalDeadline}
-	a.job = handlers.NewJob(handlers.JobSpec{
-		ID: l.ID, Queue: l.Queue, Kind: l.Kind, Payload: l.Payload,
-		Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, Generation: l.Generation,
-		Metadata: l.Metadata, Progress: p.progress(a),
-	})
+	a.job = handlers.NewJob(handlers.JobSpec{Row: l.Row, Progress: p.progress(a)})
 	// The watchdog cancels the handler at its local deadline even while a
 	// renew is stuck in Redis (go-redis may not honour context deadlines).
 	a.mu.Lock()

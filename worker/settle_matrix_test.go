@@ -136,8 +136,7 @@ func settleOnce(t *testing.T, p *Pool, b *broker.Broker, queue, ret, cause strin
 	hctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	a := &active{lease: l, ctx: hctx, cancel: cancel, localDeadline: l.LocalDeadline}
-	a.job = handlers.NewJob(handlers.JobSpec{ID: l.ID, Queue: l.Queue, Kind: l.Kind, Attempt: l.Attempt,
-		MaxAttempts: l.MaxAttempts, Generation: l.Generation})
+	a.job = handlers.NewJob(handlers.JobSpec{Row: l.Row})
 	a.expiry = time.AfterFunc(time.Hour, func() {})
 	defer a.expiry.Stop()
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // outcomeOf decides every settlement: what the handler returned, read
@@ -37,7 +38,7 @@ func TestOutcomeOf(t *testing.T) {
 		{"a cancelled job may still succeed", nil, handlers.ErrJobCancelled, outcomeDone, "ack"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := outcomeOf(tc.herr, tc.cause, handlers.NewJob(handlers.JobSpec{Kind: "k"}))
+			got := outcomeOf(tc.herr, tc.cause, handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{Kind: "k"}}))
 			if got != tc.want || got.String() != tc.op {
 				t.Fatalf("outcomeOf(%v, %v) = %v (%d), want %s (%d)", tc.herr, tc.cause, got, got, tc.op, tc.want)
 			}
@@ -51,7 +52,7 @@ func TestOutcomeOf(t *testing.T) {
 		got = outcomeOf(inner.ProcessJob(ctx, j), nil, j)
 		return nil
 	})
-	if err := outer.ProcessJob(t.Context(), handlers.NewJob(handlers.JobSpec{Kind: "k"})); err != nil {
+	if err := outer.ProcessJob(t.Context(), handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{Kind: "k"}})); err != nil {
 		t.Fatalf("ProcessJob = %v", err)
 	}
 	if got != outcomeDead {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/exec"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // A command handles each job: the payload is its standard input, and what
@@ -24,7 +25,7 @@ func ExampleNew() {
 	mux := handlers.NewMux()
 	mux.Handle("shout", h)
 
-	job := handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: "shout", Payload: []byte("hello")})
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-1", Queue: "default", Kind: "shout", Payload: []byte("hello")}})
 	err = mux.ProcessJob(context.Background(), job)
 	fmt.Println("err:", err, "result:", string(job.Result()))
 	// Output:

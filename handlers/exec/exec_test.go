@@ -19,12 +19,13 @@ import (
 
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/exec"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // newJob builds a job of kind with payload and no progress reporter; the
 // other fields are fixed so a test only states what it cares about.
 func newJob(kind string, payload []byte) *handlers.Job {
-	return handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7})
+	return handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7}})
 }
 
 // shell returns a Config that runs script with /bin/sh; args become
@@ -141,7 +142,7 @@ func TestExecEnvironment(t *testing.T) {
 	cfg := shell(`printf '%s|%s|%s|%s|%s|%s' "$FENCEQ_JOB_ID" "$FENCEQ_JOB_QUEUE" "$FENCEQ_JOB_KIND" "$FENCEQ_ATTEMPT" "$FENCEQ_FENCING_TOKEN" "$EXTRA"`)
 	cfg.Env = []string{"EXTRA=from-config"}
 	h := mustExec(t, cfg)
-	job := handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 9001})
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-42", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 9001}})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
@@ -208,7 +209,7 @@ func stderrRecords(t *testing.T, cfg exec.Config) []map[string]any {
 	t.Helper()
 	var logs bytes.Buffer
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	job := handlers.NewJob(handlers.JobSpec{ID: "job-9", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 11})
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-9", Queue: "mail", Kind: "send", Attempt: 2, MaxAttempts: 5, Generation: 11}})
 	if err := mustExec(t, cfg).ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // spanContext is a sampled span context with a tracestate, made by hand.
@@ -33,7 +34,7 @@ func TestExecTraceContextEnv(t *testing.T) {
 	t.Setenv("TRACESTATE", "inherited=1")
 	h := mustExec(t, shell(`printf '%s|%s' "$TRACEPARENT" "$TRACESTATE"`))
 	ctx := trace.ContextWithSpanContext(context.Background(), spanContext(t))
-	job := handlers.NewJob(handlers.JobSpec{ID: "j", Queue: "q", Kind: "k"})
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "j", Queue: "q", Kind: "k"}})
 	if err := h.ProcessJob(ctx, job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
@@ -41,7 +42,7 @@ func TestExecTraceContextEnv(t *testing.T) {
 		t.Errorf("trace context seen by the command = %q, want %q", got, want)
 	}
 
-	job = handlers.NewJob(handlers.JobSpec{ID: "j", Queue: "q", Kind: "k"})
+	job = handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "j", Queue: "q", Kind: "k"}})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/webhook"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // A web service handles each job: the payload is POSTed to it, with the
@@ -26,7 +27,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	job := handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "mail", Kind: "send_email", Generation: 42, Payload: []byte(`{"to":"ada"}`)})
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-1", Queue: "mail", Kind: "send_email", Generation: 42, Payload: []byte(`{"to":"ada"}`)}})
 	err = h.ProcessJob(context.Background(), job)
 	fmt.Println("err:", err, "result:", string(job.Result()))
 	// Output:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/webhook"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // The request carries the trace context of the span in the job's context
@@ -32,7 +33,7 @@ func TestHTTPTraceContextHeaders(t *testing.T) {
 		TraceState: ts,
 	})
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)
-	if err := h.ProcessJob(ctx, handlers.NewJob(handlers.JobSpec{ID: "j", Queue: "q", Kind: "k"})); err != nil {
+	if err := h.ProcessJob(ctx, handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "j", Queue: "q", Kind: "k"}})); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
 	hdr := <-got
@@ -43,7 +44,7 @@ func TestHTTPTraceContextHeaders(t *testing.T) {
 		t.Errorf("tracestate = %q, want vendor=v1", v)
 	}
 
-	if err := h.ProcessJob(context.Background(), handlers.NewJob(handlers.JobSpec{ID: "j", Queue: "q", Kind: "k"})); err != nil {
+	if err := h.ProcessJob(context.Background(), handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "j", Queue: "q", Kind: "k"}})); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
 	if hdr := <-got; hdr.Get("traceparent") != "" || hdr.Get("tracestate") != "" {
@@ -68,7 +69,7 @@ func TestHTTPTraceContextReplacesConfiguredTracestate(t *testing.T) {
 		TraceFlags: trace.FlagsSampled,
 	})
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)
-	if err := h.ProcessJob(ctx, handlers.NewJob(handlers.JobSpec{ID: "j", Queue: "q", Kind: "k"})); err != nil {
+	if err := h.ProcessJob(ctx, handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "j", Queue: "q", Kind: "k"}})); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
 	hdr := <-got

@@ -13,12 +13,13 @@ import (
 
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/webhook"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 // newJob builds a job of kind with payload and no progress reporter; the
 // other fields are fixed so a test only states what it cares about.
 func newJob(kind string, payload []byte) *handlers.Job {
-	return handlers.NewJob(handlers.JobSpec{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7})
+	return handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-1", Queue: "default", Kind: kind, Payload: payload, Attempt: 1, MaxAttempts: 5, Generation: 7}})
 }
 
 // mustHTTP builds a webhook handler or fails the test.
@@ -65,7 +66,7 @@ func TestHTTPSendsPayloadAndHeaders(t *testing.T) {
 		URL:    srv.URL + "/hooks/email",
 		Header: http.Header{"Authorization": {"Bearer s3cret"}},
 	})
-	job := handlers.NewJob(handlers.JobSpec{ID: "job-42", Queue: "mail", Kind: "send", Payload: []byte(`{"to":"a@example.com"}`), Attempt: 2, MaxAttempts: 5, Generation: 9001})
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-42", Queue: "mail", Kind: "send", Payload: []byte(`{"to":"a@example.com"}`), Attempt: 2, MaxAttempts: 5, Generation: 9001}})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		t.Fatalf("ProcessJob: %v", err)
 	}
