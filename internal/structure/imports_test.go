@@ -1,4 +1,5 @@
-// Package structure checks which of the module's packages may import which.
+// Package structure checks which of the module's packages may import
+// which, and that a job's fields are defined once (jobrow.Row).
 package structure
 
 import (
@@ -96,9 +97,17 @@ func TestImports(t *testing.T) {
 		}
 	}
 	slices.SortFunc(mine, func(a, b *pkg) int { return strings.Compare(a.ImportPath, b.ImportPath) })
-	for _, want := range []string{"handlers", "broker", "worker", "metrics", "cmd/workerd", "internal/bench", "internal/yamlerr", "internal/dashboard"} {
+	for _, want := range []string{"jobrow", "handlers", "broker", "worker", "metrics", "cmd/workerd", "internal/bench", "internal/yamlerr", "internal/dashboard"} {
 		if pkgs[module+"/"+want] == nil {
 			t.Fatalf("go list did not list %s/%s", module, want)
+		}
+	}
+
+	// jobrow is the leaf every view of a job embeds: it imports only the
+	// standard library, its tests included, so any package may import it.
+	for _, imp := range allImports(pkgs[module+"/jobrow"]) {
+		if first, _, _ := strings.Cut(imp, "/"); ours(imp) || strings.Contains(first, ".") {
+			t.Errorf("jobrow imports %s: it may import only the standard library", imp)
 		}
 	}
 
