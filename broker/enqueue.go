@@ -16,6 +16,11 @@ import (
 // the one way a job is written outside Go: the outbox stores it, and
 // workerd reads it from --jsonl lines and periodic jobs. A field added here
 // is added to that form too (jobcodec.go); its test fails until it is.
+//
+// Queue, ID, Kind, Payload, MaxAttempts and Metadata are the fields of
+// jobrow.Row that every claim hands back (Lease, handlers.Job); a claim
+// adds Attempt and Generation. Job names them alike rather than embedding
+// the Row, which an enqueue could not fill.
 type Job struct {
 	Queue   string // required; no '{' or '}'
 	Kind    string // required; selects the handler

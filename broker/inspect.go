@@ -15,8 +15,8 @@ import (
 	"github.com/fenceq/fenceq/jobrow"
 )
 
-// JobInfo is a job as stored, for inspection. Its Row is the job as it
-// stands: Attempt and Generation are 0 until its first claim, and
+// JobInfo is a job as stored, for inspection. Its [jobrow.Row] is the job
+// as it stands: Attempt and Generation are 0 until its first claim, and
 // MaxAttempts has its default applied. Metadata is nil when the job has
 // none, or when the stored field does not decode (a hand edit: the job's
 // next claim marks it dead with that reason).

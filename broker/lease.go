@@ -14,7 +14,8 @@ import (
 
 // Lease is one claim on one job: the right to run it, renew it and settle it
 // for as long as the claim is valid (see the package doc, invariant 1).
-// Its Row is the job as claimed: Attempt counts this claim, and Generation
+// Its [jobrow.Row] (l.ID, l.Kind, l.Attempt …) is the job as claimed:
+// Attempt counts this claim, and Generation
 // with ID is the fencing token to hand to external systems (a later claim
 // of the same job always carries a larger generation). Metadata is the
 // job's Job.Metadata as enqueued, in a map of each Lease's own: changing it

@@ -8,14 +8,16 @@ import (
 	"github.com/fenceq/fenceq/jobrow"
 )
 
-// Job is one claimed job as a handler sees it. Its Row is the claim's:
-// Kind chose this handler, and Payload is as enqueued (decode it yourself,
-// or use JSON). Generation with ID is the job's fencing token: every later
-// claim of the job carries a larger one, so an external system that stores
-// the largest generation it has applied can refuse a stale worker's write
-// (UPDATE … WHERE fence < $generation). Metadata (trace context, a request
-// id, a tenant) is this Job's own copy: changing it changes neither what
-// is stored nor what the worker or its middleware read from the claim.
+// Job is one claimed job as a handler sees it: the claim's [jobrow.Row]
+// (job.ID, job.Kind, job.Payload, job.Attempt …), a fenced Progress
+// reporter and the result to store. Payload is as enqueued: decode it
+// yourself, or use JSON. Generation with ID is the job's fencing token:
+// every later claim of the job carries a larger one, so an external system
+// that stores the largest generation it has applied can refuse a stale
+// worker's write (UPDATE … WHERE fence < $generation). Metadata (trace
+// context, a request id, a tenant) is this Job's own copy: changing it
+// changes neither what is stored nor what the worker or its middleware
+// read from the claim.
 type Job struct {
 	jobrow.Row
 
