@@ -88,6 +88,7 @@ import (
 	_ "example.com/app/` + pkg + `"
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/handlers/exec"
+	"github.com/fenceq/fenceq/jobrow"
 )
 
 func main() {
@@ -96,7 +97,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	job := handlers.NewJob(handlers.JobSpec{ID: "j1", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1})
+	job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "j1", Queue: "q", Kind: "k", Attempt: 1, MaxAttempts: 1}})
 	if err := h.ProcessJob(context.Background(), job); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
