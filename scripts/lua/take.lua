@@ -24,11 +24,26 @@
 -- the i-th claimed job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
---   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
---    meta ('' when none: a JSON object of strings, at most MaxMetadataBytes
---    and a trace context, and its quoting, checked by bad_meta before it
---    is handed out)) * njobs,
+--   (a claimed job's values, in CLAIM_REPLY's order: claim_reply) * njobs,
 --   (id, problem) * ...}
+
+-- claim_reply appends one claimed job to a claim's reply out: job's values
+-- (a table by name: the id and the fields the claim left, meta '' when
+-- none: a JSON object of strings, at most MaxMetadataBytes and a trace
+-- context, and its quoting, checked by bad_meta before it is handed out),
+-- in the order of CLAIM_REPLY, the one broker/fields.go writes and
+-- readClaim reads by. A value missing is an error, not a shifted reply.
+local function claim_reply(out, job)
+  local n = #out
+  for i, name in ipairs(CLAIM_REPLY) do
+    local v = job[name]
+    if v == nil then
+      error('fenceq: claim reply has no ' .. name)
+    end
+    out[n + i] = v
+  end
+end
+
 local function take(now, lease_ms, n, promote_limit, base, budget)
   now = now or now_ms()
   local asked = n -- before the limits cut it
@@ -59,12 +74,13 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     for id in string.gmatch(taken, '[^\n]+') do
       i = i + 1
       local token = base .. '.' .. i
-      local f = read(JOB .. id, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'lease_until', 'meta')
+      local f = read(JOB .. id, F.state, F.kind, F.payload, F.attempt, F.max_attempts, F.gen, F.token, F.lease_until,
+        F.meta)
       if f and f[1] == 'running' and f[7] == token then
         claimed = claimed + 1
-        for _, v in ipairs({id, f[2], f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), token, tonumber(f[8]), f[9] or ''}) do
-          table.insert(out, v)
-        end
+        claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = tonumber(f[4]),
+          [F.max_attempts] = tonumber(f[5]), [F.gen] = tonumber(f[6]), [F.token] = token,
+          [F.lease_until] = tonumber(f[8]), [F.meta] = f[9] or ''})
       end
     end
     out[3] = claimed
@@ -214,9 +230,9 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
             end
             event('started', id, gen, 'attempt ' .. attempt)
             table.insert(ids, id)
-            for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms, f[9] or ''}) do
-              table.insert(out, v)
-            end
+            claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = attempt,
+              [F.max_attempts] = tonumber(f[5]), [F.gen] = gen, [F.token] = token, [F.lease_until] = until_ms,
+              [F.meta] = f[9] or ''})
           end
         end
       end
