@@ -119,7 +119,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     for _, id in ipairs(due) do
       local key = JOB .. id
       redis.call('ZREM', K.scheduled, id)
-      local f = read(key, 'state', 'priority')
+      local f = read(key, F.state, F.priority)
       if f and f[1] == 'scheduled' then
         to_ready(id, key, f[2])
       else
@@ -192,14 +192,14 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
           break
         end
         local key = JOB .. id
-        local f, bad = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'meta',
-          'prev_settled', 'prev_settled_2', 'priority')
+        local f, bad = read(key, F.state, F.kind, F.payload, F.attempt, F.max_attempts, F.gen, F.token, F.settled, F.meta,
+          F.prev_settled, F.prev_settled_2, F.priority)
         if source == 'list' and not bad and (not f or INDEX[f[1]] and not ready_live(f[1], f[12])) then
           dead = dead + 1 -- a tombstone, or an id filed again since: skipped
         elseif not f or f[1] ~= 'pending' then
           misfiled(id, key, 'ready', problems, now)
         else
-          local bad = bad_int(f, 4, {'attempt', 'max_attempts', 'gen'})
+          local bad = bad_int(f, 4, {F.attempt, F.max_attempts, F.gen})
           if not bad and (not f[2] or f[2] == '') then
             bad = 'field kind is missing'
           elseif not bad and not f[3] then
@@ -213,13 +213,13 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
             claimed = claimed + 1
             local token = base .. '.' .. claimed
             local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
-            local fields = {'state', 'running', 'gen', int(gen), 'token', token,
-              'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0}
+            local fields = {F.state, 'running', F.gen, int(gen), F.token, token,
+              F.attempt, int(attempt), F.lease_until, int(until_ms), F.claimed_at, now, F.renewals, 0}
             if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
               -- The last settlement's record moves aside, for its re-send; a
               -- claim that never settled (reaped, force-released) left none,
               -- and the ones before it stay. A first claim writes neither.
-              table.insert(fields, 'settled')
+              table.insert(fields, F.settled)
               table.insert(fields, '')
               set_aside(fields, f[7] .. ' ' .. f[8], f[10], f[11])
             end
