@@ -6,9 +6,10 @@ import (
 )
 
 // The fields of a job hash (…{q}:job:<id>). Every name a script or a Go
-// reader uses is one of these; fields_internal_test.go scans the scripts
-// and fails on a name that is not here. The scripts reach the same names
-// as F.<name> (scriptFields writes that table ahead of lib.lua).
+// reader uses is one of these, named by its constant in Go and as F.<name>
+// in the scripts (scriptFields writes that table ahead of lib.lua);
+// fields_internal_test.go fails on a name that is not here and on one
+// quoted in a script or written as a literal in a hash command.
 const (
 	fieldKind            = "kind"
 	fieldPayload         = "payload"
