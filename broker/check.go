@@ -174,7 +174,7 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 		cmds := make([]*redis.SliceCmd, len(keys))
 		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, key := range keys {
-				cmds[i] = p.HMGet(ctx, key, "state", "lease_until", "priority")
+				cmds[i] = p.HMGet(ctx, key, fieldState, fieldLeaseUntil, fieldPriority)
 			}
 			return nil
 		})
@@ -405,7 +405,7 @@ func globEscape(s string) string {
 // dependencies is still open, and no cascade is left to settle it, would
 // wait forever. It answers why, or "" for a job that is fine.
 func (b *core) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id string) (string, error) {
-	f, err := node.HMGet(ctx, k.job+id, "state", "depends_on").Result()
+	f, err := node.HMGet(ctx, k.job+id, fieldState, fieldDependsOn).Result()
 	if err != nil {
 		return "", err
 	}
@@ -417,9 +417,9 @@ func (b *core) stuck(ctx context.Context, node redis.Cmdable, k *queueKeys, id s
 	var states []*redis.StringCmd
 	var cascading *redis.IntCmd
 	_, err = node.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		self = p.HGet(ctx, k.job+id, "state")
+		self = p.HGet(ctx, k.job+id, fieldState)
 		for _, d := range deps {
-			states = append(states, p.HGet(ctx, k.job+d, "state"))
+			states = append(states, p.HGet(ctx, k.job+d, fieldState))
 		}
 		cascading = p.LLen(ctx, k.cascade())
 		return nil

@@ -6,9 +6,10 @@ import (
 )
 
 // The fields of a job hash (…{q}:job:<id>). Every name a script or a Go
-// reader uses is one of these; fields_internal_test.go scans the scripts
-// and fails on a name that is not here. The scripts reach the same names
-// as F.<name> (scriptFields writes that table ahead of lib.lua).
+// reader uses is one of these, named by its constant in Go and as F.<name>
+// in the scripts (scriptFields writes that table ahead of lib.lua);
+// fields_internal_test.go fails on a name that is not here and on one
+// quoted in a script or written as a literal in a hash command.
 const (
 	fieldKind            = "kind"
 	fieldPayload         = "payload"
@@ -59,15 +60,53 @@ var jobFields = []string{
 	fieldWaitUntil, fieldWaited,
 }
 
+// The values of one claimed job in a claim's reply (take.lua), at these
+// positions: the job's id, then its fields as the claim left them. The
+// order is defined here only: take.lua's claim_reply walks CLAIM_REPLY,
+// which scriptFields writes from claimReplyFields, and readClaim reads each
+// value at its constant. To add a value: a constant before
+// claimReplyWidth, its name in claimReplyFields, the value in both of
+// take.lua's claim_reply calls, and its read in readClaim.
+const (
+	claimReplyID = iota
+	claimReplyKind
+	claimReplyPayload
+	claimReplyAttempt
+	claimReplyMaxAttempts
+	claimReplyGen
+	claimReplyToken
+	claimReplyLeaseUntil
+	claimReplyMeta // '' when the job has none
+	claimReplyWidth
+)
+
+// claimReplyFields names each position of a claimed job's reply: "id",
+// then job hash fields.
+var claimReplyFields = [claimReplyWidth]string{
+	claimReplyID:          "id",
+	claimReplyKind:        fieldKind,
+	claimReplyPayload:     fieldPayload,
+	claimReplyAttempt:     fieldAttempt,
+	claimReplyMaxAttempts: fieldMaxAttempts,
+	claimReplyGen:         fieldGen,
+	claimReplyToken:       fieldToken,
+	claimReplyLeaseUntil:  fieldLeaseUntil,
+	claimReplyMeta:        fieldMeta,
+}
+
 // scriptFields is the Lua that names the catalogue for the scripts: F maps
-// each field to its name. It is a plain table: a FUNCTION library's load
-// step has no setmetatable, so fields_internal_test.go checks every F.<name>
-// a script uses instead.
+// each field to its name, CLAIM_REPLY lists claimReplyFields in order. F is
+// a plain table: a FUNCTION library's load step has no setmetatable, so
+// fields_internal_test.go checks every F.<name> a script uses instead.
 func scriptFields() string {
 	var s strings.Builder
-	s.WriteString("-- job hash fields, written by broker/fields.go\nlocal F = {")
+	s.WriteString("-- job hash fields and the claim reply, written by broker/fields.go\nlocal F = {")
 	for _, f := range jobFields {
 		fmt.Fprintf(&s, "%s = '%s', ", f, f)
+	}
+	s.WriteString("}\nlocal CLAIM_REPLY = {")
+	for _, f := range claimReplyFields {
+		fmt.Fprintf(&s, "'%s', ", f)
 	}
 	s.WriteString("}\n")
 	return s.String()

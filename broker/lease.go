@@ -109,11 +109,18 @@ func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (Cla
 		res.Leases = make([]Lease, 0, count)
 	}
 	for i := 0; i < count && r.err == nil; i++ {
-		l := Lease{Row: jobrow.Row{
-			Queue: queue, ID: r.str(), Kind: r.str(), Payload: []byte(r.str()),
-			Attempt: int(r.int()), MaxAttempts: int(r.int()), Generation: r.int(),
-		}, token: r.str()}
-		until, meta := r.int(), r.str()
+		// Each job's values are at the positions claimReplyFields names.
+		e := r.entry(claimReplyWidth)
+		var l Lease
+		l.Queue = queue
+		l.ID = e.str(claimReplyID)
+		l.Kind = e.str(claimReplyKind)
+		l.Payload = []byte(e.str(claimReplyPayload))
+		l.Attempt = int(e.int(claimReplyAttempt))
+		l.MaxAttempts = int(e.int(claimReplyMaxAttempts))
+		l.Generation = e.int(claimReplyGen)
+		l.token = e.str(claimReplyToken)
+		until, meta := e.int(claimReplyLeaseUntil), e.str(claimReplyMeta)
 		if m, err := decodeMetadata(meta); err != nil {
 			// take.lua's bad_meta makes a job whose meta it cannot read dead,
 			// but Lua's cjson reads a little more than encoding/json does (a

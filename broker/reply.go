@@ -87,6 +87,54 @@ func (r *reply) int() int64 {
 
 func (r *reply) time() time.Time { return msTime(r.int()) }
 
+// entry is a run of width values of a reply, read by position within it
+// (a claimed job's, at the claimReply constants).
+type entry struct {
+	r    *reply
+	base int // the position of the entry's first value in r.vals
+}
+
+// entry takes the next width values as one entry. A reply that ends
+// before them is an error, and the entry's values read as zero.
+func (r *reply) entry(width int) entry {
+	e := entry{r: r, base: r.pos}
+	if r.err == nil && r.pos+width > len(r.vals) {
+		r.err = fmt.Errorf("fenceq: %s: reply ends after %d values", r.what(), len(r.vals))
+	}
+	r.pos += width
+	return e
+}
+
+// str reads the entry's value at position i as a string, as reply.str does.
+func (e entry) str(i int) string {
+	if e.r.err != nil {
+		return ""
+	}
+	switch v := e.r.vals[e.base+i].(type) {
+	case string:
+		return v
+	case int64:
+		return fmt.Sprint(v)
+	case nil:
+		return ""
+	default:
+		e.r.err = fmt.Errorf("fenceq: %s: reply value %d is a %T, not a string", e.r.what(), e.base+i+1, v)
+	}
+	return ""
+}
+
+// int reads the entry's value at position i as an integer.
+func (e entry) int(i int) int64 {
+	if e.r.err != nil {
+		return 0
+	}
+	n, ok := e.r.vals[e.base+i].(int64)
+	if !ok {
+		e.r.err = fmt.Errorf("fenceq: %s: reply value %d is a %T, not an integer", e.r.what(), e.base+i+1, e.r.vals[e.base+i])
+	}
+	return n
+}
+
 // settled reads a guarded script's {status, the job's state after the
 // call}: OK and that state, or Stale.
 func (r *reply) settled() (Outcome, State) {

@@ -24,9 +24,9 @@ for i = 7, #ARGV, 4 do
   local id, token = ARGV[i], ARGV[i + 2]
   local key = JOB .. id
   -- The guard's fields, then finish()'s OWED ones, in one read.
-  local f = read(key, 'state', 'gen', 'token', 'settled', 'unique_until_done', 'waited', 'has_children', 'wait_until')
+  local f = read(key, F.state, F.gen, F.token, F.settled, F.unique_until_done, F.waited, F.has_children, F.wait_until)
   if holds(f, ARGV[i + 1], token) then
-    finish(id, key, 'done', now, {'result', ARGV[i + 3], 'settled', 'ack done'}, {f[2], f[5], f[6], f[7], f[8]}, done_ids)
+    finish(id, key, 'done', now, {F.result, ARGV[i + 3], F.settled, 'ack done'}, {f[2], f[5], f[6], f[7], f[8]}, done_ids)
     table.insert(out, STATUS.ok)
     settled_now = settled_now + 1
   elseif resettled(key, f, token, 'ack') then

@@ -8,8 +8,8 @@
 -- Reply: per id, its fields in the order of FIELDS (false where one is
 --        missing); an empty list when the job is gone, {false} when its
 --        key is not a hash (Check reports those).
-local FIELDS = {'kind', 'state', 'attempt', 'max_attempts', 'gen', 'priority', 'run_at', 'lease_until',
-  'created_at', 'claimed_at', 'finished_at', 'cancel', 'renewals', 'last_error'}
+local FIELDS = {F.kind, F.state, F.attempt, F.max_attempts, F.gen, F.priority, F.run_at, F.lease_until,
+  F.created_at, F.claimed_at, F.finished_at, F.cancel, F.renewals, F.last_error}
 local cut = tonumber(ARGV[2])
 local out = {}
 for i = 3, #ARGV do

@@ -13,7 +13,7 @@
 -- {STATUS missing}, or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
-local f, none = read_job(key, 'state', 'priority')
+local f, none = read_job(key, F.state, F.priority)
 if none then
   return none
 end
@@ -30,7 +30,7 @@ if state == 'pending' or state == 'scheduled' or state == 'blocked' then
   return {STATUS.ok, 'cancelled'}
 end
 if state == 'running' then
-  redis.call('HSET', key, 'cancel', '1')
-  event('cancel_requested', id, redis.call('HGET', key, 'gen'))
+  redis.call('HSET', key, F.cancel, '1')
+  event('cancel_requested', id, redis.call('HGET', key, F.gen))
 end
 return {STATUS.ok, state}

@@ -23,7 +23,7 @@ local t = redis.call('TYPE', key).ok
 local out = {t, '', ''}
 local priority
 if t == 'hash' then
-  local f = redis.call('HMGET', key, 'state', 'lease_until', 'priority')
+  local f = redis.call('HMGET', key, F.state, F.lease_until, F.priority)
   out[2], out[3], priority = f[1] or '', f[2] or '', f[3]
 end
 for i = 3, #ARGV do

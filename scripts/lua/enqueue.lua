@@ -28,7 +28,7 @@ local t = redis.call('TYPE', key).ok
 if t ~= 'none' then
   local state = '?'
   if t == 'hash' then
-    local f = redis.call('HMGET', key, 'state', 'req')
+    local f = redis.call('HMGET', key, F.state, F.req)
     state = f[1] or '?'
     if nonce == '' or f[2] == nonce then
       return {STATUS.ok, state} -- our own job: this is a re-send
@@ -71,35 +71,35 @@ end
 
 -- The job's fields in one HSET, with its state when it goes in ready or
 -- scheduled here (block and finish write theirs).
-local fields = {'kind', kind, 'payload', payload, 'attempt', 0, 'max_attempts', ARGV[5],
-  'gen', 0, 'token', '', 'priority', ARGV[6],
-  'created_at', now, 'run_at', int(run_at)}
+local fields = {F.kind, kind, F.payload, payload, F.attempt, 0, F.max_attempts, ARGV[5],
+  F.gen, 0, F.token, '', F.priority, ARGV[6],
+  F.created_at, now, F.run_at, int(run_at)}
 local function add(...)
   for _, v in ipairs({...}) do
     table.insert(fields, v)
   end
 end
 if unique ~= '' and unique_ttl <= 0 then
-  add('unique_until_done', unique)
+  add(F.unique_until_done, unique)
 end
 if nonce ~= '' then
-  add('req', nonce)
+  add(F.req, nonce)
 end
 if ARGV[13] ~= '' then
-  add('meta', ARGV[13])
+  add(F.meta, ARGV[13])
 end
 if #deps > 0 then
-  add('depends_on', cjson.encode(deps), 'on_parent_failure', policy)
+  add(F.depends_on, cjson.encode(deps), F.on_parent_failure, policy)
 end
 if not failed and #open == 0 then
-  add('state', run_at > now and 'scheduled' or 'pending')
+  add(F.state, run_at > now and 'scheduled' or 'pending')
 end
 redis.call('HSET', key, unpack(fields))
 
 if failed then
   -- blocked_on > 0 marks a job whose dependencies were never met: a
   -- retry waits for them again (retry.lua).
-  redis.call('HSET', key, 'last_error', 'dependency ' .. failed, 'blocked_on', #open + 1)
+  redis.call('HSET', key, F.last_error, 'dependency ' .. failed, F.blocked_on, #open + 1)
   finish(id, key, 'cancelled', now)
   return {STATUS.ok, 'cancelled'}
 end

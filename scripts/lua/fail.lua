@@ -38,11 +38,11 @@
 -- unhandled too. A Redis clock set back before the wait began counts no
 -- wait (0), never a negative one, until it passes that time again.
 local function unhandled_wait(key, now)
-  local f = redis.call('HMGET', key, PREV_SETTLED[1], 'unhandled_since')
+  local f = redis.call('HMGET', key, PREV_SETTLED[1], F.unhandled_since)
   local since = tonumber(f[2])
   if not since or not string.find(f[1] or '', ' unhandled scheduled$') then
     since = now
-    redis.call('HSET', key, 'unhandled_since', int(now))
+    redis.call('HSET', key, F.unhandled_since, int(now))
   end
   return math.max(0, now - since)
 end
@@ -53,7 +53,7 @@ local now
 local function settle()
   local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
   local key = JOB .. id
-  local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'attempt', 'max_attempts', 'priority')
+  local f = read(key, F.state, F.gen, F.token, F.settled, F.cancel, F.attempt, F.max_attempts, F.priority)
   if not holds(f, ARGV[3], ARGV[4]) then
     local again = resettled(key, f, ARGV[4], mode)
     if again then
@@ -83,7 +83,7 @@ local function settle()
   end
   local failed = mode == 'retry' or mode == 'dead' or (mode == 'unhandled' and state == 'dead')
   if failed then
-    redis.call('HSET', key, 'last_error', ARGV[6])
+    redis.call('HSET', key, F.last_error, ARGV[6])
     record_error(key, f[6], now, ARGV[6])
   end
   if failed and state ~= 'cancelled' then
@@ -96,17 +96,17 @@ local function settle()
     return STATUS.ok, state
   end
   if mode ~= 'retry' then
-    redis.call('HINCRBY', key, 'attempt', -1)
+    redis.call('HINCRBY', key, F.attempt, -1)
   end
-  redis.call('HSET', key, 'run_at', int(now + backoff))
-  redis.call('HDEL', key, 'lease_until')
+  redis.call('HSET', key, F.run_at, int(now + backoff))
+  redis.call('HDEL', key, F.lease_until)
   event(({retry = 'retried', snooze = 'snoozed', unhandled = 'unhandled'})[mode], id, ARGV[3], ARGV[6])
   if backoff <= 0 then
     settled(key, mode, 'pending')
     to_ready(id, key, f[8])
     return STATUS.ok, 'pending'
   end
-  redis.call('HSET', key, 'state', 'scheduled')
+  redis.call('HSET', key, F.state, 'scheduled')
   settled(key, mode, 'scheduled')
   redis.call('ZADD', K.scheduled, int(now + backoff), id)
   sched_lower(now + backoff)

@@ -27,7 +27,7 @@ if last < first then
 end
 local ids = redis.call('ZRANGE', K.leases, first, last, 'WITHSCORES')
 for i = 1, #ids, 2 do
-  local f = read(JOB .. ids[i], 'kind', 'attempt', 'gen')
+  local f = read(JOB .. ids[i], F.kind, F.attempt, F.gen)
   f = f or {}
   for _, v in ipairs({ids[i], ids[i + 1], f[1] or '', tonumber(f[2]) or 0, tonumber(f[3]) or 0}) do
     table.insert(out, v)

@@ -376,7 +376,7 @@ end
 local function to_ready(id, key, priority, state_written)
   local first = ready_push(id, priority)
   if not state_written then
-    redis.call('HSET', key, 'state', 'pending')
+    redis.call('HSET', key, F.state, 'pending')
   end
   if first then
     wake()
@@ -390,9 +390,9 @@ end
 -- that has the kind.
 local function requeue(id, key, priority, refund)
   if refund then
-    redis.call('HINCRBY', key, 'attempt', -1)
+    redis.call('HINCRBY', key, F.attempt, -1)
   end
-  redis.call('HDEL', key, 'lease_until', 'unhandled_since')
+  redis.call('HDEL', key, F.lease_until, F.unhandled_since)
   to_ready(id, key, priority)
 end
 
@@ -400,10 +400,10 @@ end
 -- its run_at is still ahead, else pending.
 local function release_blocked(id, key, now)
   redis.call('ZREM', K.blocked, id)
-  local f = redis.call('HMGET', key, 'run_at', 'priority')
+  local f = redis.call('HMGET', key, F.run_at, F.priority)
   local run_at = tonumber(f[1]) or now
   if run_at > now then
-    redis.call('HSET', key, 'state', 'scheduled')
+    redis.call('HSET', key, F.state, 'scheduled')
     redis.call('ZADD', K.scheduled, int(run_at), id)
     sched_lower(run_at)
     wake()
@@ -463,19 +463,19 @@ end
 -- lease_until stays: a finished job's is the end of its last lease, which
 -- readers show only for a running job (inspect.go's parseJob), so deleting
 -- it would cost every settlement a call for nothing.
-local OWED = {'gen', 'unique_until_done', 'waited', 'has_children', 'wait_until'}
+local OWED = {F.gen, F.unique_until_done, F.waited, F.has_children, F.wait_until}
 local function finish(id, key, state, now, set, owed, filed)
   -- One read for everything a finished job may owe others; the flags are
   -- set only on jobs that have a unique key, Wait callers or dependents.
   local f = owed or redis.call('HMGET', key, unpack(OWED))
   event(state, id, f[1])
-  local fields = {'state', state, 'finished_at', now}
+  local fields = {F.state, state, F.finished_at, now}
   for _, v in ipairs(set or {}) do
     table.insert(fields, v)
   end
   if f[3] then
     -- Its callers of Broker.Wait read it within this, trimmed or not.
-    table.insert(fields, 'wait_until')
+    table.insert(fields, F.wait_until)
     table.insert(fields, int(now + WAIT_KEEP_MS))
   end
   redis.call('HSET', key, unpack(fields))
@@ -485,12 +485,12 @@ local function finish(id, key, state, now, set, owed, filed)
   -- Deleted only when present: a plain job has none of these fields.
   local done_with = {}
   if f[3] then
-    table.insert(done_with, 'waited')
+    table.insert(done_with, F.waited)
   elseif f[5] then
-    table.insert(done_with, 'wait_until')
+    table.insert(done_with, F.wait_until)
   end
   if f[4] then
-    table.insert(done_with, 'has_children')
+    table.insert(done_with, F.has_children)
   end
   if #done_with > 0 then
     redis.call('HDEL', key, unpack(done_with))
@@ -576,7 +576,7 @@ end
 -- another worker's claim and release, and then its own sender's next claim
 -- (a fail or snooze that claims after it, or its re-ask) before its re-send
 -- comes. Each is a field of its own, short enough for the hash's listpack.
-local PREV_SETTLED = {'prev_settled', 'prev_settled_2', 'prev_settled_3'}
+local PREV_SETTLED = {F.prev_settled, F.prev_settled_2, F.prev_settled_3}
 
 -- set_aside adds to fields (an HSET's list of fields and values) what
 -- moves a job's last settlement record aside as a claim, or an operator's
@@ -630,7 +630,7 @@ end
 
 -- settled records the outcome of a settlement by op, for resettled.
 local function settled(key, op, outcome)
-  redis.call('HSET', key, 'settled', op .. ' ' .. outcome)
+  redis.call('HSET', key, F.settled, op .. ' ' .. outcome)
 end
 
 -- dependencies reads the jobs a job depends on (duplicates count once): the
@@ -642,7 +642,7 @@ local function dependencies(deps, policy)
   for _, p in ipairs(deps) do
     if not seen[p] then
       seen[p] = true
-      local f = read(JOB .. p, 'state')
+      local f = read(JOB .. p, F.state)
       if not f then
         return nil, nil, p
       end
@@ -668,7 +668,7 @@ local function unique_holder(ukey)
   if not holder then
     return nil
   end
-  local f = read(JOB .. holder, 'state')
+  local f = read(JOB .. holder, F.state)
   local state = f and f[1] or ''
   if redis.call('PTTL', ukey) > 0 or (f and not FINAL[state]) then
     return holder, state
@@ -684,9 +684,9 @@ local function block(id, key, open, now)
   local inc = int(redis.call('INCR', K.gen))
   for _, p in ipairs(open) do
     redis.call('SADD', derived('children', p), inc .. ':' .. id)
-    redis.call('HSET', JOB .. p, 'has_children', '1') -- finish() looks for dependents only then
+    redis.call('HSET', JOB .. p, F.has_children, '1') -- finish() looks for dependents only then
   end
-  redis.call('HSET', key, 'state', 'blocked', 'blocked_on', #open, 'inc', inc)
+  redis.call('HSET', key, F.state, 'blocked', F.blocked_on, #open, F.inc, inc)
   redis.call('ZADD', K.blocked, now, id)
 end
 
@@ -725,19 +725,19 @@ local function cascade_step(budget, now)
       spent = spent + 1
       local inc, child = string.match(m, '^(%d+):(.*)$')
       local ckey = JOB .. (child or '')
-      local c = child and read(ckey, 'state', 'inc', 'on_parent_failure', 'blocked_on')
+      local c = child and read(ckey, F.state, F.inc, F.on_parent_failure, F.blocked_on)
       if c and c[1] == 'blocked' and c[2] == inc and not is_int(c[4]) then
         redis.call('ZREM', K.blocked, child)
-        redis.call('HSET', ckey, 'last_error', 'corrupt job hash: field blocked_on is "' .. tostring(c[4]) .. '", not an integer')
+        redis.call('HSET', ckey, F.last_error, 'corrupt job hash: field blocked_on is "' .. tostring(c[4]) .. '", not an integer')
         finish(child, ckey, 'dead', now)
       elseif c and c[1] == 'blocked' and c[2] == inc then
         if pstate == 'done' or c[3] == 'run' then
-          if redis.call('HINCRBY', ckey, 'blocked_on', -1) <= 0 then
+          if redis.call('HINCRBY', ckey, F.blocked_on, -1) <= 0 then
             release_blocked(child, ckey, now)
           end
         else
           redis.call('ZREM', K.blocked, child)
-          redis.call('HSET', ckey, 'last_error', 'dependency ' .. parent .. ' ended ' .. pstate)
+          redis.call('HSET', ckey, F.last_error, 'dependency ' .. parent .. ' ended ' .. pstate)
           finish(child, ckey, 'cancelled', now)
         end
       end
@@ -769,12 +769,12 @@ end
 -- whose hash does not exist, which holds nothing to lose, simply disappears.
 -- It appends (id, problem) to problems.
 local function misfiled(id, key, index_name, problems, now)
-  local f, bad = read(key, 'state', 'lease_until', 'run_at')
+  local f, bad = read(key, F.state, F.lease_until, F.run_at)
   local problem
   if bad then
     problem = bad
     if redis.call('TYPE', key).ok == 'hash' then
-      redis.call('HSET', key, 'last_error', 'corrupt job hash: ' .. bad)
+      redis.call('HSET', key, F.last_error, 'corrupt job hash: ' .. bad)
       finish(id, key, 'dead', now)
       problem = problem .. '; marked dead'
     else
@@ -791,7 +791,7 @@ local function misfiled(id, key, index_name, problems, now)
       score = tonumber(f[3]) or now
     end
     if f[1] == 'pending' then
-      local pri = redis.call('HGET', key, 'priority')
+      local pri = redis.call('HGET', key, F.priority)
       to_ready(id, key, pri)
     else
       redis.call('ZADD', INDEX[f[1]], int(score), id)
@@ -802,7 +802,7 @@ local function misfiled(id, key, index_name, problems, now)
     problem = 'listed in ' .. index_name .. ' but in state ' .. f[1] .. '; refiled'
   else
     problem = 'listed in ' .. index_name .. ' with unknown state "' .. tostring(f[1]) .. '"; marked dead'
-    redis.call('HSET', key, 'last_error', 'corrupt job hash: ' .. problem)
+    redis.call('HSET', key, F.last_error, 'corrupt job hash: ' .. problem)
     finish(id, key, 'dead', now)
   end
   table.insert(problems, id)
@@ -836,7 +836,7 @@ local function ready_migrate(problems, now)
       table.insert(sets.lo, popped[i + 1])
       table.insert(sets.lo, id)
     else
-      local f = read(JOB .. id, 'state', 'priority')
+      local f = read(JOB .. id, F.state, F.priority)
       if f and ready_live(f[1], f[2]) then
         table.insert(list, id)
       else
@@ -863,7 +863,7 @@ end
 
 -- corrupt marks a job dead because a field it needs holds garbage.
 local function corrupt(id, key, reason, problems, now)
-  redis.call('HSET', key, 'last_error', 'corrupt job hash: ' .. reason)
+  redis.call('HSET', key, F.last_error, 'corrupt job hash: ' .. reason)
   finish(id, key, 'dead', now)
   table.insert(problems, id)
   table.insert(problems, reason .. '; marked dead')
@@ -1030,7 +1030,7 @@ local function record_error(key, attempt, now, err)
     err = string.sub(err, 1, cut)
   end
   local list = {}
-  local old = redis.call('HGET', key, 'errors')
+  local old = redis.call('HGET', key, F.errors)
   if old then
     local ok, decoded = pcall(cjson.decode, old)
     if ok and type(decoded) == 'table' and #decoded <= ERRORS_KEPT then
@@ -1051,7 +1051,7 @@ local function record_error(key, attempt, now, err)
   -- settlement's writes: the history is what is given up.
   local ok, encoded = pcall(cjson.encode, list)
   if ok then
-    redis.call('HSET', key, 'errors', encoded)
+    redis.call('HSET', key, F.errors, encoded)
   end
 end
 

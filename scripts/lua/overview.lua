@@ -15,7 +15,7 @@ local first = redis.call('ZRANGE', LEGACY_READY, 0, 0)[1] or redis.call('ZRANGE'
 if not first then
   local tail = redis.call('LRANGE', K.ready0, -10, -1)
   for i = #tail, 1, -1 do
-    local f = redis.call('HMGET', JOB .. tail[i], 'state', 'priority')
+    local f = redis.call('HMGET', JOB .. tail[i], F.state, F.priority)
     if ready_live(f[1], f[2]) then
       first = tail[i]
       break
@@ -25,7 +25,7 @@ end
 first = first or redis.call('ZRANGE', K.ready_lo, 0, 0)[1]
 local head = 0
 if first then
-  head = tonumber(redis.call('HGET', JOB .. first, 'run_at')) or 0
+  head = tonumber(redis.call('HGET', JOB .. first, F.run_at)) or 0
 end
 -- A stats key that is not a hash (a hand edit) reads as no counts here;
 -- Throughput reports it.

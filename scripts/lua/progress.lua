@@ -6,8 +6,8 @@
 -- Reply: {STATUS ok, 'running'} or {STATUS stale, ''}, as every settling
 -- script answers (the job's state after the call)
 local key = JOB .. ARGV[2]
-if not holds(read(key, 'state', 'gen', 'token'), ARGV[3], ARGV[4]) then
+if not holds(read(key, F.state, F.gen, F.token), ARGV[3], ARGV[4]) then
   return {STATUS.stale, ''}
 end
-redis.call('HSET', key, 'progress', ARGV[5])
+redis.call('HSET', key, F.progress, ARGV[5])
 return {STATUS.ok, 'running'}

@@ -26,7 +26,7 @@ end
 local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(ids) do
   local key = JOB .. id
-  local f = read(key, 'state', 'lease_until', 'attempt', 'max_attempts', 'cancel', 'priority', 'gen')
+  local f = read(key, F.state, F.lease_until, F.attempt, F.max_attempts, F.cancel, F.priority, F.gen)
   if not f or f[1] ~= 'running' then
     redis.call('ZREM', K.leases, id)
     misfiled(id, key, 'leases', problems, now)
@@ -36,14 +36,14 @@ for _, id in ipairs(ids) do
   else
     redis.call('ZREM', K.leases, id)
     local gen = next_gen(f[7])
-    redis.call('HSET', key, 'gen', int(gen), 'token', '', 'settled', '')
+    redis.call('HSET', key, F.gen, int(gen), F.token, '', F.settled, '')
     local state
     if f[5] == '1' then
       state = 'cancelled'
       finish(id, key, state, now)
     elseif (tonumber(f[3]) or 0) >= (tonumber(f[4]) or 0) then
       state = 'dead'
-      redis.call('HSET', key, 'last_error',
+      redis.call('HSET', key, F.last_error,
         'lease expired without renewal (worker lost) on attempt ' .. tostring(f[3]) .. ' of ' .. tostring(f[4]))
       finish(id, key, state, now)
     else

@@ -8,7 +8,7 @@
 -- Reply: {STATUS ok, 'pending' or 'cancelled'} or {STATUS stale, ''}
 local id = ARGV[2]
 local key = JOB .. id
-local f = read(key, 'state', 'gen', 'token', 'settled', 'cancel', 'priority')
+local f = read(key, F.state, F.gen, F.token, F.settled, F.cancel, F.priority)
 if not holds(f, ARGV[3], ARGV[4]) then
   local again = resettled(key, f, ARGV[4], 'release')
   if again then
@@ -18,7 +18,7 @@ if not holds(f, ARGV[3], ARGV[4]) then
   return {STATUS.stale, ''}
 end
 redis.call('ZREM', K.leases, id)
-redis.call('HSET', key, 'gen', int(next_gen(f[2])))
+redis.call('HSET', key, F.gen, int(next_gen(f[2])))
 if f[5] == '1' then
   local now = now_ms()
   settled(key, 'release', 'cancelled')

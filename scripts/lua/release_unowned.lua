@@ -9,7 +9,7 @@
 -- or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
-local f, none = read_job(key, 'state', 'gen', 'cancel', 'priority')
+local f, none = read_job(key, F.state, F.gen, F.cancel, F.priority)
 if none then
   return none
 end
@@ -17,12 +17,12 @@ if not is_int(f[2] or 0) then
   return {STATUS.corrupt, 'corrupt job hash: field gen is "' .. f[2] .. '", not an integer'}
 end
 local gen = next_gen(f[2])
-redis.call('HSET', key, 'gen', int(gen))
+redis.call('HSET', key, F.gen, int(gen))
 if f[1] ~= 'running' then
   return {STATUS.ok, f[1], f[1], gen}
 end
 redis.call('ZREM', K.leases, id)
-redis.call('HSET', key, 'token', '', 'settled', '')
+redis.call('HSET', key, F.token, '', F.settled, '')
 if f[3] == '1' then
   local now = now_ms()
   finish(id, key, 'cancelled', now)

@@ -19,10 +19,10 @@ local out = {now}
 for i = 3, #ARGV, 3 do
   local id, gen, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local key = JOB .. id
-  local f = read(key, 'state', 'gen', 'token', 'cancel')
+  local f = read(key, F.state, F.gen, F.token, F.cancel)
   if holds(f, gen, token) then
-    redis.call('HSET', key, 'lease_until', int(until_ms))
-    redis.pcall('HINCRBY', key, 'renewals', 1)
+    redis.call('HSET', key, F.lease_until, int(until_ms))
+    redis.pcall('HINCRBY', key, F.renewals, 1)
     redis.call('ZADD', K.leases, int(until_ms), id)
     if f[4] == '1' then
       table.insert(out, STATUS.cancel)

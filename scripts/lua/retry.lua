@@ -26,8 +26,8 @@ end
 for i = 3, #ARGV do
   local id = ARGV[i]
   local key = JOB .. id
-  local f, bad = read(key, 'state', 'priority', 'retried', 'gen', 'depends_on', 'on_parent_failure',
-    'blocked_on', 'unique_until_done', 'token', 'settled', 'prev_settled', 'prev_settled_2')
+  local f, bad = read(key, F.state, F.priority, F.retried, F.gen, F.depends_on, F.on_parent_failure,
+    F.blocked_on, F.unique_until_done, F.token, F.settled, F.prev_settled, F.prev_settled_2)
   local before = f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2)
   if bad then
     answer(STATUS.corrupt, '', bad)
@@ -72,13 +72,13 @@ for i = 3, #ARGV do
       answer(STATUS.refused, f[1], refused)
     else
       redis.call('ZREM', INDEX[f[1]], id)
-      local fields = {'gen', int(next_gen(f[4])), 'attempt', 0, 'token', '', 'settled', ''}
+      local fields = {F.gen, int(next_gen(f[4])), F.attempt, 0, F.token, '', F.settled, ''}
       if f[9] and f[9] ~= '' and f[10] and f[10] ~= '' then
         -- The last settlement's record moves aside, for its re-send.
         set_aside(fields, f[9] .. ' ' .. f[10], f[11], f[12])
       end
       redis.call('HSET', key, unpack(fields))
-      redis.call('HDEL', key, 'finished_at', 'cancel', 'lease_until', 'unhandled_since') -- a new wait for a handler
+      redis.call('HDEL', key, F.finished_at, F.cancel, F.lease_until, F.unhandled_since) -- a new wait for a handler
       if f[8] then
         redis.call('SET', f[8], id)
       end
@@ -87,10 +87,10 @@ for i = 3, #ARGV do
         state = 'blocked'
         block(id, key, open, now)
       else
-        redis.call('HSET', key, 'blocked_on', 0) -- its dependencies are met
+        redis.call('HSET', key, F.blocked_on, 0) -- its dependencies are met
         to_ready(id, key, f[2])
       end
-      redis.call('HSET', key, 'retried', nonce .. ' ' .. f[1] .. ' ' .. state)
+      redis.call('HSET', key, F.retried, nonce .. ' ' .. f[1] .. ' ' .. state)
       answer(STATUS.ok, f[1], state)
     end
   end

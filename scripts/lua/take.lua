@@ -24,11 +24,26 @@
 -- the i-th claimed job = base .. '.' .. i); budget is the cascade step's.
 -- Answers {now, next_due_ms (-1 when nothing is scheduled; the time until
 --   the rate limit frees a start, when that is sooner and jobs wait), njobs,
---   (id, kind, payload, attempt, max_attempts, gen, token, lease_until,
---    meta ('' when none: a JSON object of strings, at most MaxMetadataBytes
---    and a trace context, and its quoting, checked by bad_meta before it
---    is handed out)) * njobs,
+--   (a claimed job's values, in CLAIM_REPLY's order: claim_reply) * njobs,
 --   (id, problem) * ...}
+
+-- claim_reply appends one claimed job to a claim's reply out: job's values
+-- (a table by name: the id and the fields the claim left, meta '' when
+-- none: a JSON object of strings, at most MaxMetadataBytes and a trace
+-- context, and its quoting, checked by bad_meta before it is handed out),
+-- in the order of CLAIM_REPLY, the one broker/fields.go writes and
+-- readClaim reads by. A value missing is an error, not a shifted reply.
+local function claim_reply(out, job)
+  local n = #out
+  for i, name in ipairs(CLAIM_REPLY) do
+    local v = job[name]
+    if v == nil then
+      error('fenceq: claim reply has no ' .. name)
+    end
+    out[n + i] = v
+  end
+end
+
 local function take(now, lease_ms, n, promote_limit, base, budget)
   now = now or now_ms()
   local asked = n -- before the limits cut it
@@ -59,12 +74,13 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     for id in string.gmatch(taken, '[^\n]+') do
       i = i + 1
       local token = base .. '.' .. i
-      local f = read(JOB .. id, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'lease_until', 'meta')
+      local f = read(JOB .. id, F.state, F.kind, F.payload, F.attempt, F.max_attempts, F.gen, F.token, F.lease_until,
+        F.meta)
       if f and f[1] == 'running' and f[7] == token then
         claimed = claimed + 1
-        for _, v in ipairs({id, f[2], f[3], tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), token, tonumber(f[8]), f[9] or ''}) do
-          table.insert(out, v)
-        end
+        claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = tonumber(f[4]),
+          [F.max_attempts] = tonumber(f[5]), [F.gen] = tonumber(f[6]), [F.token] = token,
+          [F.lease_until] = tonumber(f[8]), [F.meta] = f[9] or ''})
       end
     end
     out[3] = claimed
@@ -103,7 +119,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
     for _, id in ipairs(due) do
       local key = JOB .. id
       redis.call('ZREM', K.scheduled, id)
-      local f = read(key, 'state', 'priority')
+      local f = read(key, F.state, F.priority)
       if f and f[1] == 'scheduled' then
         to_ready(id, key, f[2])
       else
@@ -176,14 +192,14 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
           break
         end
         local key = JOB .. id
-        local f, bad = read(key, 'state', 'kind', 'payload', 'attempt', 'max_attempts', 'gen', 'token', 'settled', 'meta',
-          'prev_settled', 'prev_settled_2', 'priority')
+        local f, bad = read(key, F.state, F.kind, F.payload, F.attempt, F.max_attempts, F.gen, F.token, F.settled, F.meta,
+          F.prev_settled, F.prev_settled_2, F.priority)
         if source == 'list' and not bad and (not f or INDEX[f[1]] and not ready_live(f[1], f[12])) then
           dead = dead + 1 -- a tombstone, or an id filed again since: skipped
         elseif not f or f[1] ~= 'pending' then
           misfiled(id, key, 'ready', problems, now)
         else
-          local bad = bad_int(f, 4, {'attempt', 'max_attempts', 'gen'})
+          local bad = bad_int(f, 4, {F.attempt, F.max_attempts, F.gen})
           if not bad and (not f[2] or f[2] == '') then
             bad = 'field kind is missing'
           elseif not bad and not f[3] then
@@ -197,13 +213,13 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
             claimed = claimed + 1
             local token = base .. '.' .. claimed
             local attempt, gen = tonumber(f[4]) + 1, claim_gen(f[6])
-            local fields = {'state', 'running', 'gen', int(gen), 'token', token,
-              'attempt', int(attempt), 'lease_until', int(until_ms), 'claimed_at', now, 'renewals', 0}
+            local fields = {F.state, 'running', F.gen, int(gen), F.token, token,
+              F.attempt, int(attempt), F.lease_until, int(until_ms), F.claimed_at, now, F.renewals, 0}
             if f[8] and f[8] ~= '' and f[7] and f[7] ~= '' then
               -- The last settlement's record moves aside, for its re-send; a
               -- claim that never settled (reaped, force-released) left none,
               -- and the ones before it stay. A first claim writes neither.
-              table.insert(fields, 'settled')
+              table.insert(fields, F.settled)
               table.insert(fields, '')
               set_aside(fields, f[7] .. ' ' .. f[8], f[10], f[11])
             end
@@ -214,9 +230,9 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
             end
             event('started', id, gen, 'attempt ' .. attempt)
             table.insert(ids, id)
-            for _, v in ipairs({id, f[2], f[3], attempt, tonumber(f[5]), gen, token, until_ms, f[9] or ''}) do
-              table.insert(out, v)
-            end
+            claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = attempt,
+              [F.max_attempts] = tonumber(f[5]), [F.gen] = gen, [F.token] = token, [F.lease_until] = until_ms,
+              [F.meta] = f[9] or ''})
           end
         end
       end

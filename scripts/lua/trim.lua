@@ -28,7 +28,7 @@ local deleted = 0
 local function drop(index, state, ids)
   for _, id in ipairs(ids) do
     local key = JOB .. id
-    local f = read(key, 'state', 'wait_until')
+    local f = read(key, F.state, F.wait_until)
     if f and f[1] == state then
       local wait_until = tonumber(f[2])
       if wait_until and wait_until > now then
@@ -38,7 +38,7 @@ local function drop(index, state, ids)
         local final, oldest
         for n = 1, WAIT_KEEP_RECORDS do
           local k = final_key(n, id)
-          local r = redis.pcall('HMGET', k, 'state', 'wait_tag')
+          local r = redis.pcall('HMGET', k, F.state, F.wait_tag)
           if not r.err and not r[1] then
             final = k
             break

@@ -21,7 +21,7 @@
 --     {waiting, wait_tag}, {missing}, or {corrupt, why}
 local id, woken, mine = ARGV[2], ARGV[3], ARGV[4]
 local key = JOB .. id
-local f, bad = read(key, 'state', 'wait_tag')
+local f, bad = read(key, F.state, F.wait_tag)
 if bad then
   return {STATUS.corrupt, bad}
 end
@@ -34,7 +34,7 @@ if not f then
   local newest = -1
   for n = 1, WAIT_KEEP_RECORDS do
     local k = final_key(n, id)
-    local r = redis.pcall('HMGET', k, 'state', 'wait_tag')
+    local r = redis.pcall('HMGET', k, F.state, F.wait_tag)
     if not r.err and FINAL[r[1] or ''] then
       if mine ~= '' and r[2] == mine then
         key, f = k, r
@@ -59,7 +59,7 @@ end
 local tag = f[2]
 if not tag then
   tag = int(redis.call('INCR', K.gen))
-  redis.call('HSET', key, 'wait_tag', tag)
+  redis.call('HSET', key, F.wait_tag, tag)
 end
-redis.call('HSET', key, 'waited', '1') -- finish() leaves a wake-up only then
+redis.call('HSET', key, F.waited, '1') -- finish() leaves a wake-up only then
 return {STATUS.waiting, tag}
