@@ -413,7 +413,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	})
 	b.Run("Concurrent50Batcher", func(b *testing.B) {
 		br, _, cnt := setup(b, 60)
-		bt, err := broker.NewBatcher(br, broker.BatcherOptions{})
+		bt, err := broker.NewBatcher(br.Client(), broker.BatcherOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
