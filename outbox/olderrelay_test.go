@@ -104,7 +104,7 @@ func TestOptionsReadByAnOlderRelayUnderASpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Enqueue(ctx, tx, b, "", broker.Job{Queue: "mail", Kind: "welcome", Payload: []byte(`{}`), MaxAttempts: 3}); err != nil {
+	if _, err := Enqueue(ctx, tx, b.Client(), "", broker.Job{Queue: "mail", Kind: "welcome", Payload: []byte(`{}`), MaxAttempts: 3}); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
 	if err := tx.Commit(); err != nil {
