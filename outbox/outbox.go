@@ -3,7 +3,16 @@
 // and exactly once. Enqueue inserts the job into an outbox table in the
 // caller's transaction; a Relay moves committed rows to Redis (through
 // broker.Client.EnqueueMany, under the job's id, so a row relayed twice after a
-// crash is refused as a duplicate) and deletes them.
+// crash is refused as a duplicate) and deletes them. With c a broker's
+// Client (Broker.Client):
+//
+//	err := outbox.CreateTable(ctx, db, outbox.TableDefault) // once; idempotent
+//
+//	// in the caller's transaction, beside its own writes:
+//	id, err := outbox.Enqueue(ctx, tx, c, outbox.TableDefault, broker.Job{Queue: "emails", Kind: "welcome", Payload: body})
+//
+//	// relayed by a pool (worker.Config.Outbox), or on its own by Relay.Run:
+//	relay, err := outbox.NewRelay(db, c, outbox.RelayOptions{})
 //
 // A row Redis will never take (a payload over the broker's limit, an
 // invalid queue name, a dependency that does not exist, unreadable
