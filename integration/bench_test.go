@@ -343,7 +343,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 }
 
 // BenchmarkEnqueue measures enqueueing one job at a time, each caller
-// waiting for its answer: the round-trip floor (PING), Broker.Enqueue from
+// waiting for its answer: the round-trip floor (PING), Client.Enqueue from
 // one goroutine, and from 50 goroutines plainly and through a Batcher.
 // jobs/s is the figure; roundtrips/job counts the enqueues' client only.
 func BenchmarkEnqueue(b *testing.B) {

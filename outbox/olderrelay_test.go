@@ -18,7 +18,7 @@ import (
 )
 
 // olderJobForm is broker.Job's JSON form as a relay from before job
-// metadata (issue 14) reads it: strictly, every other key refused
+// metadata reads it: strictly, every other key refused
 // (DisallowUnknownFields, as broker.Job.UnmarshalJSON has always done).
 type olderJobForm struct {
 	Queue                string          `json:"queue,omitempty"`
