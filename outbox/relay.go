@@ -65,7 +65,8 @@ func NewRelay(db *sql.DB, c *broker.Client, opts RelayOptions) (*Relay, error) {
 // deleted too: the job they describe is in Redis. Rows Redis refuses for
 // good are moved to the refused table, and the error is then a
 // *RefusedError listing them. A job whose dependency is an outbox row
-// ahead of it waits for that row. Other rows that fail are kept for the
+// ahead of it waits for that row; one whose dependency reached Redis
+// while the round ran is sent again, once. Other rows that fail are kept for the
 // next round, and the error says why. Rows another relay holds are
 // skipped.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
