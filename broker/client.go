@@ -11,4 +11,4 @@ type Client struct{ *core }
 // TracerProvider is Options.TracerProvider: nil when the broker does not
 // trace. The outbox asks it whether a row should keep the caller's trace
 // context.
-func (c *Client) TracerProvider() trace.TracerProvider { return c.opts.TracerProvider }
+func (b *Client) TracerProvider() trace.TracerProvider { return b.opts.TracerProvider }
