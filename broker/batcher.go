@@ -80,7 +80,7 @@ func (o BatcherOptions) validate() error {
 // A Batcher runs one goroutine while it has jobs to send, none while idle.
 // It is safe for concurrent use. Close it to wait for the jobs in flight.
 type Batcher struct {
-	b    *Broker
+	b    *Client
 	opts BatcherOptions
 
 	mu      sync.Mutex
@@ -129,13 +129,14 @@ const (
 	batchDropped            // its caller gave up before it was sent: never sent
 )
 
-// NewBatcher returns a Batcher that enqueues through b.
-func NewBatcher(b *Broker, opts BatcherOptions) (*Batcher, error) {
+// NewBatcher returns a Batcher that enqueues through c, a broker's
+// Client (Broker.Client).
+func NewBatcher(c *Client, opts BatcherOptions) (*Batcher, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	bt := &Batcher{b: b, opts: opts}
+	bt := &Batcher{b: c, opts: opts}
 	bt.idle = sync.NewCond(&bt.mu)
 	return bt, nil
 }

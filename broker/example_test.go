@@ -61,7 +61,7 @@ func ExampleBatcher() {
 	defer mr.Close()
 	ctx := context.Background()
 	b, _ := broker.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), broker.Options{})
-	bt, _ := broker.NewBatcher(b, broker.BatcherOptions{})
+	bt, _ := broker.NewBatcher(b.Client(), broker.BatcherOptions{})
 	defer bt.Close()
 
 	var wg sync.WaitGroup

@@ -158,7 +158,7 @@ func TestEnqueueSpanOutcomes(t *testing.T) {
 		t.Fatalf("second unique enqueue: %v", err)
 	}
 	res := b.Client().EnqueueMany(ctx, []Job{{Queue: "q", Kind: "k", ID: "mine"}, {Queue: "q", Kind: "k", ID: "mine"}, {Queue: "q", Kind: ""}})
-	bt, err := NewBatcher(b, BatcherOptions{})
+	bt, err := NewBatcher(b.Client(), BatcherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

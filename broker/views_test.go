@@ -21,7 +21,7 @@ func TestViewsByAudience(t *testing.T) {
 			"CheckServer", "Client", "FunctionLibrary", "Inspector", "Leases",
 			"LoadScripts", "Prefix", "ScriptsLoaded", "TracerProvider"}},
 		{reflect.TypeFor[*broker.Client](), []string{
-			"Enqueue", "EnqueueArgs", "EnqueueMany", "ValidateJob", "Wait"}},
+			"Enqueue", "EnqueueArgs", "EnqueueMany", "TracerProvider", "ValidateJob", "Wait"}},
 		{reflect.TypeFor[*broker.Leases](), []string{
 			"Ack", "AckMany", "Claim", "ClaimRequest", "Fail", "FusedAck", "FusedFail",
 			"FusedSnooze", "GiveBack", "Progress", "Reap", "Release", "Renew", "Snooze",

@@ -3,21 +3,30 @@
 // other systems need the same guard, or a worker that lost its lease (a long
 // pause, a partition) can overwrite what its successor wrote.
 //
+// A handler takes its Token from its job and passes it with each write:
+//
+//	f, err := fence.NewRedis(rdb) // once, at startup
+//
+//	// in the handler:
+//	ok, err := f.HSet(ctx, "account:7", fence.TokenOf(job), "balance", "120")
+//	if err == nil && !ok {
+//		return nil // a later claim of this job wrote first: this lease is gone, stop
+//	}
+//
 // A Token is a job's id and the generation of the claim a handler runs
-// under; every later claim of the job has a larger generation, also when
+// under. Every later claim of the job has a larger generation, also when
 // the job was trimmed and its id enqueued again (generations come from a
-// counter per queue). A fenced
-// write records, per job, the highest generation applied, and refuses a
-// lower one. Redis writes go through one Lua script (Redis.HSet); for SQL
-// keep a fence column beside the data and make the write conditional:
+// counter per queue: broker's invariants 3 and 10). A fenced write
+// records, per job, the highest generation applied, and refuses a lower
+// one. Redis writes go through one Lua script (Redis.HSet). For SQL, keep
+// a fence column beside the data and make the write conditional:
 //
 //	UPDATE accounts SET balance = $1, fence = $2
 //	 WHERE id = $3 AND fence <= $2
 //
 // where $2 is the generation: an update that touches no row is the stale
-// write, and the handler should stop (its lease is gone). The fence is per
-// job: use a column (or a hash field) per job id when several jobs write one
-// row.
+// write, and the handler should stop. The fence is per job: use a column
+// (or a hash field) per job id when several jobs write one row.
 package fence
 
 import (

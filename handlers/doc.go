@@ -13,8 +13,8 @@
 //
 //	func (WelcomeArgs) Kind() string { return "welcome" }
 //
-//	// producer
-//	id, err := b.EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
+//	// producer (b is a *broker.Broker)
+//	id, err := b.Client().EnqueueArgs(ctx, WelcomeArgs{To: "ada@example.com"}, nil)
 //
 //	// worker
 //	mux := handlers.NewMux()
@@ -23,7 +23,8 @@
 //	})
 //
 // [Register] decodes the payload into the type; one that does not decode
-// fails the job permanently.
+// fails the job permanently. A worker.Pool runs the mux
+// (worker.New(b, mux, cfg)); package middleware wraps it.
 //
 // # Untyped handlers
 //

@@ -343,7 +343,7 @@ func BenchmarkBrokerScripts(b *testing.B) {
 }
 
 // BenchmarkEnqueue measures enqueueing one job at a time, each caller
-// waiting for its answer: the round-trip floor (PING), Broker.Enqueue from
+// waiting for its answer: the round-trip floor (PING), Client.Enqueue from
 // one goroutine, and from 50 goroutines plainly and through a Batcher.
 // jobs/s is the figure; roundtrips/job counts the enqueues' client only.
 func BenchmarkEnqueue(b *testing.B) {
@@ -413,7 +413,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	})
 	b.Run("Concurrent50Batcher", func(b *testing.B) {
 		br, _, cnt := setup(b, 60)
-		bt, err := broker.NewBatcher(br, broker.BatcherOptions{})
+		bt, err := broker.NewBatcher(br.Client(), broker.BatcherOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

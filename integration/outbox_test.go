@@ -70,7 +70,7 @@ func outboxRigOn(t *testing.T, rdb redis.UniversalClient) (*sql.DB, *broker.Brok
 // newRelay is a relay of table to b, batch rows per round (0: the default).
 func newRelay(t *testing.T, db *sql.DB, b *broker.Broker, table string, batch int) *outbox.Relay {
 	t.Helper()
-	r, err := outbox.NewRelay(db, b, outbox.RelayOptions{Table: table, Batch: batch})
+	r, err := outbox.NewRelay(db, b.Client(), outbox.RelayOptions{Table: table, Batch: batch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func testOutbox(t *testing.T, rdb redis.UniversalClient) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := outbox.Enqueue(ctx, tx, b, table, broker.Job{Queue: "ob", Kind: "k", ID: id, Payload: []byte(`{}`)}); err != nil {
+		if _, err := outbox.Enqueue(ctx, tx, b.Client(), table, broker.Job{Queue: "ob", Kind: "k", ID: id, Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		if commit {
@@ -151,7 +151,7 @@ func TestOutboxRelayedByPools(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k := i; k < i+50; k++ {
-			if _, err := outbox.Enqueue(ctx, tx, b, table, broker.Job{Queue: "ob", Kind: "k", Payload: []byte(`{}`)}); err != nil {
+			if _, err := outbox.Enqueue(ctx, tx, b.Client(), table, broker.Job{Queue: "ob", Kind: "k", Payload: []byte(`{}`)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -225,7 +225,7 @@ func enqueueThroughOutbox(t *testing.T, db *sql.DB, b *broker.Broker, table stri
 	}
 	defer tx.Rollback()
 	for _, j := range jobs {
-		if _, err := outbox.Enqueue(ctx, tx, b, table, j); err != nil {
+		if _, err := outbox.Enqueue(ctx, tx, b.Client(), table, j); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -404,6 +404,30 @@ func TestOutboxWaitsForADependencyStillInTheOutbox(t *testing.T) {
 	}
 	if j, err := b.Inspector().Job(ctx, "ob", "child"); err != nil || j.State != broker.StateBlocked {
 		t.Fatalf("child: %s, %v; want blocked on its parent", j.State, err)
+	}
+	if rows, err := outbox.Refused(ctx, db, table, 0); err != nil || len(rows) != 0 {
+		t.Fatalf("refused %+v (%v); want none", rows, err)
+	}
+}
+
+// A job whose dependency reached Redis after the round judged it (here its
+// dependency's row is behind it in the same batch) is sent again in that
+// round: it is neither refused nor left for the next.
+func TestOutboxSendsAgainAJobWhoseDependencyArrived(t *testing.T) {
+	t.Parallel()
+	db, b, table := outboxRig(t)
+	ctx := context.Background()
+	enqueueThroughOutbox(t, db, b, table, broker.Job{Queue: "ob", Kind: "k", ID: "child", DependsOn: []string{"parent"}},
+		broker.Job{Queue: "ob", Kind: "k", ID: "parent"})
+	if n, err := newRelay(t, db, b, table, 0).RelayOnce(ctx); n != 2 || err != nil {
+		t.Fatalf("RelayOnce = %d, %v; want 2, nil", n, err)
+	}
+	if j, err := b.Inspector().Job(ctx, "ob", "child"); err != nil || j.State != broker.StateBlocked {
+		t.Fatalf("child: %s, %v; want blocked on its parent", j.State, err)
+	}
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM "` + table + `"`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows left in the outbox (%v), want 0", left, err)
 	}
 	if rows, err := outbox.Refused(ctx, db, table, 0); err != nil || len(rows) != 0 {
 		t.Fatalf("refused %+v (%v); want none", rows, err)

@@ -46,7 +46,7 @@ func TestOutboxKeepsTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := outbox.Enqueue(reqCtx, tx, b, table, broker.Job{Queue: "ob", Kind: "k", Metadata: mine})
+	id, err := outbox.Enqueue(reqCtx, tx, b.Client(), table, broker.Job{Queue: "ob", Kind: "k", Metadata: mine})
 	if err != nil {
 		t.Fatal(err)
 	}

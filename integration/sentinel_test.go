@@ -99,7 +99,7 @@ func TestEnqueueWaitReplicas(t *testing.T) {
 		replicas int
 		want     error
 	}{{b, 1, nil}, {b2, 2, broker.ErrNotReplicated}} {
-		bt, err := broker.NewBatcher(tc.b, broker.BatcherOptions{})
+		bt, err := broker.NewBatcher(tc.b.Client(), broker.BatcherOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

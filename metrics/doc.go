@@ -11,7 +11,7 @@
 // runs and renew latency are observed from inside the pool, so they need
 // the collector in the pool's config before worker.New:
 //
-//	c := metrics.New(b, "emails")
+//	c := metrics.New(b.Inspector(), "emails")
 //	cfg.Middleware = append(cfg.Middleware, c.Middleware())
 //	cfg.OnRenew = c.ObserveRenew
 //	pool, err := worker.New(b, mux, cfg)

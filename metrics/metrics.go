@@ -16,8 +16,8 @@ import (
 )
 
 // Reader is what the collector reads from Redis at scrape time: the
-// counts of a queue and the memory of each server. *broker.Broker has
-// both methods.
+// counts of a queue and the memory of each server. *broker.Inspector
+// (Broker.Inspector) has both methods.
 type Reader interface {
 	Counts(ctx context.Context, queue string) (broker.Counts, error)
 	ServerMemory(ctx context.Context) ([]broker.ServerMemory, error)

@@ -44,7 +44,7 @@ func Example() {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, email) VALUES ($1, $2)`, 42, "ada@example.com"); err != nil {
 		panic(err)
 	}
-	if _, err := outbox.Enqueue(ctx, tx, b, outbox.TableDefault, broker.Job{
+	if _, err := outbox.Enqueue(ctx, tx, b.Client(), outbox.TableDefault, broker.Job{
 		Queue: "emails", Kind: "order_confirmation", Payload: []byte(`{"order":42}`),
 	}); err != nil {
 		panic(err)
@@ -55,7 +55,7 @@ func Example() {
 
 	// The relay: at once while there are rows, then every second, until
 	// ctx ends. Several relays may run: they never take the same rows.
-	relay, err := outbox.NewRelay(db, b, outbox.RelayOptions{}) // fenceq_outbox, 500 rows a round
+	relay, err := outbox.NewRelay(db, b.Client(), outbox.RelayOptions{}) // fenceq_outbox, 500 rows a round
 	if err != nil {
 		panic(err)
 	}

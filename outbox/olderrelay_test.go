@@ -18,7 +18,7 @@ import (
 )
 
 // olderJobForm is broker.Job's JSON form as a relay from before job
-// metadata (issue 14) reads it: strictly, every other key refused
+// metadata reads it: strictly, every other key refused
 // (DisallowUnknownFields, as broker.Job.UnmarshalJSON has always done).
 type olderJobForm struct {
 	Queue                string          `json:"queue,omitempty"`
@@ -104,7 +104,7 @@ func TestOptionsReadByAnOlderRelayUnderASpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Enqueue(ctx, tx, b, "", broker.Job{Queue: "mail", Kind: "welcome", Payload: []byte(`{}`), MaxAttempts: 3}); err != nil {
+	if _, err := Enqueue(ctx, tx, b.Client(), "", broker.Job{Queue: "mail", Kind: "welcome", Payload: []byte(`{}`), MaxAttempts: 3}); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
 	if err := tx.Commit(); err != nil {

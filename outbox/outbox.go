@@ -3,7 +3,16 @@
 // and exactly once. Enqueue inserts the job into an outbox table in the
 // caller's transaction; a Relay moves committed rows to Redis (through
 // broker.Client.EnqueueMany, under the job's id, so a row relayed twice after a
-// crash is refused as a duplicate) and deletes them.
+// crash is refused as a duplicate) and deletes them. With c a broker's
+// Client (Broker.Client):
+//
+//	err := outbox.CreateTable(ctx, db, outbox.TableDefault) // once; idempotent
+//
+//	// in the caller's transaction, beside its own writes:
+//	id, err := outbox.Enqueue(ctx, tx, c, outbox.TableDefault, broker.Job{Queue: "emails", Kind: "welcome", Payload: body})
+//
+//	// relayed by a pool (worker.Config.Outbox), or on its own by Relay.Run:
+//	relay, err := outbox.NewRelay(db, c, outbox.RelayOptions{})
 //
 // A row Redis will never take (a payload over the broker's limit, an
 // invalid queue name, a dependency that does not exist, unreadable
@@ -66,24 +75,25 @@ func CreateTable(ctx context.Context, db *sql.DB, table string) error {
 
 // Enqueue writes j into the outbox inside tx and answers its id (a new
 // UUID when j has none). The job reaches Redis once tx commits and a Relay
-// runs; if tx rolls back, it never does. b checks the job as Enqueue
-// would, so a bad job fails here, inside the transaction. When b traces
-// (broker.Options.TracerProvider) and ctx holds a span, its trace context
-// is kept in (a copy of) j.Metadata, so that the job, once relayed, joins
-// the trace of the request that wrote it (the trace context is bounded
-// apart from broker.MaxMetadataBytes). A broker that does not trace writes
-// none, so its rows stay readable by a relay older than job metadata.
-func Enqueue(ctx context.Context, tx *sql.Tx, b *broker.Broker, table string, j broker.Job) (string, error) {
+// runs; if tx rolls back, it never does. c (Broker.Client) checks the job
+// as Client.Enqueue would, so a bad job fails here, inside the transaction.
+// When c traces (broker.Options.TracerProvider) and ctx holds a span,
+// its trace context is kept in (a copy of) j.Metadata, so that the job,
+// once relayed, joins the trace of the request that wrote it (the trace
+// context is bounded apart from broker.MaxMetadataBytes). A Client that
+// does not trace writes none, so its rows stay readable by a relay older
+// than job metadata.
+func Enqueue(ctx context.Context, tx *sql.Tx, c *broker.Client, table string, j broker.Job) (string, error) {
 	if table == "" {
 		table = TableDefault
 	}
-	if b.TracerProvider() != nil {
+	if c.TracerProvider() != nil {
 		// The row keeps the caller's trace context, so the relay's Enqueue
 		// joins the request that wrote the row, not the relay round that
 		// moves it.
 		j.Metadata = broker.WithTraceContext(ctx, j.Metadata)
 	}
-	if err := b.Client().ValidateJob(j); err != nil {
+	if err := c.ValidateJob(j); err != nil {
 		return "", err
 	}
 	if j.ID == "" {

@@ -116,31 +116,25 @@ func scanRefused(rows *sql.Rows) ([]RefusedRow, error) {
 	return out, nil
 }
 
-// dependencyAhead reports whether a job refused for a dependency that does
-// not exist may find it in a later round: the dependency is a row of this
-// outbox ahead of the job's (another relay holds it, or it waits beyond
-// this batch), or it has reached Redis since this round's enqueue. A relay
-// enqueues a row before it deletes it, so looking in this order misses no
-// dependency on its way. Only rows ahead count, as Enqueue wants a job's
-// dependencies to exist before it: so rows that depend on each other are
-// refused rather than wait for each other forever.
-func (r *Relay) dependencyAhead(ctx context.Context, tx *sql.Tx, table string, seq int64, j broker.Job, refusal error) (bool, error) {
+// missingDependency answers the dependency an enqueue was refused for
+// because it does not exist.
+func missingDependency(err error) (string, bool) {
 	var ve *broker.ValidationError
-	if !errors.As(refusal, &ve) || ve.Field != "depends on" {
-		return false, nil
+	if !errors.As(err, &ve) || ve.Field != "depends on" {
+		return "", false
 	}
+	return ve.Value, true
+}
+
+// dependencyAhead reports whether dep, a job's dependency that Redis does
+// not hold, is a row of this outbox ahead of the job's row seq: another
+// relay holds it, or it waits beyond this batch. Only rows ahead count, as
+// Enqueue wants a job's dependencies to exist before it: so rows that
+// depend on each other are refused rather than wait for each other
+// forever.
+func dependencyAhead(ctx context.Context, tx *sql.Tx, table string, seq int64, queue, dep string) (bool, error) {
 	var ahead bool
 	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+quote(table)+` WHERE queue = $1 AND id = $2 AND seq < $3)`,
-		j.Queue, ve.Value, seq).Scan(&ahead)
-	if err != nil || ahead {
-		return ahead, err
-	}
-	switch _, err := r.b.Inspector().Job(ctx, j.Queue, ve.Value); {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, broker.ErrJobNotFound), errors.Is(err, broker.ErrInvalid), errors.Is(err, broker.ErrCorruptJob):
-		return false, nil
-	default:
-		return false, err
-	}
+		queue, dep, seq).Scan(&ahead)
+	return ahead, err
 }

@@ -42,21 +42,21 @@ func (o RelayOptions) validate() error {
 // pool relays it when given as worker.Config.Outbox.
 type Relay struct {
 	db   *sql.DB
-	b    *broker.Broker
+	c    *broker.Client
 	opts RelayOptions
 }
 
-// NewRelay answers a relay of the outbox table in db to b, with opts'
-// defaults applied.
-func NewRelay(db *sql.DB, b *broker.Broker, opts RelayOptions) (*Relay, error) {
-	if db == nil || b == nil {
-		return nil, errors.New("fenceq: outbox: NewRelay needs a database and a broker")
+// NewRelay answers a relay of the outbox table in db to Redis through c
+// (Broker.Client), with opts' defaults applied.
+func NewRelay(db *sql.DB, c *broker.Client, opts RelayOptions) (*Relay, error) {
+	if db == nil || c == nil {
+		return nil, errors.New("fenceq: outbox: NewRelay needs a database and a broker's Client")
 	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Relay{db: db, b: b, opts: opts}, nil
+	return &Relay{db: db, c: c, opts: opts}, nil
 }
 
 // RelayOnce moves up to a batch of rows, oldest first, and answers how many
@@ -65,7 +65,8 @@ func NewRelay(db *sql.DB, b *broker.Broker, opts RelayOptions) (*Relay, error) {
 // deleted too: the job they describe is in Redis. Rows Redis refuses for
 // good are moved to the refused table, and the error is then a
 // *RefusedError listing them. A job whose dependency is an outbox row
-// ahead of it waits for that row. Other rows that fail are kept for the
+// ahead of it waits for that row; one whose dependency reached Redis
+// while the round ran is sent again, once. Other rows that fail are kept for the
 // next round, and the error says why. Rows another relay holds are
 // skipped.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
@@ -109,7 +110,22 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	enqueued := 0
 	var relayed []int64
 	var errs []error
-	for i, res := range r.b.Client().EnqueueMany(ctx, jobs) {
+	for i, res := range r.c.EnqueueMany(ctx, jobs) {
+		if dep, ok := missingDependency(res.Err); ok {
+			ahead, err := dependencyAhead(ctx, tx, table, seqs[i], jobs[i].Queue, dep)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("job %q: %w: looking for its dependency: %w", jobs[i].ID, res.Err, err))
+				continue
+			}
+			if ahead {
+				continue // kept for a later round, which finds its dependency in Redis
+			}
+			// A relay enqueues a row before it deletes it, so a dependency
+			// no longer in the outbox may have reached Redis since the batch
+			// was judged: the job is sent again, and refused only if it is
+			// refused again.
+			res.ID, res.Err = r.c.Enqueue(ctx, jobs[i])
+		}
 		switch {
 		case res.Err == nil:
 			enqueued++
@@ -119,13 +135,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		case errors.Is(res.Err, broker.ErrUniqueHeld):
 			relayed = append(relayed, seqs[i]) // deduplicated by the caller's own unique key
 		case errors.Is(res.Err, broker.ErrInvalid):
-			wait, err := r.dependencyAhead(ctx, tx, table, seqs[i], jobs[i], res.Err)
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("job %q: %w: looking for its dependency: %w", jobs[i].ID, res.Err, err))
-			case !wait:
-				refused = append(refused, refusal{seqs[i], res.Err.Error()})
-			}
+			refused = append(refused, refusal{seqs[i], res.Err.Error()})
 		default:
 			errs = append(errs, fmt.Errorf("job %q: %w", jobs[i].ID, res.Err))
 		}

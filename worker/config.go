@@ -69,7 +69,7 @@ const (
 // naming the job's kind, as a Mux does for a kind never registered): in a
 // rolling deploy, a pool of the old version claims the new kinds' jobs.
 // It gives such a job back, uncharged, to wait for a pool that has the
-// kind (broker.GiveBack). The wait is the job's, whichever pools gave it
+// kind (broker.Leases.GiveBack). The wait is the job's, whichever pools gave it
 // back: it starts with the first give-back, and each give-back waits
 // three times as long as the job has waited so far, so a pool whose queue
 // holds only such jobs claims each of them four times in its first five

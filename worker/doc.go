@@ -52,7 +52,7 @@
 //     counted and logged as stale, though its first send was stored.
 //   - A job of a kind the handler has no handler for is not failed
 //     (Config.UnknownKind): it is given back without charging an attempt
-//     (broker.GiveBack), to wait for a pool that has the kind — in a
+//     (broker.Leases.GiveBack), to wait for a pool that has the kind — in a
 //     rolling deploy, the old pools leave the new kinds alone. Its wait is
 //     the job's, whichever pools gave it back: 5s, then three times as
 //     long as it has waited so far (15s, 1m, 4m) up to 5m, so a pool with

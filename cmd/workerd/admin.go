@@ -333,7 +333,7 @@ func (o *limitFlags) change() bool {
 }
 
 // apply clears the limits, or changes those given and keeps the others,
-// in one step inside Redis (broker.ChangeLimits): --rate alone keeps
+// in one step inside Redis (broker.Inspector.ChangeLimits): --rate alone keeps
 // --max-running and the period, even ones set at the same time.
 func (o *limitFlags) apply(ctx context.Context, e *env, b *broker.Broker) error {
 	q := o.queue

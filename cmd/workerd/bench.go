@@ -87,7 +87,7 @@ func parseBenchFlags(e *env, args []string) (*benchFlags, error) {
 	fs.IntVar(&so.Concurrency, "soak-concurrency", 50, "the soak's pool concurrency")
 	fs.IntVar(&so.Backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
 	fs.DurationVar(&so.Every, "soak-every", 5*time.Second, "how often the soak reads used_memory")
-	fs.StringVar(&so.RetentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)")
+	fs.StringVar(&so.RetentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: earlier versions' defaults)")
 	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
 		return nil, err
 	}
@@ -162,10 +162,10 @@ func checkSoakFlags(given map[string]bool, so *bench.SoakOptions) error {
 
 // soakRetention is the retention a soak's pool runs with, by name.
 // "default" leaves Config.Retention nil, so that a soak measures whatever
-// the pool's defaults are in this build; "age-only" spells out the
-// retention before issue #15 (done and cancelled jobs kept a day, dead ones
-// a week, no count limit), so that the comparison keeps its meaning after
-// the defaults change.
+// the pool's defaults are in this build; "age-only" spells out an
+// age-only retention (done and cancelled jobs kept a day, dead ones a
+// week, no count limit, as earlier versions' defaults were), so that a
+// comparison across versions keeps its meaning whatever the defaults are.
 func soakRetention(name string) (*broker.Retention, error) {
 	switch name {
 	case "default":
@@ -174,5 +174,5 @@ func soakRetention(name string) (*broker.Retention, error) {
 		return &broker.Retention{Done: 24 * time.Hour, Cancelled: 24 * time.Hour, Dead: 7 * 24 * time.Hour,
 			MaxDone: worker.KeepForever, MaxCancelled: worker.KeepForever, MaxDead: worker.KeepForever}, nil
 	}
-	return nil, usagef("--retention %q: want default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: the defaults before issue #15)", name)
+	return nil, usagef("--retention %q: want default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: earlier versions' defaults)", name)
 }

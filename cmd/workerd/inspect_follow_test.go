@@ -39,8 +39,8 @@ func (h *beforeRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 // inspect --follow prints every event from the moment it starts, in order,
-// also those that come while no XREAD is waiting: it used to read from "$"
-// again after each empty wait, and lost what came between two reads.
+// also those that come while no XREAD is waiting: reading from "$" again
+// after each empty wait would lose what came between two reads.
 func TestFollowMissesNoEvent(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})

@@ -303,7 +303,7 @@ func (bn *Bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch
 	enqueue := b.Client().Enqueue
 	var bt *broker.Batcher
 	if batcher {
-		if bt, err = broker.NewBatcher(b, broker.BatcherOptions{}); err != nil {
+		if bt, err = broker.NewBatcher(b.Client(), broker.BatcherOptions{}); err != nil {
 			return 0, 0, err
 		}
 		defer bt.Close() // on the way out of an error; Close is idempotent

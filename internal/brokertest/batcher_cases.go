@@ -73,7 +73,7 @@ func gated(t *testing.T, nb NewBackend, o broker.BatcherOptions) (*bundle, *brok
 	be.Client.AddHook(gate{})
 	s, cleanup := on(t, be)
 	t.Cleanup(cleanup)
-	bt, err := broker.NewBatcher(s.b, o)
+	bt, err := broker.NewBatcher(s.b.Client(), o)
 	noErr(t, "NewBatcher", err)
 	t.Cleanup(func() { _ = bt.Close() })
 	return s, bt
@@ -371,9 +371,9 @@ func testBatcherBounds(t *testing.T, nb NewBackend) {
 	c, _ := s.b.Inspector().Counts(s.ctx, s.q)
 	want(t, "pending", c.Pending, int64(11))
 
-	_, err := broker.NewBatcher(s.b, broker.BatcherOptions{MaxJobs: -1})
+	_, err := broker.NewBatcher(s.b.Client(), broker.BatcherOptions{MaxJobs: -1})
 	wantErr(t, "NewBatcher with MaxJobs -1", err, broker.ErrInvalid)
-	_, err = broker.NewBatcher(s.b, broker.BatcherOptions{MaxBytes: -2})
+	_, err = broker.NewBatcher(s.b.Client(), broker.BatcherOptions{MaxBytes: -2})
 	wantErr(t, "NewBatcher with MaxBytes -2", err, broker.ErrInvalid)
 }
 
@@ -386,7 +386,7 @@ func testBatcherLostReply(t *testing.T, nb NewBackend) {
 	be.Client.AddHook(resend{})
 	s, cleanup := on(t, be)
 	t.Cleanup(cleanup)
-	bt, err := broker.NewBatcher(s.b, broker.BatcherOptions{})
+	bt, err := broker.NewBatcher(s.b.Client(), broker.BatcherOptions{})
 	noErr(t, "NewBatcher", err)
 	defer bt.Close()
 	lost := context.WithValue(s.ctx, resendKey{}, true)

@@ -120,7 +120,7 @@ type model struct {
 }
 
 func (m *model) newBatcher(t *rapid.T) {
-	bt, err := broker.NewBatcher(m.s.b, m.batcherOpts)
+	bt, err := broker.NewBatcher(m.s.b.Client(), m.batcherOpts)
 	noErr(t, "NewBatcher", err)
 	m.batcher = bt
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-// What the dashboard reads (issue #13): per-minute throughput, each
+// What the dashboard reads: per-minute throughput, each
 // attempt's error, and the renewals of the current lease.
 
 // kept is the throughput window in minutes.

@@ -17,13 +17,13 @@ type WelcomeArgs struct {
 }
 
 // register is the code under test: it enqueues a welcome email.
-func register(ctx context.Context, b *broker.Broker, email string) error {
-	_, err := b.Client().Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + email + `"}`)})
+func register(ctx context.Context, c *broker.Client, email string) error {
+	_, err := c.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + email + `"}`)})
 	return err
 }
 
 // An Env is one test's queue, in memory. The code under test enqueues
-// through env.Broker; RequireEnqueued checks what it enqueued, and Work
+// through env.Broker.Client(); RequireEnqueued checks what it enqueued, and Work
 // runs a real pool over it until nothing is left to do. The body below is
 // what a test function holds (t is its *testing.T).
 func ExampleEnv() {
@@ -31,7 +31,7 @@ func ExampleEnv() {
 		ctx := context.Background()
 		env := workertest.New(t)
 
-		if err := register(ctx, env.Broker, "ada@example.com"); err != nil {
+		if err := register(ctx, env.Broker.Client(), "ada@example.com"); err != nil {
 			t.Fatal(err)
 		}
 		env.RequireEnqueued(t, "emails", "welcome", WelcomeArgs{To: "ada@example.com"})
@@ -57,7 +57,7 @@ func ExampleEnv_Advance() {
 	testRetry := func(t *testing.T) {
 		ctx := context.Background()
 		env := workertest.New(t)
-		if err := register(ctx, env.Broker, "ada@example.com"); err != nil {
+		if err := register(ctx, env.Broker.Client(), "ada@example.com"); err != nil {
 			t.Fatal(err)
 		}
 		failed := false
@@ -89,8 +89,8 @@ type InviteArgs struct {
 func (InviteArgs) Kind() string { return "invite" }
 
 // invite is the code under test: it enqueues a typed job.
-func invite(ctx context.Context, b *broker.Broker, email string) error {
-	_, err := b.Client().EnqueueArgs(ctx, InviteArgs{To: email}, nil)
+func invite(ctx context.Context, c *broker.Client, email string) error {
+	_, err := c.EnqueueArgs(ctx, InviteArgs{To: email}, nil)
 	return err
 }
 
@@ -102,7 +102,7 @@ func ExampleEnv_RequireEnqueuedArgs() {
 		ctx := context.Background()
 		env := workertest.New(t)
 
-		if err := invite(ctx, env.Broker, "ada@example.com"); err != nil {
+		if err := invite(ctx, env.Broker.Client(), "ada@example.com"); err != nil {
 			t.Fatal(err)
 		}
 		env.RequireEnqueuedArgs(t, InviteArgs{To: "ada@example.com"}, nil)

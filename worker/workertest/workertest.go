@@ -5,13 +5,16 @@
 // is left to do now.
 //
 //	env := workertest.New(t)
-//	signup(ctx, env.Broker, "ada@example.com")          // code under test enqueues
+//	signup(ctx, env.Broker.Client(), "ada@example.com") // code under test enqueues
 //	env.RequireEnqueuedArgs(t, WelcomeArgs{To: "ada@example.com"}, nil)
-//	env.Work(t, mux)                                     // runs it
-//	env.Advance(time.Hour)                               // retries and delays fall due
+//	env.Work(t, mux)                                    // runs it
+//	env.Advance(time.Hour)                              // retries and delays fall due
 //
 // RequireEnqueuedArgs checks a typed job (broker.Args); RequireEnqueued
-// checks one by queue and kind, as an exec or http job is enqueued.
+// checks one by queue and kind, as an exec or http job is enqueued. The
+// Env's Broker serves the rest: its Client for the code under test, its
+// Inspector to read or pause a queue, and the Broker itself for a pool of
+// your own (worker.New).
 package workertest
 
 import (
@@ -33,8 +36,8 @@ import (
 
 // Env is one test's queue: everything in memory, torn down with the test.
 type Env struct {
-	Broker *broker.Broker       // the broker over Redis: enqueue (EnqueueArgs for typed jobs) and inspect through it
-	Client *redis.Client        // a client of Redis, for what the broker does not offer
+	Broker *broker.Broker       // the broker over Redis: Broker.Client() to enqueue, Broker.Inspector() to look, the Broker for worker.New
+	Client *redis.Client        // a go-redis client of Redis, for what the broker does not offer
 	Redis  *miniredis.Miniredis // the in-memory server; move its clock with Advance, not SetTime
 
 	mu  sync.Mutex

@@ -16,15 +16,15 @@ type welcome struct {
 }
 
 // signup stands for the code under test: it enqueues a welcome email.
-func signup(ctx context.Context, b *broker.Broker, to string) error {
-	_, err := b.Client().Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + to + `"}`), MaxAttempts: 3})
+func signup(ctx context.Context, c *broker.Client, to string) error {
+	_, err := c.Enqueue(ctx, broker.Job{Queue: "emails", Kind: "welcome", Payload: []byte(`{"to":"` + to + `"}`), MaxAttempts: 3})
 	return err
 }
 
 func TestEnvEnqueueWorkAdvance(t *testing.T) {
 	env := workertest.New(t)
 	ctx := context.Background()
-	if err := signup(ctx, env.Broker, "ada@example.com"); err != nil {
+	if err := signup(ctx, env.Broker.Client(), "ada@example.com"); err != nil {
 		t.Fatal(err)
 	}
 	j := env.RequireEnqueued(t, "emails", "welcome", welcome{To: "ada@example.com"})
