@@ -135,7 +135,9 @@ func (m *maintenance) waitDue(d time.Duration) {
 // or dependents are left, so more may be waiting.
 func (m *maintenance) reap() (more bool) {
 	for _, q := range m.queues {
-		res, err := m.broker.Reap(m.ctx, q, m.reapBatch)
+		res, err := detached(m.ctx, func(ctx context.Context) (broker.ReapResult, error) {
+			return m.broker.Reap(ctx, q, m.reapBatch)
+		})
 		if err != nil {
 			if m.ctx.Err() != nil {
 				return false // stopped
@@ -164,7 +166,9 @@ func (m *maintenance) reap() (more bool) {
 // falls back to ReapBatch.
 func (m *maintenance) trim(queue string) (full bool) {
 	step := max(m.trimStep[queue], m.reapBatch)
-	trimmed, err := m.broker.Trim(m.ctx, queue, m.retention, step)
+	trimmed, err := detached(m.ctx, func(ctx context.Context) (int, error) {
+		return m.broker.Trim(ctx, queue, m.retention, step)
+	})
 	if err != nil {
 		if m.ctx.Err() != nil {
 			return false // stopped
@@ -178,4 +182,34 @@ func (m *maintenance) trim(queue string) (full bool) {
 		m.trimStep[queue] = min(2*step, trimStepsMax*m.reapBatch)
 	}
 	return full
+}
+
+// detached runs call on ctx in a goroutine of its own, and answers its
+// result, or ctx's error as soon as ctx ends. go-redis ends a read at its
+// read timeout, not when the call's context is cancelled
+// (TestRedisClientIgnoresCancelMidRead), so a stopped service would wait
+// that long for a server that went silent. A reap or a trim is safe to
+// leave: what it did is done, what it did not the next one does; its
+// goroutine ends with the client's read timeout.
+func detached[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	out := make(chan result, 1) // buffered: a call left behind never blocks
+	go func() {
+		v, err := call(ctx)
+		out <- result{v, err}
+	}()
+	select {
+	case r := <-out:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }

@@ -193,8 +193,8 @@ func (p *Pool) Run(ctx context.Context) error {
 //  1. The dispatcher, maintenance, the scheduler and the relay are asked
 //     to stop (intake): the pool takes no new work. A job claimed from
 //     here on (a claim in flight, or sent with an ack) is given back
-//     unrun. A reap, trim or wait for work in flight ends with its
-//     service's context.
+//     unrun. A reap or trim in flight is not waited for: it is safe to
+//     cut short, and the client would hold it until its read timeout.
 //  2. Running handlers get their grace, then are cancelled with
 //     handlers.ErrShutdown, then abandoned (drainHandlers). The heartbeat
 //     and the acker run all along: a handler that finishes in its grace
@@ -206,10 +206,9 @@ func (p *Pool) Run(ctx context.Context) error {
 //  5. The dispatcher, maintenance and the claims asked again for a lost
 //     answer are waited for (waitClaims): a claim's answer, once it comes,
 //     is given back rather than left to a reaper. Asking again ends with
-//     ctx (abort); a call already sent to a stalled server (a reap, a
-//     trim, a claim) is waited for up to the client's read timeout and
-//     retries, so on a stalled server Shutdown may return that long after
-//     ctx.
+//     ctx (abort); a claim already sent to a stalled server is waited for
+//     up to the client's read timeout and retries, so on a stalled server
+//     Shutdown may return that long after ctx.
 //  6. The scheduler and the relay are waited for last: each is at most
 //     one tick or one relay round from its end.
 //
