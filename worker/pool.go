@@ -212,14 +212,14 @@ func (p *Pool) Run(ctx context.Context) error {
 //  6. The scheduler and the relay are waited for last: each is at most
 //     one tick or one relay round from its end.
 //
-// The signals, what ends each and who waits on it:
+// The signals: what ends each, and who waits on it.
 //
-//   - intake (step 1) stops the dispatcher, maintenance, scheduler and relay; their loops and a job that lands after it (execute) watch it.
-//   - held's gate (closed at step 2) stops adopting jobs and sending fused calls; adopt and fusedBegin check it.
-//   - jobs (cancelled with handlers.ErrShutdown after the grace) ends every handler's context; the handlers watch it.
-//   - halt (step 3) ends retries and stops the heartbeat and the acker; retry, the acker's callers and both loops watch it.
-//   - abort (Shutdown's ctx ending) ends asking for a lost claim and giving back; claimRequest and giveBack watch it.
-//   - each service's done (its goroutine returning) is what Shutdown waits on, in steps 4 to 6.
+//   - intake: cancelled at step 1; the loops of dispatcher, maintenance, scheduler and relay, and execute.
+//   - the held jobs' gate: closed at step 2; adopt and fusedBegin.
+//   - jobs: cancelled after the grace, cause handlers.ErrShutdown; every handler's context.
+//   - halt: cancelled at step 3; retry, ack, and the loops of heartbeat and acker.
+//   - abort: cancelled when ctx ends; claimRequest and giveBack.
+//   - a service's done: closed when its loop returns; Shutdown, steps 4 to 6.
 //
 // The slots' freed channel only nudges the dispatcher; it stops nothing.
 func (p *Pool) Shutdown(ctx context.Context) error {
