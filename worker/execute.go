@@ -17,9 +17,9 @@ import (
 // errNotRenewed is logged when the watchdog finds a lease past its deadline.
 var errNotRenewed = errors.New("no renewal reached Redis before the lease's deadline")
 
-// run runs a claimed job in a slot its caller holds for it: one start took,
-// or one a finished job passed on (the acker's fused claim), in a goroutine
-// of its own. A claim that lands after Shutdown began is given straight
+// run runs a claimed job in a slot its caller holds for it: one the
+// dispatcher took, or one a finished job passed on (the acker's fused
+// claim), in a goroutine of its own. A claim that lands after Shutdown began is given straight
 // back.
 func (p *Pool) run(l broker.Lease) {
 	if a := p.adopt(l); a != nil {
