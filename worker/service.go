@@ -31,7 +31,9 @@ type service interface {
 
 // loop is the lifecycle every service embeds: the service's context, which
 // stop cancels, and its done channel. The service's own calls to Redis (a
-// reap, a trim, a wait for work) run on ctx, so stop ends them.
+// reap, a trim, a wait for work) run on ctx. go-redis does not end a read
+// when ctx is cancelled, so maintenance leaves a reap or trim behind when
+// stopped (detached); a wait for work blocks a second at most.
 type loop struct {
 	ctx     context.Context
 	cancel  context.CancelFunc // stop
