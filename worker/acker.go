@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -40,7 +39,7 @@ var errHalted = errors.New("pool stopped")
 // job an attempt, and the acks of other batches meanwhile go on.
 type acker struct {
 	loop
-	p    *Pool
+	ackerParams
 	reqs chan *ackReq // successes to batch
 	// sending is held (full) while an ack call is in flight, the acker's
 	// batch or one handler's own (ack's direct path): a success that finds
@@ -52,8 +51,42 @@ type acker struct {
 	recovering sync.WaitGroup
 }
 
-func newAcker(p *Pool) *acker {
-	return &acker{loop: newLoop(), p: p, reqs: make(chan *ackReq, p.cfg.Concurrency), sending: make(chan struct{}, 1)}
+// ackBroker is what the acker asks of broker.Leases.
+type ackBroker interface {
+	AckMany(ctx context.Context, acks []broker.Ack) ([]broker.Outcome, error)
+	FusedAck(ctx context.Context, acks []broker.Ack, c broker.ClaimSpec) (broker.FusedAcks, error)
+}
+
+// fusedClaims is what a settlement that claims for the slots it frees asks
+// of the dispatcher, which decides where claims go: the claim to send, what
+// to note of its answer, and asking again for an answer that was lost.
+type fusedClaims interface {
+	claimSpec(n int) broker.ClaimSpec
+	took(spec broker.ClaimSpec, claimed broker.ClaimResult)
+	reask(spec broker.ClaimSpec, sent time.Time) broker.ClaimResult
+}
+
+// jobAdopter holds claimed jobs in slots their caller holds for them (the
+// pool): adopt for the caller's goroutine to run next, run in a goroutine
+// of its own.
+type jobAdopter interface {
+	jobRunner
+	adopt(l broker.Lease) *active
+}
+
+// ackerParams is what the acker uses.
+type ackerParams struct {
+	concurrency int // Config.Concurrency: at most that many successes wait
+	broker      ackBroker
+	claims      fusedClaims // the dispatcher
+	held        *heldJobs   // its gate: no fused call once Shutdown is past the handlers
+	slots       *slots      // the slots a lost claim held, freed
+	jobs        jobAdopter
+}
+
+func newAcker(parent context.Context, params ackerParams) *acker {
+	return &acker{loop: loopUnder(parent), ackerParams: params,
+		reqs: make(chan *ackReq, params.concurrency), sending: make(chan struct{}, 1)}
 }
 
 func (k *acker) start() { k.run(k.batches) }
@@ -66,10 +99,11 @@ func (k *acker) start() { k.run(k.batches) }
 // acker, in the batch that forms while the call in flight is out. The
 // acker may have passed a's slot to a job it claimed meanwhile (a.passed).
 // A handler that Shutdown abandoned may get here after the acker has
-// exited: it gets errHalted, not a wait that never ends.
+// exited: it gets errHalted, not a wait that never ends. The acker runs
+// under the pool's halt, so its context's end is halt.
 func (k *acker) ack(a *active) (broker.Outcome, error) {
 	select {
-	case <-k.p.halt:
+	case <-k.ctx.Done():
 		return broker.Stale, errHalted
 	default:
 	}
@@ -82,7 +116,7 @@ func (k *acker) ack(a *active) (broker.Outcome, error) {
 	r.out = make(chan ackResult, 1)
 	select {
 	case k.reqs <- r:
-	case <-k.p.halt:
+	case <-k.ctx.Done():
 		return broker.Stale, errHalted
 	}
 	select {
@@ -109,9 +143,9 @@ func (k *acker) direct(r *ackReq) (broker.Outcome, error) {
 	outcomes, err := k.send(batch[:], acks[:], func(leases []broker.Lease) {
 		if len(leases) > 0 { // at most one: the claim was for r's slot alone
 			r.a.passed.Store(true)
-			r.a.next = k.p.adopt(leases[0])
+			r.a.next = k.jobs.adopt(leases[0])
 			for _, l := range leases[1:] {
-				k.p.run(l)
+				k.jobs.run(l)
 			}
 		}
 	})
@@ -166,26 +200,25 @@ func (k *acker) batches() {
 // the claim may have run: its leases are asked for under its id, in the
 // slots it was for (recoverClaim), while the caller goes on.
 func (k *acker) send(batch []*ackReq, acks []broker.Ack, pass func([]broker.Lease)) ([]broker.Outcome, error) {
-	p := k.p
 	spec := k.fusedClaim(batch)
-	if spec.N > 0 && !p.fusedBegin() {
+	if spec.N > 0 && !k.held.fusedBegin() {
 		spec = broker.ClaimSpec{}
 	}
 	// Settlements run on Background, not the acker's context: a handler's
 	// result is sent also while the pool stops, and halt ends its retries.
 	if spec.N == 0 {
-		return p.b.Leases().AckMany(context.Background(), acks)
+		return k.broker.AckMany(context.Background(), acks)
 	}
-	defer p.fused.Done()
+	defer k.held.fused.Done()
 	sent := time.Now()
-	fa, err := p.b.Leases().FusedAck(context.Background(), acks, spec)
+	fa, err := k.broker.FusedAck(context.Background(), acks, spec)
 	outcomes, claimed := fa.Outcomes, fa.Claim
 	if err != nil {
 		k.recovering.Add(1)
 		go k.recoverClaim(spec, sent, hold(batch))
 		return nil, err
 	}
-	p.dispatcher.took(spec, claimed)
+	k.claims.took(spec, claimed)
 	pass(claimed.Leases)
 	return outcomes, nil
 }
@@ -199,7 +232,7 @@ func (k *acker) fusedClaim(batch []*ackReq) broker.ClaimSpec {
 			n++
 		}
 	}
-	return k.p.dispatcher.claimSpec(n)
+	return k.claims.claimSpec(n)
 }
 
 // hold takes the slots of the batch's acked jobs that can pass theirs on,
@@ -220,13 +253,13 @@ func hold(batch []*ackReq) int {
 // the rest. Shutdown waits for it as it waits for the dispatcher.
 func (k *acker) recoverClaim(spec broker.ClaimSpec, sent time.Time, slots int) {
 	defer k.recovering.Done()
-	claimed := k.p.reask(spec, sent)
+	claimed := k.claims.reask(spec, sent)
 	for _, l := range claimed.Leases {
-		k.p.run(l)
+		k.jobs.run(l)
 		slots--
 	}
 	for ; slots > 0; slots-- {
-		k.p.freeSlot()
+		k.slots.free()
 	}
 }
 
@@ -240,20 +273,8 @@ func (k *acker) pass(batch []*ackReq, leases []broker.Lease) {
 		}
 		if r.slot {
 			r.a.passed.Store(true)
-			k.p.run(leases[i])
+			k.jobs.run(leases[i])
 			i++
 		}
 	}
-}
-
-// reask asks again, under its id, for the claim of a fused call whose
-// answer was lost (claimRequest), and answers what it took.
-func (p *Pool) reask(spec broker.ClaimSpec, sent time.Time) broker.ClaimResult {
-	claimed, err := p.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
-	if err != nil {
-		p.log.Warn("fenceq could not learn what the claim of a fused call took; the reaper recovers its jobs when their lease expires",
-			slog.String("queue", spec.Queue), slog.Any("error", err))
-	}
-	p.dispatcher.took(spec, claimed)
-	return claimed
 }

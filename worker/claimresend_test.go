@@ -48,9 +48,9 @@ func (s *stallClaim) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // Shutdown while a claim's reply is lost and Redis is up again: the pool
 // keeps asking under the claim's request id even while it halts, gets its
 // leases back and releases them, uncharged (invariant 9; Shutdown
-// "releases their leases ... without charging an attempt"). It once
-// stopped asking the moment Shutdown halted, and the job was left running
-// under a lease nobody held, to be charged and, with one attempt, made
+// "releases their leases ... without charging an attempt"). A pool that
+// stopped asking the moment Shutdown halted would leave the job running
+// under a lease nobody holds, to be charged and, with one attempt, made
 // dead by the reaper without its handler ever running.
 func TestShutdownDuringClaimResend(t *testing.T) {
 	s := &stallClaim{ran: make(chan struct{}), release: make(chan struct{})}

@@ -11,20 +11,48 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
+// claimBroker is what the dispatcher asks of broker.Leases: claims, and
+// waiting for work when nothing is ready.
+type claimBroker interface {
+	ClaimRequest(ctx context.Context, requestID, queue string, n int, lease time.Duration) (broker.ClaimResult, error)
+	WaitForWork(ctx context.Context, queues []string, limit time.Duration) (string, error)
+}
+
+// jobRunner runs a claimed job in a slot its caller holds for it (the
+// pool's run).
+type jobRunner interface {
+	run(l broker.Lease)
+}
+
+// dispatcherParams is what the dispatcher uses.
+type dispatcherParams struct {
+	log            *slog.Logger
+	queues         []Queue // Config.Queues
+	strictPriority bool
+	pollInterval   time.Duration
+	lease          time.Duration
+	broker         claimBroker
+	slots          *slots
+	jobs           jobRunner
+	// abort ends the asking again for a lost claim's answer (Shutdown's
+	// ctx).
+	abort <-chan struct{}
+}
+
 // dispatcher is the service that fills the pool's free slots: it claims as
 // many jobs as there are free slots, and blocks on the queues' wake-up keys
 // when nothing is ready. It also decides which queue a claim goes to, for
-// its own claims and for those the acker sends with acks.
+// its own claims and for those sent with settlements (fusedClaims).
 type dispatcher struct {
 	loop
-	p        *Pool
+	dispatcherParams
 	wakeFrom []string                // the queues it waits on (broker.WaitForWork); dispatcher goroutine only
 	drained  map[string]*atomic.Bool // per queue: its last claim found too little ready
 }
 
-func newDispatcher(p *Pool) *dispatcher {
-	d := &dispatcher{loop: newLoop(), p: p, drained: map[string]*atomic.Bool{}}
-	for _, q := range p.cfg.Queues {
+func newDispatcher(parent context.Context, params dispatcherParams) *dispatcher {
+	d := &dispatcher{loop: loopUnder(parent), dispatcherParams: params, drained: map[string]*atomic.Bool{}}
+	for _, q := range params.queues {
 		d.wakeFrom = append(d.wakeFrom, q.Name)
 		d.drained[q.Name] = &atomic.Bool{}
 	}
@@ -36,29 +64,28 @@ func (d *dispatcher) start() { d.run(d.dispatch) }
 // dispatch is the loop: claim into free slots, and block on the queues'
 // wake-up keys when nothing is ready.
 func (d *dispatcher) dispatch() {
-	p := d.p
 	claimErrors := newThrottle(10 * time.Second)
 	delay := 10 * time.Millisecond
 	for !d.stopping() {
-		free := cap(p.slots) - len(p.slots)
+		free := d.slots.idle()
 		if free == 0 {
-			d.waitSlot(p.cfg.PollInterval)
+			d.waitSlot(d.pollInterval)
 			continue
 		}
 		claimed, nextDue, err := d.claim(free)
 		if err != nil {
 			if claimErrors.ok() {
-				p.log.Warn("fenceq could not claim jobs; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
+				d.log.Warn("fenceq could not claim jobs; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
 			}
-			p.sleep(delay, d.ctx.Done())
-			delay = min(delay*2, p.cfg.PollInterval)
+			sleep(delay, d.ctx.Done())
+			delay = min(delay*2, d.pollInterval)
 			continue
 		}
 		delay = 10 * time.Millisecond
 		if claimed > 0 {
 			continue
 		}
-		wait := p.cfg.PollInterval
+		wait := d.pollInterval
 		if nextDue >= 0 {
 			wait = min(wait, nextDue)
 		}
@@ -76,9 +103,10 @@ func (d *dispatcher) claim(free int) (claimed int, nextDue time.Duration, err er
 		if err != nil {
 			return claimed, nextDue, err
 		}
-		d.p.logProblems(q, "claim", res.Problems)
+		logProblems(d.log, q, "claim", res.Problems)
 		for _, l := range res.Leases {
-			d.p.start(l)
+			d.slots.take()
+			d.jobs.run(l)
 		}
 		claimed += len(res.Leases)
 		if res.NextDue >= 0 && (nextDue < 0 || res.NextDue < nextDue) {
@@ -93,7 +121,7 @@ func (d *dispatcher) claim(free int) (claimed int, nextDue time.Duration, err er
 
 // claimQueue claims up to n jobs of queue, under a request id of its own.
 func (d *dispatcher) claimQueue(queue string, n int) (broker.ClaimResult, error) {
-	res, err := d.p.claimRequest(broker.NewRequestID(), queue, n, time.Now())
+	res, err := d.claimRequest(broker.NewRequestID(), queue, n, time.Now())
 	d.claimedFrom(queue, n, res)
 	return res, err
 }
@@ -104,22 +132,24 @@ func (d *dispatcher) claimQueue(queue string, n int) (broker.ClaimResult, error)
 // asks again under the same request id, which answers the leases the first
 // took, for as long as Redis keeps them (a lease) — also while the pool
 // shuts down, which then releases what comes back. A lost reply so costs no
-// job an attempt (invariant 9). Only Shutdown's own deadline (claimAbort)
-// ends the asking sooner; the reaper then recovers the jobs.
-func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.ClaimResult, error) {
+// job an attempt (invariant 9). Only Shutdown's own deadline (abort) ends
+// the asking sooner; the reaper then recovers the jobs. The claim runs on
+// context.Background(), not the dispatcher's context: stopping the
+// dispatcher must not leave a claim's answer unknown.
+func (d *dispatcher) claimRequest(req, queue string, n int, first time.Time) (broker.ClaimResult, error) {
 	delay := 10 * time.Millisecond
 	for {
-		res, err := p.b.Leases().ClaimRequest(context.Background(), req, queue, n, p.cfg.LeaseDuration)
-		left := p.cfg.LeaseDuration - time.Since(first)
+		res, err := d.broker.ClaimRequest(context.Background(), req, queue, n, d.lease)
+		left := d.lease - time.Since(first)
 		if err == nil || !broker.IsTransient(err) || left < 10*time.Millisecond {
 			return res, err
 		}
 		t := time.NewTimer(min(delay, left/2)) // the last tries fall inside the lease
 		select {
 		case <-t.C:
-		case <-p.claimAbort:
+		case <-d.abort:
 			t.Stop()
-			p.log.Warn("fenceq pool stopped before a lost claim's answer came back; the reaper recovers its jobs when their lease expires",
+			d.log.Warn("fenceq pool stopped before a lost claim's answer came back; the reaper recovers its jobs when their lease expires",
 				slog.String("queue", queue), slog.String("request", req), slog.Any("error", err))
 			return res, err
 		}
@@ -128,8 +158,8 @@ func (p *Pool) claimRequest(req, queue string, n int, first time.Time) (broker.C
 }
 
 // claimedFrom notes whether a claim of n from queue found it drained (it
-// took fewer: nothing ready, paused, or held back by its limits). The
-// acker sends no claim with its acks to a drained queue; a claim that
+// took fewer: nothing ready, paused, or held back by its limits). No
+// settlement carries a claim to a drained queue; a claim that
 // takes a job, or a wake-up, makes it worth asking again.
 func (d *dispatcher) claimedFrom(queue string, n int, res broker.ClaimResult) {
 	if dr := d.drained[queue]; dr != nil {
@@ -151,21 +181,20 @@ func (d *dispatcher) claimSpec(n int) broker.ClaimSpec {
 	if d.drained[q].Load() {
 		return broker.ClaimSpec{}
 	}
-	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: d.p.cfg.LeaseDuration}
+	return broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: q, N: n, Lease: d.lease}
 }
 
 // took notes what the claim of a fused call answered: its problems
 // logged, its queue's drained flag.
 func (d *dispatcher) took(spec broker.ClaimSpec, claimed broker.ClaimResult) {
-	d.p.logProblems(spec.Queue, "claim", claimed.Problems)
+	logProblems(d.log, spec.Queue, "claim", claimed.Problems)
 	d.claimedFrom(spec.Queue, spec.N, claimed)
 }
 
 // first is the queue order would put first this round.
 func (d *dispatcher) first() string {
-	cfg := &d.p.cfg
-	if len(cfg.Queues) == 1 || cfg.StrictPriority {
-		return cfg.Queues[0].Name
+	if len(d.queues) == 1 || d.strictPriority {
+		return d.queues[0].Name
 	}
 	return d.order()[0]
 }
@@ -173,10 +202,9 @@ func (d *dispatcher) first() string {
 // order is the order to try the queues in this round: as configured under
 // strict priority, else a weighted random permutation.
 func (d *dispatcher) order() []string {
-	cfg := &d.p.cfg
-	qs := cfg.Queues
+	qs := d.queues
 	out := make([]string, 0, len(qs))
-	if cfg.StrictPriority || len(qs) == 1 {
+	if d.strictPriority || len(qs) == 1 {
 		for _, q := range qs {
 			out = append(out, q.Name)
 		}
@@ -202,16 +230,15 @@ func (d *dispatcher) order() []string {
 }
 
 // waitWork blocks until an enqueue (or a release, or a reap) pushes a
-// wake-up token into one of the queues' wake keys, or d passes.
+// wake-up token into one of the queues' wake keys, or dur passes.
 func (d *dispatcher) waitWork(dur time.Duration) {
-	p := d.p
 	end := time.Now().Add(dur)
 	for !d.stopping() {
 		left := time.Until(end)
 		if left < time.Millisecond {
 			return
 		}
-		woken, err := p.b.Leases().WaitForWork(d.ctx, d.wakeFrom, left)
+		woken, err := d.broker.WaitForWork(d.ctx, d.wakeFrom, left)
 		switch {
 		case woken != "":
 			for _, dr := range d.drained {
@@ -222,10 +249,10 @@ func (d *dispatcher) waitWork(dur time.Duration) {
 		case errors.Is(err, broker.ErrCrossSlot) && len(d.wakeFrom) > 1:
 			// A Redis Cluster cannot block on keys of several slots at once:
 			// wake on the first queue only and poll the others.
-			p.log.Info("fenceq: queues are on different cluster slots; blocking on the first queue's wake-up only, polling the rest", slog.String("queue", p.cfg.Queues[0].Name))
+			d.log.Info("fenceq: queues are on different cluster slots; blocking on the first queue's wake-up only, polling the rest", slog.String("queue", d.queues[0].Name))
 			d.wakeFrom = d.wakeFrom[:1]
 		default:
-			p.sleep(min(left, 100*time.Millisecond), d.ctx.Done()) // Redis unreachable: do not spin
+			sleep(min(left, 100*time.Millisecond), d.ctx.Done()) // Redis unreachable: do not spin
 			return
 		}
 	}
@@ -237,8 +264,20 @@ func (d *dispatcher) waitSlot(dur time.Duration) {
 	t := time.NewTimer(dur)
 	defer t.Stop()
 	select {
-	case <-d.p.slotFreed:
+	case <-d.slots.freed:
 	case <-d.ctx.Done():
 	case <-t.C:
 	}
+}
+
+// reask asks again, under its id, for the claim of a fused call whose
+// answer was lost (claimRequest), and answers what it took.
+func (d *dispatcher) reask(spec broker.ClaimSpec, sent time.Time) broker.ClaimResult {
+	claimed, err := d.claimRequest(spec.RequestID, spec.Queue, spec.N, sent)
+	if err != nil {
+		d.log.Warn("fenceq could not learn what the claim of a fused call took; the reaper recovers its jobs when their lease expires",
+			slog.String("queue", spec.Queue), slog.Any("error", err))
+	}
+	d.took(spec, claimed)
+	return claimed
 }

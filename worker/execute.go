@@ -17,15 +17,9 @@ import (
 // errNotRenewed is logged when the watchdog finds a lease past its deadline.
 var errNotRenewed = errors.New("no renewal reached Redis before the lease's deadline")
 
-// start runs a claimed job in a slot of its own.
-func (p *Pool) start(l broker.Lease) {
-	p.slots <- struct{}{}
-	p.run(l)
-}
-
-// run runs a claimed job in a slot its caller holds for it: one start took,
-// or one a finished job passed on (the acker's fused claim), in a goroutine
-// of its own. A claim that lands after Shutdown began is given straight
+// run runs a claimed job in a slot its caller holds for it: one the
+// dispatcher took, or one a finished job passed on (the acker's fused
+// claim), in a goroutine of its own. A claim that lands after Shutdown began is given straight
 // back.
 func (p *Pool) run(l broker.Lease) {
 	if a := p.adopt(l); a != nil {
@@ -39,7 +33,7 @@ func (p *Pool) run(l broker.Lease) {
 // freed.
 func (p *Pool) adopt(l broker.Lease) *active {
 	p.stats.claimed.Add(1)
-	ctx, cancel := context.WithCancelCause(p.jobsCtx)
+	ctx, cancel := context.WithCancelCause(p.sig.jobs)
 	var span trace.Span
 	if p.tracer != nil {
 		ctx, span = p.startAttempt(ctx, l)
@@ -49,21 +43,14 @@ func (p *Pool) adopt(l broker.Lease) *active {
 	// The watchdog cancels the handler at its local deadline even while a
 	// renew is stuck in Redis (go-redis may not honour context deadlines).
 	a.mu.Lock()
-	a.expiry = time.AfterFunc(time.Until(l.LocalDeadline), func() { p.expire(a, errNotRenewed) })
+	a.expiry = time.AfterFunc(time.Until(l.LocalDeadline), func() { expire(a, errNotRenewed, p.log, &p.stats) })
 	a.mu.Unlock()
-	p.mu.Lock()
-	closed := p.closed
-	if !closed {
-		p.active[a] = struct{}{}
-		p.handlers.Add(1)
-	}
-	p.mu.Unlock()
-	if closed {
+	if !p.held.add(a) {
 		// Shutdown is past waiting for handlers: give the job straight back.
 		p.settleAs(a, outcomeNotRun, nil)
 		a.expiry.Stop()
 		a.cancel(context.Canceled)
-		<-p.slots
+		p.slots.free()
 		return nil
 	}
 	return a
@@ -87,26 +74,17 @@ func (p *Pool) execute(a *active) {
 	}
 }
 
-// freeSlot gives a slot back and nudges the dispatcher.
-func (p *Pool) freeSlot() {
-	<-p.slots
-	select {
-	case p.slotFreed <- struct{}{}:
-	default:
-	}
-}
-
 // giveBack releases a job the pool claimed and will not run, as it stops
 // (outcomeNotRun).
 // Like a lost claim's answer, the release is sent until Redis answers —
 // also once Shutdown has halted the pool's other retries — for up to the
-// lease, or until Shutdown's deadline (claimAbort): a job that never ran
+// lease, or until Shutdown's deadline (abort): a job that never ran
 // is not left running under nobody, for a reaper to charge an attempt.
 func (p *Pool) giveBack(a *active) {
 	delay := 10 * time.Millisecond
 	for {
 		// Background on purpose: the give-back runs as the pool stops, and
-		// its own loop bounds it (the lease, claimAbort).
+		// its own loop bounds it (the lease, abort).
 		s, err := p.b.Leases().Release(context.Background(), a.lease)
 		o, st := s.Outcome, s.State
 		left := time.Until(a.deadline())
@@ -127,7 +105,7 @@ func (p *Pool) giveBack(a *active) {
 		t := time.NewTimer(min(delay, left/2))
 		select {
 		case <-t.C:
-		case <-p.claimAbort:
+		case <-p.sig.abort.Done():
 			t.Stop()
 			p.log.Warn("fenceq stopped before a job it claimed while stopping was given back; the reaper recovers it when its lease expires",
 				middleware.JobAttrs(a.job), slog.Any("error", err))
@@ -143,13 +121,10 @@ func (p *Pool) finishWith(a *active, fn func()) {
 	defer func() {
 		a.expiry.Stop()
 		a.cancel(context.Canceled)
-		p.mu.Lock()
-		delete(p.active, a)
-		p.mu.Unlock()
 		if !a.passed.Load() {
-			p.freeSlot()
+			p.slots.free()
 		}
-		p.handlers.Done()
+		p.held.done(a)
 	}()
 	fn()
 }

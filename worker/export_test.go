@@ -15,4 +15,4 @@ func SetAbandonAfter(t testing.TB, d time.Duration) {
 }
 
 // Halted is closed when Shutdown gives up retrying Redis (test only).
-func Halted(p *Pool) <-chan struct{} { return p.halt }
+func Halted(p *Pool) <-chan struct{} { return p.sig.halt.Done() }

@@ -76,11 +76,11 @@ func twoQueues(t *testing.T, cfg worker.Config, backlog, trigger int) (bRunsBefo
 // Under StrictPriority, a job enqueued into the first queue while the
 // pool works through a backlog of the second must be the next job the pool
 // starts ("from a later queue only when the earlier ones have nothing
-// ready"). It once was not: the pool's first claim found "a" empty and
-// marked it drained; from then on every ack's fused claim went to "b" and
-// passed the slot on, so no slot was freed for the dispatcher, the only
-// one that looked at "a" again (and the only one that would clear the
-// flag, on a wake-up it never blocked for): "a" waited for all of "b".
+// ready"). The trap: the pool's first claim finds "a" empty and marks it
+// drained; if every ack's fused claim then went to "b" and passed the slot
+// on, no slot would be freed for the dispatcher, the only one that looks
+// at "a" again (and the only one that clears the flag, on a wake-up it
+// would never block for), and "a" would wait for all of "b".
 func TestStrictPriorityNotStarvedByDrainedFlag(t *testing.T) {
 	for _, conc := range []int{1, 4} {
 		t.Run(fmt.Sprint("concurrency ", conc), func(t *testing.T) {

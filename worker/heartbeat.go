@@ -19,19 +19,34 @@ import (
 // delays nothing.
 type heartbeat struct {
 	loop
-	p           *Pool
+	heartbeatParams
 	renewErrors *throttle
 }
 
-func newHeartbeat(p *Pool) *heartbeat {
-	return &heartbeat{loop: newLoop(), p: p, renewErrors: newThrottle(10 * time.Second)}
+// renewer is what the heartbeat asks of broker.Leases.
+type renewer interface {
+	Renew(ctx context.Context, leases []broker.Lease, lease time.Duration) ([]broker.Renewal, error)
+}
+
+// heartbeatParams is what the heartbeat uses.
+type heartbeatParams struct {
+	log     *slog.Logger
+	lease   time.Duration                                   // Config.LeaseDuration
+	onRenew func(took time.Duration, leases int, err error) // Config.OnRenew; nil: none
+	broker  renewer
+	held    *heldJobs // the leases to renew
+	stats   *stats    // leasesLost
+}
+
+func newHeartbeat(parent context.Context, params heartbeatParams) *heartbeat {
+	return &heartbeat{loop: loopUnder(parent), heartbeatParams: params, renewErrors: newThrottle(10 * time.Second)}
 }
 
 func (h *heartbeat) start() { h.run(h.beat) }
 
 // beat is the loop: one renew round per interval.
 func (h *heartbeat) beat() {
-	interval := h.p.cfg.LeaseDuration / 3
+	interval := h.lease / 3
 	retry := 20 * time.Millisecond
 	t := time.NewTimer(interval)
 	defer t.Stop()
@@ -53,9 +68,8 @@ func (h *heartbeat) beat() {
 
 // renew runs one heartbeat round; it reports whether Redis answered.
 func (h *heartbeat) renew(interval time.Duration) bool {
-	p := h.p
 	var held []*active
-	for _, a := range p.snapshot() {
+	for _, a := range h.held.snapshot() {
 		if gone(a) {
 			continue
 		}
@@ -74,10 +88,10 @@ func (h *heartbeat) renew(interval time.Duration) bool {
 	// Its watchdog takes care of it.
 	ctx, cancel := context.WithTimeout(context.Background(), interval)
 	began := time.Now()
-	rs, err := p.b.Leases().Renew(ctx, leases, p.cfg.LeaseDuration)
+	rs, err := h.broker.Renew(ctx, leases, h.lease)
 	cancel()
-	if p.cfg.OnRenew != nil {
-		p.cfg.OnRenew(time.Since(began), len(leases), err)
+	if h.onRenew != nil {
+		h.onRenew(time.Since(began), len(leases), err)
 	}
 	for i, a := range held {
 		r := broker.Renewal{Err: err}
@@ -86,11 +100,11 @@ func (h *heartbeat) renew(interval time.Duration) bool {
 		}
 		switch {
 		case r.Err != nil:
-			p.expire(a, r.Err)
+			expire(a, r.Err, h.log, h.stats)
 		case r.Outcome == broker.Stale && a.settling.Load():
 		case r.Outcome == broker.Stale:
-			p.stats.leasesLost.Add(1)
-			p.log.Warn("fenceq lease lost: another claim replaced this one; cancelling the handler", middleware.JobAttrs(a.job))
+			h.stats.leasesLost.Add(1)
+			h.log.Warn("fenceq lease lost: another claim replaced this one; cancelling the handler", middleware.JobAttrs(a.job))
 			if a.span != nil {
 				a.span.AddEvent(eventLeaseLost)
 			}
@@ -98,7 +112,7 @@ func (h *heartbeat) renew(interval time.Duration) bool {
 		case r.Outcome == broker.CancelRequested:
 			a.extend(r.LocalDeadline)
 			if a.ctx.Err() == nil {
-				p.log.Info("fenceq job cancelled; cancelling the handler", middleware.JobAttrs(a.job))
+				h.log.Info("fenceq job cancelled; cancelling the handler", middleware.JobAttrs(a.job))
 				if a.span != nil {
 					a.span.AddEvent(eventCancelRequested)
 				}
@@ -109,20 +123,21 @@ func (h *heartbeat) renew(interval time.Duration) bool {
 		}
 	}
 	if err != nil && h.renewErrors.ok() {
-		p.log.Warn("fenceq could not renew leases; retrying until their deadlines", slog.Int("leases", len(held)), slog.Any("error", err))
+		h.log.Warn("fenceq could not renew leases; retrying until their deadlines", slog.Int("leases", len(held)), slog.Any("error", err))
 	}
 	return err == nil
 }
 
 // expire cancels a's handler with ErrLeaseExpired once its local deadline
-// has passed; it reports whether it has.
-func (p *Pool) expire(a *active, err error) bool {
+// has passed; it reports whether it has. The heartbeat calls it for a
+// lease it could not renew, the watchdog (adopt) at the deadline.
+func expire(a *active, err error, log *slog.Logger, st *stats) bool {
 	if time.Now().Before(a.deadline()) {
 		return false
 	}
 	if !gone(a) && !a.settling.Load() {
-		p.stats.leasesLost.Add(1)
-		p.log.Warn("fenceq lease expired: it could not be renewed in time; cancelling the handler",
+		st.leasesLost.Add(1)
+		log.Warn("fenceq lease expired: it could not be renewed in time; cancelling the handler",
 			middleware.JobAttrs(a.job), slog.Any("error", err))
 		if a.span != nil {
 			a.span.AddEvent(eventLeaseExpired)

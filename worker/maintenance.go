@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,7 @@ const trimAgainSlack = 100 * time.Millisecond
 // whatever the pool is doing, so ready work cannot starve it (invariant 5).
 type maintenance struct {
 	loop
-	p *Pool
+	maintenanceParams
 
 	trimStep   map[string]int // per queue: the next trim's batch
 	trimBehind bool           // the last trim had a full batch
@@ -40,8 +41,25 @@ type maintenance struct {
 	trimAgain time.Time
 }
 
-func newMaintenance(p *Pool) *maintenance {
-	return &maintenance{loop: newLoop(), p: p, trimStep: map[string]int{}, trimDue: make(chan struct{}, 1)}
+// reaper is what maintenance asks of broker.Leases.
+type reaper interface {
+	Reap(ctx context.Context, queue string, limit int) (broker.ReapResult, error)
+	Trim(ctx context.Context, queue string, r broker.Retention, limit int) (int, error)
+}
+
+// maintenanceParams is what maintenance uses.
+type maintenanceParams struct {
+	log          *slog.Logger
+	queues       []string
+	reapBatch    int              // Config.ReapBatch
+	reapInterval time.Duration    // Config.reapInterval
+	retention    broker.Retention // Config.trimRetention
+	broker       reaper
+	stats        *stats // reaped, counted; finished, read to pace the trims
+}
+
+func newMaintenance(parent context.Context, params maintenanceParams) *maintenance {
+	return &maintenance{loop: loopUnder(parent), maintenanceParams: params, trimStep: map[string]int{}, trimDue: make(chan struct{}, 1)}
 }
 
 func (m *maintenance) start() { m.run(m.maintain) }
@@ -51,11 +69,10 @@ func (m *maintenance) start() { m.run(m.maintain) }
 // the pool has finished a ReapBatch of jobs since the last trim, and once
 // more a re-send horizon after a trim that followed finishes (trimAgain).
 func (m *maintenance) maintain() {
-	cfg := &m.p.cfg
 	var nextReap time.Time
 	for !m.stopping() {
 		if !time.Now().Before(nextReap) {
-			nextReap = time.Now().Add(cfg.reapInterval())
+			nextReap = time.Now().Add(m.reapInterval)
 			if m.reap() {
 				nextReap = time.Now() // a full batch: more may be waiting
 			}
@@ -65,15 +82,15 @@ func (m *maintenance) maintain() {
 		// of jobs between two reaps, which the index would hold past its
 		// bound until then.
 		again := !m.trimAgain.IsZero() && !time.Now().Before(m.trimAgain)
-		if n := m.p.stats.finished(); n-m.trimMark.Load() >= int64(cfg.ReapBatch) || m.trimBehind || again {
+		if n := m.stats.finished(); n-m.trimMark.Load() >= int64(m.reapBatch) || m.trimBehind || again {
 			m.trimAgain = time.Time{}
 			if n != m.trimMark.Load() {
 				m.trimAgain = time.Now().Add(broker.ResendHorizon + trimAgainSlack)
 			}
 			m.trimMark.Store(n)
 			m.trimBehind = false
-			for _, q := range cfg.Queues {
-				m.trimBehind = m.trim(q.Name) || m.trimBehind
+			for _, q := range m.queues {
+				m.trimBehind = m.trim(q) || m.trimBehind
 			}
 		}
 		if m.trimBehind {
@@ -90,7 +107,7 @@ func (m *maintenance) maintain() {
 // finished tells maintenance the pool took a job to a final state; it
 // nudges the loop when a trim is due.
 func (m *maintenance) finished(n int64) {
-	if n-m.trimMark.Load() >= int64(m.p.cfg.ReapBatch) {
+	if n-m.trimMark.Load() >= int64(m.reapBatch) {
 		select {
 		case m.trimDue <- struct{}{}:
 		default:
@@ -117,25 +134,26 @@ func (m *maintenance) waitDue(d time.Duration) {
 // finished jobs past their retention. It reports whether a batch was full
 // or dependents are left, so more may be waiting.
 func (m *maintenance) reap() (more bool) {
-	p := m.p
-	for _, q := range p.cfg.Queues {
-		res, err := p.b.Leases().Reap(m.ctx, q.Name, p.cfg.ReapBatch)
+	for _, q := range m.queues {
+		res, err := detached(m.ctx, func(ctx context.Context) (broker.ReapResult, error) {
+			return m.broker.Reap(ctx, q, m.reapBatch)
+		})
 		if err != nil {
 			if m.ctx.Err() != nil {
 				return false // stopped
 			}
-			p.log.Warn("fenceq could not reap expired leases", slog.String("queue", q.Name), slog.Any("error", err))
+			m.log.Warn("fenceq could not reap expired leases", slog.String("queue", q), slog.Any("error", err))
 			continue
 		}
-		p.logProblems(q.Name, "reap", res.Problems)
+		logProblems(m.log, q, "reap", res.Problems)
 		for _, r := range res.Reaped {
-			p.stats.reaped.Add(1)
-			p.log.Warn("fenceq recovered a job whose lease expired (its worker is gone or stalled)",
-				slog.String("queue", q.Name), slog.String("id", r.ID), slog.String("now", string(r.State)), slog.Int64("generation", r.Generation))
+			m.stats.reaped.Add(1)
+			m.log.Warn("fenceq recovered a job whose lease expired (its worker is gone or stalled)",
+				slog.String("queue", q), slog.String("id", r.ID), slog.String("now", string(r.State)), slog.Int64("generation", r.Generation))
 		}
-		more = more || len(res.Reaped) == p.cfg.ReapBatch || res.CascadeLeft
+		more = more || len(res.Reaped) == m.reapBatch || res.CascadeLeft
 		// Retention is upkeep of the same kind: bounded, on the same clock.
-		more = m.trim(q.Name) || more
+		more = m.trim(q) || more
 	}
 	return more
 }
@@ -147,20 +165,51 @@ func (m *maintenance) reap() (more bool) {
 // catches up with any rate the pool reaches, and one that was not full
 // falls back to ReapBatch.
 func (m *maintenance) trim(queue string) (full bool) {
-	p := m.p
-	step := max(m.trimStep[queue], p.cfg.ReapBatch)
-	trimmed, err := p.b.Leases().Trim(m.ctx, queue, p.cfg.trimRetention(), step)
+	step := max(m.trimStep[queue], m.reapBatch)
+	trimmed, err := detached(m.ctx, func(ctx context.Context) (int, error) {
+		return m.broker.Trim(ctx, queue, m.retention, step)
+	})
 	if err != nil {
 		if m.ctx.Err() != nil {
 			return false // stopped
 		}
-		p.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
+		m.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
 		return false
 	}
 	full = trimmed == step
-	m.trimStep[queue] = p.cfg.ReapBatch
+	m.trimStep[queue] = m.reapBatch
 	if full {
-		m.trimStep[queue] = min(2*step, trimStepsMax*p.cfg.ReapBatch)
+		m.trimStep[queue] = min(2*step, trimStepsMax*m.reapBatch)
 	}
 	return full
+}
+
+// detached runs call on ctx in a goroutine of its own, and answers its
+// result, or ctx's error as soon as ctx ends. go-redis ends a read at its
+// read timeout, not when the call's context is cancelled
+// (TestRedisClientIgnoresCancelMidRead), so a stopped service would wait
+// that long for a server that went silent. A reap or a trim is safe to
+// leave: what it did is done, what it did not the next one does; its
+// goroutine ends with the client's read timeout.
+func detached[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	out := make(chan result, 1) // buffered: a call left behind never blocks
+	go func() {
+		v, err := call(ctx)
+		out <- result{v, err}
+	}()
+	select {
+	case r := <-out:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }

@@ -93,18 +93,34 @@ func parseSchedule(p Periodic) (*schedule, error) {
 // their ticks (Config.Periodic). Without schedules it has nothing to run.
 type scheduler struct {
 	loop
-	p      *Pool
+	schedulerParams
 	scheds []*schedule
 }
 
-func newScheduler(p *Pool) (*scheduler, error) {
-	s := &scheduler{loop: newLoop(), p: p}
-	for _, pc := range p.cfg.Periodic {
+// enqueuer is what the scheduler asks of broker.Client.
+type enqueuer interface {
+	ValidateJob(j broker.Job) error
+	Enqueue(ctx context.Context, j broker.Job) (string, error)
+}
+
+// schedulerParams is what the scheduler uses.
+type schedulerParams struct {
+	log      *slog.Logger
+	periodic []Periodic // Config.Periodic
+	client   enqueuer
+	retries  retrier // a tick's enqueue is retried until the pool halts
+}
+
+// newScheduler parses and checks the schedules; a bad one is a
+// *ConfigError.
+func newScheduler(parent context.Context, params schedulerParams) (*scheduler, error) {
+	s := &scheduler{loop: loopUnder(parent), schedulerParams: params}
+	for _, pc := range params.periodic {
 		sc, err := parseSchedule(pc)
 		if err != nil {
 			return nil, &ConfigError{Field: "Periodic", Err: err}
 		}
-		if err := p.b.Client().ValidateJob(pc.Job); err != nil {
+		if err := params.client.ValidateJob(pc.Job); err != nil {
 			return nil, &ConfigError{Field: "Periodic", Reason: fmt.Sprintf("periodic %q", pc.Name), Err: err}
 		}
 		s.scheds = append(s.scheds, sc)
@@ -159,19 +175,18 @@ func (s *scheduler) tick() {
 // first, which is the point, and a held unique key is the schedule's own
 // choice to skip a tick while the last one runs.
 func (sr *scheduler) enqueueTick(s *schedule, tick time.Time) {
-	p := sr.p
 	j := s.Job
 	j.ID = tickID(s.Name, tick)
-	err := p.retry("enqueue periodic", func() slog.Attr { return slog.String("periodic", s.Name) }, func(ctx context.Context) error {
-		_, err := p.b.Client().Enqueue(ctx, j)
+	err := sr.retries.retry("enqueue periodic", func() slog.Attr { return slog.String("periodic", s.Name) }, func(ctx context.Context) error {
+		_, err := sr.client.Enqueue(ctx, j)
 		return err
 	})
 	switch {
 	case err == nil:
-		p.log.Debug("fenceq enqueued a periodic job", slog.String("periodic", s.Name), slog.Time("tick", tick))
+		sr.log.Debug("fenceq enqueued a periodic job", slog.String("periodic", s.Name), slog.Time("tick", tick))
 	case errors.Is(err, broker.ErrJobExists), errors.Is(err, broker.ErrUniqueHeld):
 	default:
-		p.log.Error("fenceq could not enqueue a periodic job", slog.String("periodic", s.Name), slog.Time("tick", tick), slog.Any("error", err))
+		sr.log.Error("fenceq could not enqueue a periodic job", slog.String("periodic", s.Name), slog.Time("tick", tick), slog.Any("error", err))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,9 +23,9 @@ var abandonAfter = 5 * time.Second
 // Pool runs handlers on jobs claimed from its queues. Start it once; stop it
 // with Shutdown (or use Run).
 //
-// The pool holds what its services share: the slots and the jobs running
-// in them, and the signals of its shutdown. Each background loop is a
-// service of its own (see service).
+// The pool holds what its services share: the slots, the jobs running in
+// them, and the signals of its shutdown. Each background loop is a service
+// of its own (see service), built from what it uses.
 type Pool struct {
 	b       *broker.Broker
 	cfg     Config
@@ -34,27 +33,15 @@ type Pool struct {
 	handler handlers.Handler
 	tracer  trace.Tracer // nil: attempts are not traced (broker.Options.TracerProvider)
 
-	mu     sync.Mutex
-	active map[*active]struct{}
-	closed bool // set by Shutdown: run starts no more handlers
+	held    *heldJobs // the jobs running in the slots; the gate Shutdown closes
+	slots   *slots
+	sig     signals
+	retries retrier
 
-	// fused counts the settlements sent with a claim (acker.send,
-	// fusedSettle), registered under mu while closed is unset: Shutdown
-	// waits for them before the claims they leave to be asked for again
-	// (waitClaims), also those a handler's own goroutine sends after
-	// Shutdown stopped waiting for it (abandoned).
-	fused sync.WaitGroup
-
-	slots     chan struct{} // one token per running handler
-	slotFreed chan struct{} // nudges the dispatcher when a slot frees
-	handlers  sync.WaitGroup
-	jobsCtx   context.Context
-	killJobs  context.CancelCauseFunc // cancels every handler (ErrShutdown)
-
-	started    atomic.Bool
-	stopped    atomic.Bool
-	halt       chan struct{} // closed: give up retrying Redis
-	claimAbort chan struct{} // closed when Shutdown's ctx ends: stop asking for a lost claim
+	// started and stopped refuse a second Start or Shutdown; they signal
+	// nothing to the services.
+	started atomic.Bool
+	stopped atomic.Bool
 
 	dispatcher  *dispatcher
 	maintenance *maintenance
@@ -65,6 +52,36 @@ type Pool struct {
 
 	stats        stats
 	unknownKinds kindThrottle // the warning of each kind the handler lacks
+}
+
+// signals are the pool's stop signals, made together in New and ended by
+// Shutdown alone, each at its step (see Shutdown).
+type signals struct {
+	// intake ends at step 1: the dispatcher, maintenance, the scheduler
+	// and the relay run under it.
+	intake     context.Context
+	stopIntake context.CancelFunc
+	// jobs is every handler's parent context; step 2 cancels it with
+	// handlers.ErrShutdown once the grace has passed.
+	jobs     context.Context
+	killJobs context.CancelCauseFunc
+	// halt ends at step 3: retries of Redis errors give up. The heartbeat
+	// and the acker run under it, so it stops them too (step 4).
+	halt    context.Context
+	haltNow context.CancelFunc
+	// abort ends when Shutdown's ctx does: asking again for a lost claim's
+	// answer, and giving back a job claimed while stopping, give up.
+	abort    context.Context
+	abortNow context.CancelFunc
+}
+
+func newSignals() signals {
+	var s signals
+	s.intake, s.stopIntake = context.WithCancel(context.Background())
+	s.jobs, s.killJobs = context.WithCancelCause(context.Background())
+	s.halt, s.haltNow = context.WithCancel(context.Background())
+	s.abort, s.abortNow = context.WithCancel(context.Background())
+	return s
 }
 
 // New returns a Pool that runs h (usually a *handlers.Mux) on jobs from b.
@@ -79,23 +96,37 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	}
 	p := &Pool{
 		b: b, cfg: cfg, log: cfg.Logger, tracer: newTracer(b),
-		handler:    middleware.Chain(append([]middleware.Middleware{middleware.Recover()}, cfg.Middleware...)...)(h),
-		active:     map[*active]struct{}{},
-		slots:      make(chan struct{}, cfg.Concurrency),
-		slotFreed:  make(chan struct{}, 1),
-		halt:       make(chan struct{}),
-		claimAbort: make(chan struct{}),
+		handler: middleware.Chain(append([]middleware.Middleware{middleware.Recover()}, cfg.Middleware...)...)(h),
+		held:    newHeldJobs(),
+		slots:   newSlots(cfg.Concurrency),
+		sig:     newSignals(),
 	}
-	p.dispatcher = newDispatcher(p)
+	p.retries = retrier{log: p.log, halt: p.sig.halt.Done()}
 	var err error
-	if p.scheduler, err = newScheduler(p); err != nil {
+	if p.scheduler, err = newScheduler(p.sig.intake, schedulerParams{
+		log: p.log, periodic: cfg.Periodic, client: b.Client(), retries: p.retries,
+	}); err != nil {
 		return nil, err
 	}
-	p.maintenance = newMaintenance(p)
-	p.heartbeat = newHeartbeat(p)
-	p.acker = newAcker(p)
-	p.relay = newRelay(p, cfg.Outbox)
-	p.jobsCtx, p.killJobs = context.WithCancelCause(context.Background())
+	p.dispatcher = newDispatcher(p.sig.intake, dispatcherParams{
+		log: p.log, queues: cfg.Queues, strictPriority: cfg.StrictPriority,
+		pollInterval: cfg.PollInterval, lease: cfg.LeaseDuration,
+		broker: b.Leases(), slots: p.slots, jobs: p, abort: p.sig.abort.Done(),
+	})
+	p.maintenance = newMaintenance(p.sig.intake, maintenanceParams{
+		log: p.log, queues: p.queueNames(), reapBatch: cfg.ReapBatch,
+		reapInterval: cfg.reapInterval(), retention: cfg.trimRetention(),
+		broker: b.Leases(), stats: &p.stats,
+	})
+	p.heartbeat = newHeartbeat(p.sig.halt, heartbeatParams{
+		log: p.log, lease: cfg.LeaseDuration, onRenew: cfg.OnRenew,
+		broker: b.Leases(), held: p.held, stats: &p.stats,
+	})
+	p.acker = newAcker(p.sig.halt, ackerParams{
+		concurrency: cfg.Concurrency, broker: b.Leases(), claims: p.dispatcher,
+		held: p.held, slots: p.slots, jobs: p,
+	})
+	p.relay = newRelay(p.sig.intake, relayParams{log: p.log, pollInterval: cfg.PollInterval, relayer: cfg.Outbox})
 	return p, nil
 }
 
@@ -160,24 +191,37 @@ func (p *Pool) Run(ctx context.Context) error {
 // It stops the services in this order, and each step says why:
 //
 //  1. The dispatcher, maintenance, the scheduler and the relay are asked
-//     to stop: the pool takes no new work. A job claimed from here on
-//     (a claim in flight, or sent with an ack) is given back unrun.
+//     to stop (intake): the pool takes no new work. A job claimed from
+//     here on (a claim in flight, or sent with an ack) is given back
+//     unrun. A reap or trim in flight is not waited for: it is safe to
+//     cut short, and the client would hold it until its read timeout.
 //  2. Running handlers get their grace, then are cancelled with
 //     handlers.ErrShutdown, then abandoned (drainHandlers). The heartbeat
 //     and the acker run all along: a handler that finishes in its grace
 //     keeps its lease and has its success acked.
 //  3. Retries of Redis end (halt): whatever settlement is still retrying
 //     gives up, so nothing below waits on an outage.
-//  4. The heartbeat and the acker stop together: no handler is left to
-//     renew or ack for.
+//  4. The heartbeat and the acker, which run under halt, have stopped
+//     with it and are waited for: no handler is left to renew or ack for.
 //  5. The dispatcher, maintenance and the claims asked again for a lost
 //     answer are waited for (waitClaims): a claim's answer, once it comes,
 //     is given back rather than left to a reaper. Asking again ends with
-//     ctx; a call already sent to a stalled server (a reap, a trim, a
-//     claim) is waited for up to the client's read timeout and retries,
-//     so on a stalled server Shutdown may return that long after ctx.
+//     ctx (abort); a claim already sent to a stalled server is waited for
+//     up to the client's read timeout and retries, so on a stalled server
+//     Shutdown may return that long after ctx.
 //  6. The scheduler and the relay are waited for last: each is at most
 //     one tick or one relay round from its end.
+//
+// The signals: what ends each, and who waits on it.
+//
+//   - intake: cancelled at step 1; the loops of dispatcher, maintenance, scheduler and relay, and execute.
+//   - the held jobs' gate: closed at step 2; adopt and fusedBegin.
+//   - jobs: cancelled after the grace, cause handlers.ErrShutdown; every handler's context.
+//   - halt: cancelled at step 3; retry, ack, and the loops of heartbeat and acker.
+//   - abort: cancelled when ctx ends; claimRequest and giveBack.
+//   - a service's done: closed when its loop returns; Shutdown, steps 4 to 6.
+//
+// The slots' freed channel only nudges the dispatcher; it stops nothing.
 func (p *Pool) Shutdown(ctx context.Context) error {
 	if !p.started.Load() {
 		return errors.New("fenceq: pool not started")
@@ -186,25 +230,18 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 		return errors.New("fenceq: pool already shut down")
 	}
 	// 1. No new work.
-	p.dispatcher.stop()
-	p.maintenance.stop()
-	p.scheduler.stop()
-	p.relay.stop()
+	p.sig.stopIntake()
 	// Shutdown's deadline ends the asking for a lost claim's answer, in
 	// the dispatcher and in the acker alike.
-	stopAbort := context.AfterFunc(ctx, func() { close(p.claimAbort) })
+	stopAbort := context.AfterFunc(ctx, p.sig.abortNow)
 	defer stopAbort()
 	p.log.Info("fenceq pool shutting down", slog.Int("running", p.running()))
 
 	// 2. The handlers: grace, cancel, abandon.
 	err := p.drainHandlers(ctx)
 
-	// 3. No more retries.
-	close(p.halt)
-
-	// 4. Nothing left to renew or ack.
-	p.heartbeat.stop()
-	p.acker.stop()
+	// 3 and 4. No more retries; nothing left to renew or ack.
+	p.sig.haltNow()
 	p.heartbeat.wait()
 	p.acker.wait()
 
@@ -229,13 +266,11 @@ func (p *Pool) drainHandlers(ctx context.Context) error {
 	grace := time.NewTimer(p.cfg.ShutdownTimeout)
 	defer grace.Stop()
 
-	// From here no handler starts (run checks closed under the same lock),
-	// so waiting for the running ones cannot race with a new one.
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
+	// From here no handler starts (adopt checks the gate under the same
+	// lock), so waiting for the running ones cannot race with a new one.
+	p.held.close()
 	drained := make(chan struct{})
-	go func() { p.handlers.Wait(); close(drained) }()
+	go func() { p.held.handlers.Wait(); close(drained) }()
 
 	select {
 	case <-drained:
@@ -248,7 +283,7 @@ func (p *Pool) drainHandlers(ctx context.Context) error {
 	default:
 	}
 	p.log.Warn("fenceq pool cancelling unfinished handlers; their jobs are released", slog.Int("running", p.running()))
-	p.killJobs(handlers.ErrShutdown)
+	p.sig.killJobs(handlers.ErrShutdown)
 	abandon := time.NewTimer(abandonAfter)
 	defer abandon.Stop()
 	select {
@@ -266,15 +301,15 @@ func (p *Pool) drainHandlers(ctx context.Context) error {
 // acker asks again for (recoverClaim). Each is one claim or one short
 // blocking call away, unless it is asking Redis again for a claim whose
 // answer was lost: that lasts while Redis is unreachable, up to a lease,
-// or until ctx ends (claimAbort), so that what the claim took is
-// released, not charged an attempt by a reaper. It answers ctx's error
-// when ctx ended first, and returns only when they all have.
+// or until ctx ends (abort), so that what the claim took is released,
+// not charged an attempt by a reaper. It answers ctx's error when ctx
+// ended first, and returns only when they all have.
 func (p *Pool) waitClaims(ctx context.Context) error {
 	claimsDone := make(chan struct{})
 	go func() {
 		p.dispatcher.wait()
 		p.maintenance.wait()
-		p.fused.Wait() // before recovering: a lost claim's asking is added first
+		p.held.fused.Wait() // before recovering: a lost claim's asking is added first
 		p.acker.recovering.Wait()
 		close(claimsDone)
 	}()
@@ -282,7 +317,7 @@ func (p *Pool) waitClaims(ctx context.Context) error {
 	case <-claimsDone:
 		return nil
 	case <-ctx.Done():
-		<-claimsDone // claimAbort is closed: they return at once
+		<-claimsDone // abort has ended: they return at once
 		return ctx.Err()
 	}
 }
@@ -292,25 +327,12 @@ func (p *Pool) waitClaims(ctx context.Context) error {
 // before Shutdown's ctx ended (a warning: the caller chose not to wait).
 // Their own settlement, if it ever comes, is stale.
 func (p *Pool) abandon(level slog.Level, why string) {
-	for _, a := range p.snapshot() {
+	for _, a := range p.held.snapshot() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		s, err := p.b.Leases().Release(ctx, a.lease)
 		cancel()
 		p.log.Log(context.Background(), level, why, middleware.JobAttrs(a.job), slog.String("release", s.Outcome.String()), slog.Any("error", err))
 	}
-}
-
-// fusedBegin registers a fused call about to be sent, and reports whether
-// it may be: not once Shutdown is past waiting for handlers, whose claims
-// it would give back anyway. fused.Done ends it.
-func (p *Pool) fusedBegin() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	p.fused.Add(1)
-	return true
 }
 
 func (p *Pool) queueNames() []string {
@@ -321,36 +343,12 @@ func (p *Pool) queueNames() []string {
 	return names
 }
 
-func (p *Pool) running() int { return len(p.slots) }
+func (p *Pool) running() int { return p.slots.running() }
 
-func (p *Pool) snapshot() []*active {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*active, 0, len(p.active))
-	for a := range p.active {
-		out = append(out, a)
-	}
-	return out
-}
-
-// sleep waits d, or less when the pool halts; it reports whether it slept
-// the whole time.
-func (p *Pool) sleep(d time.Duration, or <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-p.halt:
-		return false
-	case <-or:
-		return false
-	}
-}
-
-func (p *Pool) logProblems(queue, op string, problems []broker.CorruptJobError) {
+// logProblems logs the jobs a script found misfiled or damaged.
+func logProblems(log *slog.Logger, queue, op string, problems []broker.CorruptJobError) {
 	for _, c := range problems {
-		p.log.Error("fenceq found a misfiled or damaged job; the problem says what was done", slog.String("queue", queue),
+		log.Error("fenceq found a misfiled or damaged job; the problem says what was done", slog.String("queue", queue),
 			slog.String("op", op), slog.String("id", c.ID), slog.String("problem", c.Reason))
 	}
 }

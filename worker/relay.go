@@ -19,14 +19,22 @@ type Relayer interface {
 // it has one.
 type relay struct {
 	loop
-	p *Pool
-	r Relayer
+	relayParams
 }
 
-func newRelay(p *Pool, r Relayer) *relay { return &relay{loop: newLoop(), p: p, r: r} }
+// relayParams is what the relay uses.
+type relayParams struct {
+	log          *slog.Logger
+	pollInterval time.Duration
+	relayer      Relayer // Config.Outbox; nil: the relay has nothing to run
+}
+
+func newRelay(parent context.Context, params relayParams) *relay {
+	return &relay{loop: loopUnder(parent), relayParams: params}
+}
 
 func (rl *relay) start() {
-	if rl.r != nil {
+	if rl.relayer != nil {
 		rl.run(rl.relay)
 	}
 }
@@ -35,25 +43,24 @@ func (rl *relay) start() {
 // poll interval, until it is stopped. Each row set aside for good is
 // warned about once, unthrottled: it will not come back by itself.
 func (rl *relay) relay() {
-	p := rl.p
 	errs := newThrottle(10 * time.Second)
 	ctx := rl.ctx
 	for !rl.stopping() {
-		n, err := rl.r.RelayOnce(ctx)
+		n, err := rl.relayer.RelayOnce(ctx)
 		var refused *outbox.RefusedError
 		if errors.As(err, &refused) {
 			for _, row := range refused.Rows {
-				p.log.Warn("fenceq outbox row refused; moved aside", slog.String("table", refused.Table),
+				rl.log.Warn("fenceq outbox row refused; moved aside", slog.String("table", refused.Table),
 					slog.String("queue", row.Queue), slog.String("id", row.ID), slog.String("reason", row.Reason))
 			}
 			n, err = n+len(refused.Rows), refused.Err
 		}
 		if err != nil && ctx.Err() == nil && errs.ok() {
-			p.log.Warn("fenceq outbox relay failed; retrying", slog.Any("error", err))
+			rl.log.Warn("fenceq outbox relay failed; retrying", slog.Any("error", err))
 		}
 		if err == nil && n > 0 {
 			continue
 		}
-		p.sleep(p.cfg.PollInterval, rl.ctx.Done())
+		sleep(rl.pollInterval, rl.ctx.Done())
 	}
 }

@@ -11,12 +11,21 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
+// retrier retries Redis calls through transient errors until the pool
+// halts (signals.halt).
+type retrier struct {
+	log  *slog.Logger
+	halt <-chan struct{}
+}
+
 // retry runs op until it succeeds or fails for a reason retrying cannot fix,
 // backing off on transient Redis errors (broker.IsTransient). It gives up
 // only when the pool halts at the end of Shutdown. attrs says what op is
 // about in its warning; it is called only when one is logged, so that an
 // op that succeeds at once (every settlement, nearly) builds nothing.
-func (p *Pool) retry(what string, attrs func() slog.Attr, op func(context.Context) error) error {
+// op runs on context.Background(): a settlement cut short by a cancelled
+// context would leave its outcome unknown, and halt ends the retries.
+func (r retrier) retry(what string, attrs func() slog.Attr, op func(context.Context) error) error {
 	delay := 20 * time.Millisecond
 	var logged *throttle // made at the first transient error
 	for {
@@ -28,9 +37,9 @@ func (p *Pool) retry(what string, attrs func() slog.Attr, op func(context.Contex
 			logged = newThrottle(10 * time.Second)
 		}
 		if logged.ok() {
-			p.log.Warn("fenceq: Redis unavailable; retrying", slog.String("op", what), attrs(), slog.Any("error", err))
+			r.log.Warn("fenceq: Redis unavailable; retrying", slog.String("op", what), attrs(), slog.Any("error", err))
 		}
-		if !p.sleep(delay, nil) {
+		if !sleep(delay, r.halt) {
 			return fmt.Errorf("pool stopped while retrying: %w", err)
 		}
 		delay = min(delay*2, 5*time.Second)

@@ -3,12 +3,16 @@ package worker
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // service is one background loop of a pool: the dispatcher, maintenance,
 // the heartbeat, the acker, the scheduler and the relay. Each owns its
 // goroutine, the signal that ends it and the channel that says it has
-// ended; Start starts them and Shutdown stops them in order.
+// ended; Start starts them and Shutdown stops them in order. A service is
+// built from a params struct that holds what it uses (the logger, config
+// values, small interfaces of the broker methods it calls, the pool state
+// it shares), never the Pool itself (TestServicesHoldNoPool).
 //
 // Asking a service to stop and waiting for it are two steps because
 // Shutdown needs them apart: the dispatcher stops claiming first of all,
@@ -27,7 +31,9 @@ type service interface {
 
 // loop is the lifecycle every service embeds: the service's context, which
 // stop cancels, and its done channel. The service's own calls to Redis (a
-// reap, a trim, a wait for work) run on ctx, so stop ends them.
+// reap, a trim, a wait for work) run on ctx. go-redis does not end a read
+// when ctx is cancelled, so maintenance leaves a reap or trim behind when
+// stopped (detached); a wait for work blocks a second at most.
 type loop struct {
 	ctx     context.Context
 	cancel  context.CancelFunc // stop
@@ -35,8 +41,13 @@ type loop struct {
 	runOnce sync.Once
 }
 
-func newLoop() loop {
-	ctx, cancel := context.WithCancel(context.Background())
+// newLoop is a loop that only its own stop ends.
+func newLoop() loop { return loopUnder(context.Background()) }
+
+// loopUnder is a loop that its own stop ends, and the end of parent: the
+// pool's stop signals (see signals) stop its services in groups.
+func loopUnder(parent context.Context) loop {
+	ctx, cancel := context.WithCancel(parent)
 	return loop{ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
@@ -70,6 +81,19 @@ func (l *loop) stopping() bool {
 	case <-l.ctx.Done():
 		return true
 	default:
+		return false
+	}
+}
+
+// sleep waits d, or less when done is closed; it reports whether it slept
+// the whole time.
+func sleep(d time.Duration, done <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
 		return false
 	}
 }

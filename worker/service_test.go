@@ -121,8 +121,7 @@ func TestServicesStop(t *testing.T) {
 // loop to run: stopping them returns at once.
 func TestIdleServicesStop(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	p := &Pool{}
-	for name, s := range map[string]service{"scheduler": &scheduler{loop: newLoop(), p: p}, "relay": newRelay(p, nil)} {
+	for name, s := range map[string]service{"scheduler": &scheduler{loop: newLoop()}, "relay": newRelay(context.Background(), relayParams{})} {
 		s.start()
 		s.stop()
 		stopped(t, name, s, time.Second)

@@ -171,7 +171,7 @@ func (p *Pool) settleAs(a *active, o outcome, herr error) {
 	}
 
 	var settled broker.Settled
-	err := p.retry(o.String(), attrs, func(ctx context.Context) (err error) {
+	err := p.retries.retry(o.String(), attrs, func(ctx context.Context) (err error) {
 		settled, err = call(ctx)
 		return err
 	})
@@ -237,15 +237,15 @@ func (p *Pool) fusedSettle(a *active, plain func() (broker.Settled, error),
 	if !a.passed.Load() {
 		spec = p.dispatcher.claimSpec(1)
 	}
-	if spec.N == 0 || spec.Queue != a.lease.Queue || !p.fusedBegin() {
+	if spec.N == 0 || spec.Queue != a.lease.Queue || !p.held.fusedBegin() {
 		return plain()
 	}
-	defer p.fused.Done()
+	defer p.held.fused.Done()
 	sent := time.Now()
 	f, err := fused(spec)
 	claimed := f.Claim
 	if err != nil {
-		claimed = p.reask(spec, sent)
+		claimed = p.dispatcher.reask(spec, sent)
 	} else {
 		p.dispatcher.took(spec, claimed)
 	}

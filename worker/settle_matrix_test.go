@@ -33,10 +33,9 @@ var settleReturns = []string{"nil", "error", "permanent", "snooze", "panic"}
 // cancel flag in Redis as the heartbeat would have found it.
 var settleCauses = []string{"none", "shutdown", "expired", "lost", "cancelled", "replaced"}
 
-// Every (return × cause) pair of a handler run settles with the broker
-// call it did before the settlement moved to outcomeOf and settleAs: the
-// job's state, attempt, generation and error in Redis afterwards, and the
-// pool's counters, are those the old string-op settle left (settleWant).
+// Every (return × cause) pair of a handler run settles with its broker
+// call: the job's state, attempt, generation and error in Redis
+// afterwards, and the pool's counters, are those settleWant lists.
 func TestSettleMatrix(t *testing.T) {
 	p, b := settleRig(t)
 	i := 0
@@ -54,7 +53,7 @@ func TestSettleMatrix(t *testing.T) {
 	}
 }
 
-// settleWant is the old settle's answer, recorded on ea7ad8f: a lost lease
+// settleWant is each pair's settlement: a lost lease
 // sends nothing; an error the pool interrupted (shutdown, the lease's local
 // deadline) is released uncharged; success is acked, also when interrupted
 // or cancelled; a snooze is scheduled uncharged; a permanent error is dead;
