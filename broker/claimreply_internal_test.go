@@ -150,3 +150,40 @@ func TestClaimReplyBothPaths(t *testing.T) {
 		t.Fatalf("the re-sent claim answered\n%+v\nthe claim\n%+v", a, l)
 	}
 }
+
+// A re-sent claim over a lease whose numbers a hand edit broke since it
+// was taken answers without that lease, instead of failing the whole
+// re-send; the job is left to its lease's end and the reaper.
+func TestClaimResendSkipsLeaseBrokenSince(t *testing.T) {
+	b, rdb := miniBroker(t)
+	ctx := context.Background()
+	for _, field := range []string{fieldAttempt, fieldMaxAttempts, fieldGen, fieldLeaseUntil} {
+		t.Run(field, func(t *testing.T) {
+			queue := "q-" + field
+			broken, err := b.Client().Enqueue(ctx, Job{Queue: queue, Kind: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, err := b.Client().Enqueue(ctx, Job{Queue: queue, Kind: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := NewRequestID()
+			first, err := b.Leases().ClaimRequest(ctx, req, queue, 2, time.Minute)
+			if err != nil || len(first.Leases) != 2 {
+				t.Fatalf("claim: %d leases, %v; want 2", len(first.Leases), err)
+			}
+			key := b.queueKeys(queue).derived(kindJob, broken)
+			if err := rdb.HSet(ctx, key, field, "not a number").Err(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := b.Leases().ClaimRequest(ctx, req, queue, 2, time.Minute)
+			if err != nil {
+				t.Fatalf("the re-send failed: %v", err)
+			}
+			if len(again.Leases) != 1 || again.Leases[0].ID != kept {
+				t.Fatalf("the re-send answered %+v; want only %s", again.Leases, kept)
+			}
+		})
+	}
+}

@@ -76,11 +76,17 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
       local token = base .. '.' .. i
       local f = read(JOB .. id, F.state, F.kind, F.payload, F.attempt, F.max_attempts, F.gen, F.token, F.lease_until,
         F.meta)
-      if f and f[1] == 'running' and f[7] == token then
+      -- A lease whose numbers a hand edit broke since is left out of the
+      -- answer, as one its token no longer holds: its lease runs out and
+      -- the reaper marks the job, where an error here would refuse the
+      -- whole re-send.
+      local attempt, max_attempts, gen, until_ms = tonumber(f and f[4]), tonumber(f and f[5]),
+        tonumber(f and f[6]), tonumber(f and f[8])
+      if f and f[1] == 'running' and f[7] == token and attempt and max_attempts and gen and until_ms then
         claimed = claimed + 1
-        claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = tonumber(f[4]),
-          [F.max_attempts] = tonumber(f[5]), [F.gen] = tonumber(f[6]), [F.token] = token,
-          [F.lease_until] = tonumber(f[8]), [F.meta] = f[9] or ''})
+        claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = attempt,
+          [F.max_attempts] = max_attempts, [F.gen] = gen, [F.token] = token,
+          [F.lease_until] = until_ms, [F.meta] = f[9] or ''})
       end
     end
     out[3] = claimed
