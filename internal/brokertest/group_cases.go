@@ -16,6 +16,16 @@ func testGroup(t *testing.T, nb NewBackend) {
 	t.Run("RoundTrip", func(t *testing.T) {
 		with := s.enqueue(t, broker.Job{ID: "with", Group: "acme"})
 		without := s.enqueue(t, broker.Job{ID: "without"})
+		// A listing shows it, as it shows the kind.
+		p, err := s.b.Inspector().JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending})
+		noErr(t, "JobPage", err)
+		want(t, "listed", len(p.Jobs), 2)
+		for _, j := range p.Jobs {
+			want(t, "listed group of "+j.ID, j.Group, map[string]string{with: "acme", without: ""}[j.ID])
+		}
+		listed, err := s.b.Inspector().JobListed(s.ctx, s.q, with)
+		noErr(t, "JobListed", err)
+		want(t, "JobListed group", listed.Group, "acme")
 		ls := s.claim(t, 2, long)
 		want(t, "claimed", len(ls), 2)
 		for _, l := range ls {
