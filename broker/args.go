@@ -53,6 +53,7 @@ type EnqueueOptions struct {
 	UniqueFor            time.Duration // as Job.UniqueFor
 	DependsOn            []string      // as Job.DependsOn
 	RunIfDependencyFails bool          // as Job.RunIfDependencyFails
+	Group                string        // as Job.Group
 	// Metadata is as Job.Metadata. Laid over the type's default, it adds
 	// entries key by key, a key of both taking this one's value.
 	Metadata map[string]string
@@ -118,6 +119,7 @@ func JobFor(args Args, opts *EnqueueOptions) (Job, error) {
 		DependsOn:            o.DependsOn,
 		RunIfDependencyFails: o.RunIfDependencyFails,
 		Metadata:             maps.Clone(o.Metadata), // nil stays nil: no map for a job without metadata
+		Group:                o.Group,
 	}, nil
 }
 
@@ -144,6 +146,9 @@ func overlay(base, top EnqueueOptions) EnqueueOptions {
 	}
 	if top.UniqueFor != 0 {
 		o.UniqueFor = top.UniqueFor
+	}
+	if top.Group != "" {
+		o.Group = top.Group
 	}
 	if top.DependsOn != nil {
 		o.DependsOn = top.DependsOn

@@ -55,7 +55,7 @@ type JobQuery struct {
 // Page is one page of JobPage.
 type Page struct {
 	// Jobs are in index order (from its end with JobQuery.Newest). Each
-	// holds what a listing shows: its id, kind, state, attempts,
+	// holds what a listing shows: its id, kind, group, state, attempts,
 	// generation, priority, times, whether a cancel was requested, and the
 	// first ListedErrorBytes of its last error. Its payload, result,
 	// progress, error history, metadata and claim are not read (they are
@@ -228,7 +228,7 @@ func (b *core) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *re
 
 // listedFields are the fields browse.lua answers, in its order.
 var listedFields = []string{fieldKind, fieldState, fieldAttempt, fieldMaxAttempts, fieldGen, fieldPriority,
-	fieldRunAt, fieldLeaseUntil, fieldCreatedAt, fieldClaimedAt, fieldFinishedAt, fieldCancel, fieldRenewals, fieldLastError}
+	fieldRunAt, fieldLeaseUntil, fieldCreatedAt, fieldClaimedAt, fieldFinishedAt, fieldCancel, fieldRenewals, fieldGroup, fieldLastError}
 
 // readJobs reads what a listing shows of the jobs (browse.lua) in one
 // script call, leaving out those gone meanwhile or unreadable (Check
@@ -251,8 +251,9 @@ func (b *core) readJobs(ctx context.Context, k *queueKeys, queue string, ids []s
 }
 
 // JobListed reads what a listing shows of one job (Page.Jobs): its
-// state, attempts, generation, times, lease deadline, renewals, whether a
-// cancel was requested and the first ListedErrorBytes of its last error,
+// state, attempts, generation, times, lease deadline, renewals, group,
+// whether a cancel was requested and the first ListedErrorBytes of its
+// last error,
 // but not its payload, result, progress, error history, metadata or
 // claim, which Job reads. It is for what polls a job often, to show its
 // figures: a job with a 1 MiB payload costs a few hundred bytes a read.

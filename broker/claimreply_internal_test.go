@@ -32,6 +32,7 @@ var claimReplyChecks = map[string]struct {
 	fieldToken:       {`'the-token'`, func(l Lease) any { return l.token }, "the-token"},
 	fieldLeaseUntil:  {`7000`, func(l Lease) any { return l.Deadline }, time.UnixMilli(7000)},
 	fieldMeta:        {`'{"m":"v"}'`, func(l Lease) any { return l.Metadata }, map[string]string{"m": "v"}},
+	fieldGroup:       {`'the-group'`, func(l Lease) any { return l.Group }, "the-group"},
 }
 
 // take.lua's claim_reply answers a claimed job's values where readClaim
@@ -123,7 +124,7 @@ func TestClaimReplyBothPaths(t *testing.T) {
 	b, _ := miniBroker(t)
 	ctx := context.Background()
 	id, err := b.Client().Enqueue(ctx, Job{Queue: "q", Kind: "k", Payload: []byte(`"p"`), MaxAttempts: 4,
-		Metadata: map[string]string{"m": "v"}})
+		Metadata: map[string]string{"m": "v"}, Group: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,8 @@ func TestClaimReplyBothPaths(t *testing.T) {
 	}
 	l := first.Leases[0]
 	if l.ID != id || l.Kind != "k" || string(l.Payload) != `"p"` || l.Attempt != 1 || l.MaxAttempts != 4 ||
-		l.Generation < 1 || l.token == "" || l.Deadline.IsZero() || !reflect.DeepEqual(l.Metadata, map[string]string{"m": "v"}) {
+		l.Generation < 1 || l.token == "" || l.Deadline.IsZero() || !reflect.DeepEqual(l.Metadata, map[string]string{"m": "v"}) ||
+		l.Group != "acme" {
 		t.Fatalf("the claim's lease is %+v", l)
 	}
 	a := again.Leases[0]

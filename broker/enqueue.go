@@ -17,7 +17,7 @@ import (
 // workerd reads it from --jsonl lines and periodic jobs. A field added here
 // is added to that form too (jobcodec.go); its test fails until it is.
 //
-// Queue, ID, Kind, Payload, MaxAttempts and Metadata are the fields of
+// Queue, ID, Kind, Payload, MaxAttempts, Metadata and Group are the fields of
 // jobrow.Row that every claim hands back (Lease, handlers.Job); a claim
 // adds Attempt and Generation. Job names them alike rather than embedding
 // the Row, which an enqueue could not fill.
@@ -66,6 +66,13 @@ type Job struct {
 	// bounded apart: tracing never pushes a job over). Each claim hands it back
 	// (Lease.Metadata); retries, releases and reaps keep it.
 	Metadata map[string]string
+	// Group is the group the job belongs to: a tenant, a customer, an API
+	// key. "" (the default) is none, and such a job stores and costs what
+	// it would without groups. At most MaxGroupBytes of valid UTF-8, no
+	// control characters and no white space at either end (ValidateGroup).
+	// Each claim hands it back (Lease.Group); retries, releases and reaps
+	// keep it.
+	Group string
 }
 
 // ValidateJob checks a job as Enqueue would, without writing anything: a
@@ -117,6 +124,9 @@ func (b *core) validate(j *Job) error {
 	}
 	if j.Priority < PriorityMin || j.Priority > PriorityMax {
 		return &ValidationError{Field: "priority", Value: fmt.Sprint(j.Priority), Reason: fmt.Sprintf("must be between %d and %d", PriorityMin, PriorityMax)}
+	}
+	if err := ValidateGroup(j.Group); err != nil {
+		return err
 	}
 	return validMetadata(j.Metadata)
 }
@@ -311,9 +321,9 @@ func (b *core) prepare(ctx context.Context, j *Job) (*enqueueCall, error) {
 	if j.RunIfDependencyFails {
 		policy = "run"
 	}
-	args := make([]any, 0, 12+len(j.DependsOn))
+	args := make([]any, 0, 13+len(j.DependsOn))
 	args = append(args, j.ID, j.Kind, j.Payload, cmp.Or(j.MaxAttempts, MaxAttemptsDefault), j.Priority, delayMS, atMS,
-		unique, j.UniqueFor.Milliseconds(), policy, nonce, encodeMetadata(j.Metadata))
+		unique, j.UniqueFor.Milliseconds(), policy, nonce, encodeMetadata(j.Metadata), j.Group)
 	for _, d := range j.DependsOn {
 		args = append(args, d)
 	}

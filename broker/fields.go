@@ -30,8 +30,9 @@ const (
 	fieldProgress        = "progress"
 	fieldCancel          = "cancel" // "1" when cancel was requested
 	fieldRenewals        = "renewals"
-	fieldMeta            = "meta" // the job's Metadata as a JSON object
-	fieldReq             = "req"  // the request id of the enqueue or claim that wrote it
+	fieldMeta            = "meta"  // the job's Metadata as a JSON object
+	fieldGroup           = "group" // the job's Group; absent when it has none
+	fieldReq             = "req"   // the request id of the enqueue or claim that wrote it
 	fieldSettled         = "settled"
 	fieldPrevSettled     = "prev_settled"
 	fieldPrevSettled2    = "prev_settled_2"
@@ -57,7 +58,7 @@ var jobFields = []string{
 	fieldRenewals, fieldMeta, fieldReq, fieldSettled, fieldPrevSettled, fieldPrevSettled2,
 	fieldPrevSettled3, fieldRetried, fieldUnhandledSince, fieldDependsOn, fieldOnParentFailure,
 	fieldBlockedOn, fieldHasChildren, fieldInc, fieldUniqueUntilDone, fieldWaitTag,
-	fieldWaitUntil, fieldWaited,
+	fieldWaitUntil, fieldWaited, fieldGroup,
 }
 
 // The values of one claimed job in a claim's reply (take.lua), at these
@@ -76,7 +77,8 @@ const (
 	claimReplyGen
 	claimReplyToken
 	claimReplyLeaseUntil
-	claimReplyMeta // '' when the job has none
+	claimReplyMeta  // '' when the job has none
+	claimReplyGroup // '' when the job has none
 	claimReplyWidth
 )
 
@@ -92,6 +94,7 @@ var claimReplyFields = [claimReplyWidth]string{
 	claimReplyToken:       fieldToken,
 	claimReplyLeaseUntil:  fieldLeaseUntil,
 	claimReplyMeta:        fieldMeta,
+	claimReplyGroup:       fieldGroup,
 }
 
 // scriptFields is the Lua that names the catalogue for the scripts: F maps

@@ -137,6 +137,7 @@ func parseJob(queue, id string, h map[string]string) (JobInfo, error) {
 	j.ClaimedAt, j.FinishedAt = msTime(vals[fieldClaimedAt]), msTime(vals[fieldFinishedAt])
 	j.Errors = parseErrors(h[fieldErrors])
 	j.Metadata, _ = decodeMetadata(h[fieldMeta])
+	j.Group = h[fieldGroup]
 	// A display counter: garbage reads as 0 rather than failing the read.
 	if n, err := strconv.Atoi(h[fieldRenewals]); err == nil && n > 0 {
 		j.Renewals = n

@@ -28,7 +28,7 @@ import (
 //	 "delay_ms": 1500, "run_at_ms": 1800000000000, "max_attempts": 3,
 //	 "priority": 5, "unique_key": "k", "unique_for_ms": 3600000,
 //	 "depends_on": ["a", "b"], "run_if_dependency_fails": true,
-//	 "metadata": {"request_id": "r-1"}}
+//	 "metadata": {"request_id": "r-1"}, "group": "acme"}
 //
 // Durations and times are whole milliseconds, the broker's own resolution,
 // under names that say so. These are the names the outbox has always
@@ -57,6 +57,7 @@ type jobJSON struct {
 	DependsOn            []string          `json:"depends_on,omitempty"`
 	RunIfDependencyFails bool              `json:"run_if_dependency_fails,omitempty"`
 	Metadata             map[string]string `json:"metadata,omitempty"`
+	Group                string            `json:"group,omitempty"`
 
 	// The spellings for people: read, never written.
 	Delay     string  `json:"delay,omitempty"`
@@ -87,6 +88,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		DelayMS: j.Delay.Milliseconds(), MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		UniqueKey: j.UniqueKey, UniqueForMS: j.UniqueFor.Milliseconds(),
 		DependsOn: j.DependsOn, RunIfDependencyFails: j.RunIfDependencyFails, Metadata: j.Metadata,
+		Group: j.Group,
 	}
 	if !j.RunAt.IsZero() {
 		w.RunAtMS = j.RunAt.UnixMilli()
@@ -126,6 +128,7 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		Delay: time.Duration(w.DelayMS) * time.Millisecond, MaxAttempts: w.MaxAttempts, Priority: w.Priority,
 		UniqueKey: w.UniqueKey, UniqueFor: time.Duration(w.UniqueForMS) * time.Millisecond,
 		DependsOn: w.DependsOn, RunIfDependencyFails: w.RunIfDependencyFails, Metadata: w.Metadata,
+		Group: w.Group,
 	}
 	if w.RunAtMS != 0 {
 		out.RunAt = time.UnixMilli(w.RunAtMS)

@@ -120,6 +120,7 @@ func readClaim(r *reply, queue string, lease time.Duration, sent time.Time) (Cla
 		l.MaxAttempts = int(e.int(claimReplyMaxAttempts))
 		l.Generation = e.int(claimReplyGen)
 		l.token = e.str(claimReplyToken)
+		l.Group = e.str(claimReplyGroup)
 		until, meta := e.int(claimReplyLeaseUntil), e.str(claimReplyMeta)
 		if m, err := decodeMetadata(meta); err != nil {
 			// take.lua's bad_meta makes a job whose meta it cannot read dead,

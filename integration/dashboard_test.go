@@ -203,7 +203,13 @@ func (r *uiRig) url(path string) string { return r.srv.URL + path }
 
 func (r *uiRig) enqueue(t *testing.T, kind, id string, meta ...string) {
 	t.Helper()
-	j := broker.Job{Queue: r.queue, Kind: kind, ID: id, Payload: []byte(`{"to":"ada@example.com","template":"welcome"}`)}
+	r.enqueueInGroup(t, "", kind, id, meta...)
+}
+
+// enqueueInGroup enqueues as enqueue does, the job in group ("" for none).
+func (r *uiRig) enqueueInGroup(t *testing.T, group, kind, id string, meta ...string) {
+	t.Helper()
+	j := broker.Job{Queue: r.queue, Kind: kind, ID: id, Group: group, Payload: []byte(`{"to":"ada@example.com","template":"welcome"}`)}
 	for i := 0; i+1 < len(meta); i += 2 {
 		if j.Metadata == nil {
 			j.Metadata = map[string]string{}
@@ -248,7 +254,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	for i := range 3 {
 		r.enqueue(t, "gated", fmt.Sprintf("welcome-%d", i))
 	}
-	r.enqueue(t, "flaky", "receipt-42",
+	r.enqueueInGroup(t, "acme-corporation-eu-west-1", "flaky", "receipt-42",
 		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tenant", "acme")
 	r.waitState(t, "receipt-42", broker.StateDead)
 	for i := range 3 {
@@ -299,6 +305,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#metadata tbody tr')].map(r => r.innerText.replace(/\s+/g, ' ').trim())`))
 		if want := []string{"tenant acme", "traceparent 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}; !slices.Equal(rows, want) {
 			t.Errorf("the job page's metadata table reads %q, want %q", rows, want)
+		}
+		if group, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('#group') || {}).textContent`)); group != "acme-corporation-eu-west-1" {
+			t.Errorf("the job page names the group %q, want acme-corporation-eu-west-1", group)
 		}
 		shoot(t, ctx, dir, "job-dead-1280", 1280)
 		shoot(t, ctx, dir, "job-dead-375", 375)

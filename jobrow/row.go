@@ -11,4 +11,5 @@ type Row struct {
 	MaxAttempts int               // claims allowed in all, the default applied: a failure of the last is dead
 	Generation  int64             // raised by every claim, release and reap; with ID, a claim's fencing token
 	Metadata    map[string]string // the job's small string headers (broker.Job.Metadata); nil when it has none
+	Group       string            // the group the job belongs to, such as a tenant id (broker.Job.Group); "" when the job has none
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]] [--after ID]... [--meta KEY=VALUE]... [--wait]\n       workerd enqueue QUEUE --jsonl FILE|-"
+const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]] [--after ID]... [--meta KEY=VALUE]... [--group G] [--wait]\n       workerd enqueue QUEUE --jsonl FILE|-"
 
 func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "enqueue", enqueueSynopsis)
@@ -35,10 +35,11 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs.Var(&after, "after", "run only once this job (of the same queue) is done; repeat for several")
 	meta := metaFlag{}
 	fs.Var(meta, "meta", fmt.Sprintf("a metadata entry KEY=VALUE carried with the job (a request id, a tenant); repeat for several, at most %d bytes in all", broker.MaxMetadataBytes))
+	group := fs.String("group", "", fmt.Sprintf("the job's group: a tenant, a customer, an API key (at most %d bytes)", broker.MaxGroupBytes))
 	runIfFails := fs.Bool("run-if-dependency-fails", false, "with --after: run even when a dependency ends dead or cancelled (default: cancel this job)")
 	wait := fs.Bool("wait", false, "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done)")
 	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
-	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each a job's JSON form: {"kind": …, "payload": …, "id": …, "delay": "5s" (or "delay_ms": 5000), "at": RFC 3339 (or "run_at_ms"), "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h" (or "unique_for_ms"), "depends_on": [ids…], "run_if_dependency_fails": true, "metadata": {"key": "value", …}}; a line whose unique key is held is reported, not failed`)
+	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each a job's JSON form: {"kind": …, "payload": …, "id": …, "delay": "5s" (or "delay_ms": 5000), "at": RFC 3339 (or "run_at_ms"), "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h" (or "unique_for_ms"), "depends_on": [ids…], "run_if_dependency_fails": true, "metadata": {"key": "value", …}, "group": …}; a line whose unique key is held is reported, not failed`)
 	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
 	if err != nil {
 		return err
@@ -59,7 +60,8 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return usagef("missing the job kind; usage: workerd enqueue %s", firstLine(enqueueSynopsis))
 	}
 	j := broker.Job{Queue: queue, Kind: pos[1], ID: *id, Delay: *delay, MaxAttempts: *maxAttempts, Priority: *priority,
-		UniqueKey: *unique, UniqueFor: *uniqueFor, DependsOn: after, RunIfDependencyFails: *runIfFails, Metadata: meta}
+		UniqueKey: *unique, UniqueFor: *uniqueFor, DependsOn: after, RunIfDependencyFails: *runIfFails, Metadata: meta,
+		Group: *group}
 	if j.Payload, err = readPayload(e, *payload, *raw); err != nil {
 		return err
 	}

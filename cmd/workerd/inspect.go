@@ -64,6 +64,7 @@ type jobJSON struct {
 	Queue           string            `json:"queue"`
 	ID              string            `json:"id"`
 	Kind            string            `json:"kind"`
+	Group           string            `json:"group,omitempty"`
 	State           string            `json:"state"`
 	Attempt         int               `json:"attempt"`
 	MaxAttempts     int               `json:"max_attempts"`
@@ -313,6 +314,9 @@ func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJ
 	row("queue", j.Queue)
 	row("id", j.ID)
 	row("kind", j.Kind)
+	if j.Group != "" {
+		row("group", quoteUnprintable(j.Group))
+	}
 	row("state", j.State)
 	row("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
 	row("generation", j.Generation)
@@ -359,7 +363,7 @@ func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJ
 }
 
 func jobToJSON(j broker.JobInfo) jobJSON {
-	out := jobJSON{Queue: j.Queue, ID: j.ID, Kind: j.Kind, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
+	out := jobJSON{Queue: j.Queue, ID: j.ID, Kind: j.Kind, Group: j.Group, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, Generation: j.Generation, Payload: rawOrString(j.Payload), Result: rawOrString(j.Result),
 		Progress: rawOrString(j.Progress), LastError: j.LastError, CancelRequested: j.CancelRequested,
 		CreatedAt: timePtr(j.CreatedAt), RunAt: timePtr(j.RunAt), ClaimedAt: timePtr(j.ClaimedAt),

@@ -39,12 +39,15 @@ type Config struct {
 //
 // The payload is the command's standard input. Its environment is the
 // worker's, plus cfg.Env, plus FENCEQ_JOB_ID, FENCEQ_JOB_QUEUE,
-// FENCEQ_JOB_KIND, FENCEQ_ATTEMPT and FENCEQ_FENCING_TOKEN (the job's
-// generation, in decimal), plus, when ctx holds a span (the pool's span of
-// the attempt, when tracing), its W3C trace context in TRACEPARENT and
-// TRACESTATE: upper case, as OpenTelemetry's specification for environment
-// variables as carriers has it. When it exits 0, its standard output (at most
-// 1 MiB, ending in "[truncated]" when cut) becomes the job's result. An exit
+// FENCEQ_JOB_KIND, FENCEQ_ATTEMPT, FENCEQ_FENCING_TOKEN (the job's
+// generation, in decimal) and FENCEQ_GROUP (the job's group; always set,
+// empty when the job has none, so a FENCEQ_GROUP in the worker's or
+// cfg.Env's environment never reaches a command), plus, when ctx holds
+// a span (the pool's span of the attempt, when tracing), its W3C trace
+// context in TRACEPARENT and TRACESTATE: upper case, as OpenTelemetry's
+// specification for environment variables as carriers has it. When it
+// exits 0, its standard output (at most 1 MiB, ending in "[truncated]"
+// when cut) becomes the job's result. An exit
 // code listed in cfg.PermanentExitCodes fails the job permanently; any other
 // failure is retried. Error messages carry the end of standard error; a
 // command that succeeds has its standard error, if any, logged at info

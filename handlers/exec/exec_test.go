@@ -454,3 +454,21 @@ func TestExecNotExecutable(t *testing.T) {
 		t.Errorf("err = %#v, want a *handlers.ValidationError of Command %s with LookPath's error", err, path)
 	}
 }
+
+// FENCEQ_GROUP is the job's group, and is set (empty) for a job without
+// one, whatever cfg.Env says.
+func TestExecGroupEnvironment(t *testing.T) {
+	t.Parallel()
+	cfg := shell(`printf '%s' "${FENCEQ_GROUP-unset}"`)
+	cfg.Env = []string{"FENCEQ_GROUP=from-config"}
+	h := mustExec(t, cfg)
+	for group, want := range map[string]string{"acme": "acme", "": ""} {
+		job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-1", Queue: "mail", Kind: "send", Attempt: 1, MaxAttempts: 5, Generation: 1, Group: group}})
+		if err := h.ProcessJob(context.Background(), job); err != nil {
+			t.Fatalf("ProcessJob: %v", err)
+		}
+		if got := string(job.Result()); got != want {
+			t.Errorf("group %q: FENCEQ_GROUP seen by the command = %q, want %q", group, got, want)
+		}
+	}
+}

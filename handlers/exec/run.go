@@ -171,6 +171,7 @@ func (h *handler) command(ctx context.Context, job *handlers.Job) (*osexec.Cmd, 
 		"FENCEQ_JOB_KIND="+job.Kind,
 		"FENCEQ_ATTEMPT="+strconv.Itoa(job.Attempt),
 		"FENCEQ_FENCING_TOKEN="+strconv.FormatInt(job.Generation, 10),
+		"FENCEQ_GROUP="+job.Group, // always set: empty for a job without a group, whatever the worker's environment holds
 	)
 	cmd.Env = append(cmd.Env, traceEnv(ctx)...)
 	cmd.Env = append(cmd.Env, supervise.EnvEntry)

@@ -48,7 +48,9 @@ type Config struct {
 //
 // The request carries cfg.Header, Content-Type application/json unless
 // cfg.Header sets one, and Fenceq-Job-Id, Fenceq-Job-Queue, Fenceq-Job-Kind,
-// Fenceq-Attempt and Fenceq-Fencing-Token (the job's generation), and, when
+// Fenceq-Attempt and Fenceq-Fencing-Token (the job's generation), and
+// Fenceq-Group when the job has a group (absent when it has none, even if
+// cfg.Header sets it), and, when
 // ctx holds a span (the pool's span of the attempt, when tracing), its W3C
 // trace context in traceparent and tracestate (in place of any cfg.Header
 // sets), so the endpoint's own spans join the job's trace. It is
@@ -310,6 +312,11 @@ func (h *handler) request(ctx context.Context, job *handlers.Job) (*http.Request
 	req.Header.Set("Fenceq-Job-Kind", job.Kind)
 	req.Header.Set("Fenceq-Attempt", strconv.Itoa(job.Attempt))
 	req.Header.Set("Fenceq-Fencing-Token", strconv.FormatInt(job.Generation, 10))
+	if job.Group != "" {
+		req.Header.Set("Fenceq-Group", job.Group)
+	} else {
+		req.Header.Del("Fenceq-Group") // a configured one would name a group the job is not in
+	}
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		// The attempt's trace context replaces any configured one whole:
 		// Inject writes no tracestate when the span has none, and a

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -341,5 +342,26 @@ func TestHTTPHostHeader(t *testing.T) {
 	}
 	if host := <-got; host != "api.example" {
 		t.Errorf("Host = %q, want api.example", host)
+	}
+}
+
+// Fenceq-Group is the job's group; a job without one sends none, even
+// when the configured headers set it.
+func TestHTTPGroupHeader(t *testing.T) {
+	t.Parallel()
+	got := make(chan []string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Values("Fenceq-Group")
+	}))
+	defer srv.Close()
+	h := mustHTTP(t, webhook.Config{URL: srv.URL, Header: http.Header{"Fenceq-Group": {"from-config"}}})
+	for group, want := range map[string][]string{"acme": {"acme"}, "": nil} {
+		job := handlers.NewJob(handlers.JobSpec{Row: jobrow.Row{ID: "job-1", Queue: "mail", Kind: "send", Attempt: 1, MaxAttempts: 5, Generation: 1, Group: group}})
+		if err := h.ProcessJob(context.Background(), job); err != nil {
+			t.Fatalf("ProcessJob: %v", err)
+		}
+		if v := <-got; !slices.Equal(v, want) {
+			t.Errorf("group %q: Fenceq-Group headers %q, want %q", group, v, want)
+		}
 	}
 }

@@ -58,7 +58,8 @@ type mjob struct {
 	waited     bool // a Wait registered on it while unfinished
 	keptToWait bool // it had Wait callers when it finished: trim keeps it for them
 
-	meta map[string]string // its Job.Metadata; nil when it had none (or an empty map)
+	meta  map[string]string // its Job.Metadata; nil when it had none (or an empty map)
+	group string            // its Job.Group; "" when it had none
 
 	priority int // its Job.Priority: a claim takes the higher ones first
 }
@@ -68,6 +69,14 @@ type mjob struct {
 func (j *mjob) wantMeta(t *rapid.T, what, id string, got map[string]string) {
 	if !maps.Equal(got, j.meta) || (got == nil) != (j.meta == nil) {
 		t.Fatalf("%s of %s: metadata %v, want %v", what, id, got, j.meta)
+	}
+}
+
+// wantGroup checks the group a claim or Job answered for job id: what
+// was enqueued, "" for a job enqueued without one.
+func (j *mjob) wantGroup(t *rapid.T, what, id, got string) {
+	if got != j.group {
+		t.Fatalf("%s of %s: group %q, want %q", what, id, got, j.group)
 	}
 }
 
@@ -431,6 +440,9 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
 	}
 	j.Metadata = drawMetadata(t)
+	// Mostly no group; a few short ones, shared by several jobs; one of
+	// exactly MaxGroupBytes.
+	j.Group = rapid.SampledFrom([]string{"", "", "", "acme", "globex", "ünï", strings.Repeat("g", broker.MaxGroupBytes)}).Draw(t, "group")
 	// Mostly priority 0 (the ready index's list), some above and below it
 	// (its sorted sets).
 	j.Priority = rapid.SampledFrom([]int{0, 0, 0, 5, -5}).Draw(t, "priority")
@@ -540,6 +552,7 @@ func (m *model) create(t *rapid.T, j broker.Job, id string) {
 	if len(j.Metadata) > 0 {
 		mj.meta = maps.Clone(j.Metadata)
 	}
+	mj.group = j.Group
 	m.jobs[id] = mj
 	if !slices.Contains(m.ids, id) {
 		m.ids = append(m.ids, id)
@@ -796,7 +809,7 @@ func (m *model) resendClaim(t *rapid.T) {
 	}
 	for i, l := range res.Leases {
 		w := want[i]
-		if l.ID != w.ID || l.ClaimID() != w.ClaimID() || l.Generation != w.Generation || l.Attempt != w.Attempt {
+		if l.ID != w.ID || l.ClaimID() != w.ClaimID() || l.Generation != w.Generation || l.Attempt != w.Attempt || l.Group != w.Group {
 			t.Fatalf("request sent again answered %+v, want %+v", l, w)
 		}
 		if l.Deadline.UnixMilli() != m.jobs[l.ID].deadline {
@@ -971,6 +984,7 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 			t.Fatalf("%s of %s: attempt %d, want %d", op, l.ID, l.Attempt, j.attempt+1)
 		}
 		j.wantMeta(t, op, l.ID, l.Metadata)
+		j.wantGroup(t, op, l.ID, l.Group)
 		j.keepSettled()
 		j.state, j.gen, j.attempt, j.token, j.settled, j.deadline = broker.StateRunning, l.Generation, l.Attempt, l.ClaimID(), "", l.Deadline.UnixMilli()
 		j.renewals, j.resent = 0, false
@@ -1771,6 +1785,7 @@ func (m *model) check(t *rapid.T) {
 			t.Fatalf("job %s: %s with a lease until %v", id, j.state, got.LeaseUntil)
 		}
 		j.wantMeta(t, "Job", id, got.Metadata)
+		j.wantGroup(t, "Job", id, got.Group)
 		var attempts []int
 		for _, e := range got.Errors {
 			attempts = append(attempts, e.Attempt)

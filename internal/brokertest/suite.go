@@ -55,6 +55,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"BatcherBounds", testBatcherBounds},
 		{"BatcherLostReply", testBatcherLostReply},
 		{"Metadata", testMetadata},
+		{"Group", testGroup},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ReadyIndex", testReadyIndex},

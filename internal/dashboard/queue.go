@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/fenceq/fenceq/broker"
@@ -34,6 +35,7 @@ type queueView struct {
 	FormAction string // the filter form's action
 	FormQueue  bool   // the form carries the queue in a field (see queueURL)
 	WhenLabel  string // what the time column shows
+	Grouped    bool   // a job of the page has a group: the Group column shows
 }
 
 // When is the time a job's row shows: the one that matters in its state.
@@ -153,5 +155,6 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		qv.WhenLabel = "Finished"
 	}
 	qv.Cancelable = !qv.State.Final()
+	qv.Grouped = slices.ContainsFunc(qv.Page.Jobs, func(j broker.JobInfo) bool { return j.Group != "" })
 	s.render(w, r, http.StatusOK, "queue", page{Title: queue, Queue: queue, Live: liveURL(queue, ""), Data: qv})
 }

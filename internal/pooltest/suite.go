@@ -21,6 +21,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"CancelRunningJob", testCancelRunning},
 		{"ProgressIsFenced", testProgress},
 		{"HandlerReadsMetadata", testMetadata},
+		{"HandlerReadsGroup", testGroup},
 		{"EnqueueWakesIdlePool", testWake},
 		{"ScheduledJobRunsWhenDue", testScheduled},
 		{"RetryInBackoffWakesIdlePool", testRetryWakes},

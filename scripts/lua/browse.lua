@@ -5,11 +5,12 @@
 -- hundred KiB. Read-only, changes nothing.
 -- Bounded by the page (at most PageLimitMax ids; invariant 8).
 -- ARGV[2] bytes of last_error to answer  [3..] ids
+-- last_error stays last: the cut below reads it at #FIELDS.
 -- Reply: per id, its fields in the order of FIELDS (false where one is
 --        missing); an empty list when the job is gone, {false} when its
 --        key is not a hash (Check reports those).
 local FIELDS = {F.kind, F.state, F.attempt, F.max_attempts, F.gen, F.priority, F.run_at, F.lease_until,
-  F.created_at, F.claimed_at, F.finished_at, F.cancel, F.renewals, F.last_error}
+  F.created_at, F.claimed_at, F.finished_at, F.cancel, F.renewals, F.group, F.last_error}
 local cut = tonumber(ARGV[2])
 local out = {}
 for i = 3, #ARGV do

@@ -16,7 +16,8 @@
 --     [11] 'cancel' or 'run': a dependent's fate when a dependency ends dead
 --     or cancelled  [12] request nonce, '' when the broker generated the id
 --     [13] metadata, a JSON object of strings, or '' for none (no field)
---     [14..] ids of the jobs (of this queue) it depends on; duplicates count once
+--     [14] group, or '' for none (no field)
+--     [15..] ids of the jobs (of this queue) it depends on; duplicates count once
 -- A job whose dependencies are not all done is blocked until they are.
 -- Reply: {STATUS ok, state}, {exists, state of the existing job},
 --        {unique_held, id of the job holding the unique key, its state or ''},
@@ -40,7 +41,7 @@ end
 -- Dependencies first: a missing one refuses the enqueue before any write.
 local policy = ARGV[11]
 local deps = {}
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   table.insert(deps, ARGV[i])
 end
 local open, failed, missing = dependencies(deps, policy)
@@ -87,6 +88,9 @@ if nonce ~= '' then
 end
 if ARGV[13] ~= '' then
   add(F.meta, ARGV[13])
+end
+if ARGV[14] ~= '' then
+  add(F.group, ARGV[14])
 end
 if #deps > 0 then
   add(F.depends_on, cjson.encode(deps), F.on_parent_failure, policy)

@@ -28,9 +28,10 @@
 --   (id, problem) * ...}
 
 -- claim_reply appends one claimed job to a claim's reply out: job's values
--- (a table by name: the id and the fields the claim left, meta '' when
--- none: a JSON object of strings, at most MaxMetadataBytes and a trace
--- context, and its quoting, checked by bad_meta before it is handed out),
+-- (a table by name: the id and the fields the claim left; group '' when
+-- none; meta '' when none, else a JSON object of strings, at most
+-- MaxMetadataBytes and a trace context, and its quoting, checked by
+-- bad_meta before it is handed out),
 -- in the order of CLAIM_REPLY, the one broker/fields.go writes and
 -- readClaim reads by. A value missing is an error, not a shifted reply.
 local function claim_reply(out, job)
@@ -75,7 +76,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
       i = i + 1
       local token = base .. '.' .. i
       local f = read(JOB .. id, F.state, F.kind, F.payload, F.attempt, F.max_attempts, F.gen, F.token, F.lease_until,
-        F.meta)
+        F.meta, F.group)
       -- A lease whose numbers a hand edit broke since is left out of the
       -- answer, as one its token no longer holds: its lease runs out and
       -- the reaper marks the job, where an error here would refuse the
@@ -86,7 +87,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
         claimed = claimed + 1
         claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = attempt,
           [F.max_attempts] = max_attempts, [F.gen] = gen, [F.token] = token,
-          [F.lease_until] = until_ms, [F.meta] = f[9] or ''})
+          [F.lease_until] = until_ms, [F.meta] = f[9] or '', [F.group] = f[10] or ''})
       end
     end
     out[3] = claimed
@@ -199,7 +200,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
         end
         local key = JOB .. id
         local f, bad = read(key, F.state, F.kind, F.payload, F.attempt, F.max_attempts, F.gen, F.token, F.settled, F.meta,
-          F.prev_settled, F.prev_settled_2, F.priority)
+          F.prev_settled, F.prev_settled_2, F.priority, F.group)
         if source == 'list' and not bad and (not f or INDEX[f[1]] and not ready_live(f[1], f[12])) then
           dead = dead + 1 -- a tombstone, or an id filed again since: skipped
         elseif not f or f[1] ~= 'pending' then
@@ -238,7 +239,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
             table.insert(ids, id)
             claim_reply(out, {id = id, [F.kind] = f[2], [F.payload] = f[3], [F.attempt] = attempt,
               [F.max_attempts] = tonumber(f[5]), [F.gen] = gen, [F.token] = token, [F.lease_until] = until_ms,
-              [F.meta] = f[9] or ''})
+              [F.meta] = f[9] or '', [F.group] = f[13] or ''})
           end
         end
       end
