@@ -20,7 +20,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	r, err := b.Inspector().ReleaseUnowned(ctx, pos[0], pos[1])
 	if err != nil {
-		return jobError(ctx, e, b, pos[0], err)
+		return jobError(ctx, e, b.Inspector(), pos[0], err)
 	}
 	if r.Previous == broker.StateRunning {
 		fmt.Fprintf(e.stdout, "released %s: was running, now %s (generation %d); its worker's late results will be rejected\n", pos[1], r.State, r.Generation)
@@ -54,12 +54,12 @@ func runRetry(ctx context.Context, e *env, args []string) error {
 	if len(pos) == 2 {
 		prev, err := b.Inspector().Retry(ctx, pos[0], pos[1])
 		if err != nil {
-			return jobError(ctx, e, b, pos[0], err)
+			return jobError(ctx, e, b.Inspector(), pos[0], err)
 		}
 		fmt.Fprintf(e.stdout, "retrying %s (was %s)\n", pos[1], prev)
 		return nil
 	}
-	if err := requireQueue(ctx, b, pos[0], ""); err != nil {
+	if err := requireQueue(ctx, b.Inspector(), pos[0], ""); err != nil {
 		return err
 	}
 	// One call: it sends each job dead when it began at most once, in
@@ -87,7 +87,7 @@ func runCancel(ctx context.Context, e *env, args []string) error {
 	}
 	st, err := b.Inspector().Cancel(ctx, pos[0], pos[1])
 	if err != nil {
-		return jobError(ctx, e, b, pos[0], err)
+		return jobError(ctx, e, b.Inspector(), pos[0], err)
 	}
 	switch st {
 	case broker.StateCancelled:
@@ -110,7 +110,7 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	}
 	bad, unsure := 0, 0
 	for _, q := range queues {
-		n, u, err := checkQueue(ctx, e, b, q)
+		n, u, err := checkQueue(ctx, e, b.Inspector(), q)
 		if err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func checkTargets(ctx context.Context, e *env, args []string) (*broker.Broker, [
 		return nil, nil, err
 	}
 	if len(pos) == 1 {
-		if err := requireQueue(ctx, b, pos[0], ""); err != nil {
+		if err := requireQueue(ctx, b.Inspector(), pos[0], ""); err != nil {
 			return nil, nil, err
 		}
 		return b, pos, nil
@@ -160,8 +160,8 @@ func checkTargets(ctx context.Context, e *env, args []string) (*broker.Broker, [
 
 // checkQueue prints each inconsistency confirmed in queue q, one a line,
 // and answers how many there were and how many more were not read again.
-func checkQueue(ctx context.Context, e *env, b *broker.Broker, q string) (confirmed, unsure int, err error) {
-	found, err := b.Inspector().Check(ctx, q)
+func checkQueue(ctx context.Context, e *env, in *broker.Inspector, q string) (confirmed, unsure int, err error) {
+	found, err := in.Check(ctx, q)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -193,9 +193,9 @@ func positional(ctx context.Context, e *env, name, synopsis string, args []strin
 
 // jobError is notFoundIsFailure for a command on one job, which says so
 // when it is the queue that does not exist.
-func jobError(ctx context.Context, e *env, b *broker.Broker, queue string, err error) error {
+func jobError(ctx context.Context, e *env, in *broker.Inspector, queue string, err error) error {
 	if errors.Is(err, broker.ErrJobNotFound) {
-		if qerr := requireQueue(ctx, b, queue, ""); qerr != nil {
+		if qerr := requireQueue(ctx, in, queue, ""); qerr != nil {
 			return qerr
 		}
 	}
@@ -230,7 +230,7 @@ func runPause(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := pos[0]
-	if err := requireQueueToSet(ctx, b, q, true, *create); err != nil {
+	if err := requireQueueToSet(ctx, b.Inspector(), q, true, *create); err != nil {
 		return err
 	}
 	if err := b.Inspector().Pause(ctx, q); err != nil {
@@ -246,7 +246,7 @@ func runResume(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := pos[0]
-	if err := requireQueue(ctx, b, q, ""); err != nil {
+	if err := requireQueue(ctx, b.Inspector(), q, ""); err != nil {
 		return err
 	}
 	if err := b.Inspector().Resume(ctx, q); err != nil {
@@ -268,7 +268,7 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := o.queue
-	if err := requireQueueToSet(ctx, b, q, o.clear || o.change(), o.create); err != nil {
+	if err := requireQueueToSet(ctx, b.Inspector(), q, o.clear || o.change(), o.create); err != nil {
 		return err
 	}
 	if o.clear || o.change() {
@@ -376,7 +376,7 @@ func runEvents(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := pos[0]
-	if err := requireQueueToSet(ctx, b, q, *off || *keep > 0, *create); err != nil {
+	if err := requireQueueToSet(ctx, b.Inspector(), q, *off || *keep > 0, *create); err != nil {
 		return err
 	}
 	if *off || *keep > 0 {
@@ -403,8 +403,8 @@ const createHelp = "set up a queue that has no jobs yet (without it, a name that
 // (paused, limited, recording events), is most likely a typo, and a command
 // that went on would show or change nothing the user meant. hint ends the
 // message.
-func requireQueue(ctx context.Context, b *broker.Broker, q, hint string) error {
-	qs, err := b.Inspector().Queues(ctx)
+func requireQueue(ctx context.Context, in *broker.Inspector, q, hint string) error {
+	qs, err := in.Queues(ctx)
 	if err != nil {
 		return err
 	}
@@ -413,18 +413,18 @@ func requireQueue(ctx context.Context, b *broker.Broker, q, hint string) error {
 	}
 	// Set up ahead of its first job (pause --create, limit, events): known
 	// too, so that it can be inspected, resumed and changed again.
-	paused, err := b.Inspector().Paused(ctx, q)
+	paused, err := in.Paused(ctx, q)
 	if err != nil {
 		if errors.Is(err, broker.ErrInvalid) {
 			return usagef("%v", err)
 		}
 		return err
 	}
-	limits, err := b.Inspector().Limits(ctx, q)
+	limits, err := in.Limits(ctx, q)
 	if err != nil {
 		return err
 	}
-	events, err := b.Inspector().EventsKept(ctx, q)
+	events, err := in.EventsKept(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -432,8 +432,8 @@ func requireQueue(ctx context.Context, b *broker.Broker, q, hint string) error {
 		return nil
 	}
 	where := ""
-	if b.Prefix() != broker.PrefixDefault {
-		where = fmt.Sprintf(" under prefix %q", b.Prefix())
+	if in.Prefix() != broker.PrefixDefault {
+		where = fmt.Sprintf(" under prefix %q", in.Prefix())
 	}
 	const shown = 20
 	var known string
@@ -456,12 +456,12 @@ func (e *noQueueError) Error() string { return e.msg }
 // requireQueueToSet is requireQueue for a command that, when set is true,
 // changes q's settings: with --create (create) it may set up a queue before
 // its first job.
-func requireQueueToSet(ctx context.Context, b *broker.Broker, q string, set, create bool) error {
+func requireQueueToSet(ctx context.Context, in *broker.Inspector, q string, set, create bool) error {
 	switch {
 	case !set:
-		return requireQueue(ctx, b, q, "")
+		return requireQueue(ctx, in, q, "")
 	case create:
 		return nil
 	}
-	return requireQueue(ctx, b, q, "; to set it up before its first job, add --create")
+	return requireQueue(ctx, in, q, "; to set it up before its first job, add --create")
 }

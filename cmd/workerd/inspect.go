@@ -115,9 +115,9 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	}
 	switch len(pos) {
 	case 0:
-		return inspectAll(ctx, e, b, *asJSON)
+		return inspectAll(ctx, e, b.Inspector(), *asJSON)
 	case 1:
-		if err := requireQueue(ctx, b, pos[0], ""); err != nil {
+		if err := requireQueue(ctx, b.Inspector(), pos[0], ""); err != nil {
 			// "workerd inspect job" is a queue's name only when there is
 			// such a queue; otherwise the job's queue and id are missing.
 			if pos[0] == "job" && errors.As(err, new(*noQueueError)) {
@@ -126,19 +126,19 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if *follow {
-			return followEvents(ctx, e, b, pos[0], *asJSON)
+			return followEvents(ctx, e, b.Inspector(), pos[0], *asJSON)
 		}
-		return inspectQueue(ctx, e, b, pos[0], *limit, *asJSON)
+		return inspectQueue(ctx, e, b.Inspector(), pos[0], *limit, *asJSON)
 	}
-	return inspectJob(ctx, e, b, pos[1], pos[2], *asJSON)
+	return inspectJob(ctx, e, b.Inspector(), pos[1], pos[2], *asJSON)
 }
 
-func overviewJSON(ctx context.Context, b *broker.Broker, q string) (queueJSON, error) {
-	o, err := b.Inspector().Overview(ctx, q)
+func overviewJSON(ctx context.Context, in *broker.Inspector, q string) (queueJSON, error) {
+	o, err := in.Overview(ctx, q)
 	if err != nil {
 		return queueJSON{}, err
 	}
-	f, err := b.Inspector().Footprint(ctx, q)
+	f, err := in.Footprint(ctx, q)
 	if err != nil {
 		return queueJSON{}, err
 	}
@@ -185,8 +185,8 @@ func perJob(o queueJSON) string {
 	return byteSize(o.BytesPerJob)
 }
 
-func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) error {
-	qs, err := b.Inspector().Queues(ctx)
+func inspectAll(ctx context.Context, e *env, in *broker.Inspector, asJSON bool) error {
+	qs, err := in.Queues(ctx)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) erro
 		Queues []queueJSON `json:"queues"`
 	}{Queues: []queueJSON{}}
 	for _, q := range qs {
-		o, err := overviewJSON(ctx, b, q)
+		o, err := overviewJSON(ctx, in, q)
 		if err != nil {
 			return err
 		}
@@ -226,12 +226,12 @@ func inspectAll(ctx context.Context, e *env, b *broker.Broker, asJSON bool) erro
 	return nil
 }
 
-func inspectQueue(ctx context.Context, e *env, b *broker.Broker, q string, limit int, asJSON bool) error {
-	o, err := overviewJSON(ctx, b, q)
+func inspectQueue(ctx context.Context, e *env, in *broker.Inspector, q string, limit int, asJSON bool) error {
+	o, err := overviewJSON(ctx, in, q)
 	if err != nil {
 		return err
 	}
-	ls, err := b.Inspector().Leases(ctx, q, limit)
+	ls, err := in.Leases(ctx, q, limit)
 	if err != nil {
 		return err
 	}
@@ -294,11 +294,11 @@ func memoryLine(o queueJSON) string {
 		byteSize(o.FootprintBytes), byteSize(o.BytesPerJob), strings.Join(states, ", "), byteSize(o.IndexEntryBytes), broker.FootprintSamples)
 }
 
-func inspectJob(ctx context.Context, e *env, b *broker.Broker, q, id string, asJSON bool) error {
-	j, err := b.Inspector().Job(ctx, q, id)
+func inspectJob(ctx context.Context, e *env, in *broker.Inspector, q, id string, asJSON bool) error {
+	j, err := in.Job(ctx, q, id)
 	if err != nil {
 		if errors.Is(err, broker.ErrJobNotFound) {
-			if err := requireQueue(ctx, b, q, ""); err != nil {
+			if err := requireQueue(ctx, in, q, ""); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stderr, "no job %q in queue %q\n", id, q)
@@ -409,8 +409,8 @@ func age(seconds float64) string {
 
 // followEvents tails the queue's event stream: the last twenty events,
 // then every later one, in order, as it happens, until interrupted.
-func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSON bool) error {
-	kept, err := b.Inspector().EventsKept(ctx, q)
+func followEvents(ctx context.Context, e *env, in *broker.Inspector, q string, asJSON bool) error {
+	kept, err := in.EventsKept(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -418,7 +418,7 @@ func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSO
 		fmt.Fprintf(e.stderr, "queue %s records no events; turn them on with 'workerd events %s --keep 10000'\n", q, q)
 		return errFailed
 	}
-	evs, err := b.Inspector().RecentEvents(ctx, q, 20)
+	evs, err := in.RecentEvents(ctx, q, 20)
 	if err != nil {
 		return err
 	}
@@ -437,7 +437,7 @@ func followEvents(ctx context.Context, e *env, b *broker.Broker, q string, asJSO
 			}
 			fmt.Fprintf(e.stdout, "%s  %-16s %s  gen %d  %s\n", ev.Time.UTC().Format("15:04:05.000"), ev.Event, ev.JobID, ev.Generation, ev.Detail)
 		}
-		if evs, err = b.Inspector().Events(ctx, q, after, 1000, time.Second); err != nil && ctx.Err() == nil {
+		if evs, err = in.Events(ctx, q, after, 1000, time.Second); err != nil && ctx.Err() == nil {
 			return err
 		}
 	}

@@ -74,7 +74,7 @@ func TestFollowMissesNoEvent(t *testing.T) {
 	}})
 	var out bytes.Buffer
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
-	if err := followEvents(ctx, e, b, "q", false); err != nil {
+	if err := followEvents(ctx, e, b.Inspector(), "q", false); err != nil {
 		t.Fatal(err)
 	}
 	got := regexp.MustCompile(`enqueued +(ev-\d)`).FindAllStringSubmatch(out.String(), -1)

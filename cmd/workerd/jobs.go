@@ -44,14 +44,14 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := pos[0]
-	if err := requireQueue(ctx, b, q, ""); err != nil {
+	if err := requireQueue(ctx, b.Inspector(), q, ""); err != nil {
 		return err
 	}
 	var js []broker.JobInfo
 	if *asJSON {
 		js, err = b.Inspector().Jobs(ctx, q, broker.State(*state), *limit) // whole jobs, payloads too
 	} else {
-		js, err = listed(ctx, b, q, broker.State(*state), *limit)
+		js, err = listed(ctx, b.Inspector(), q, broker.State(*state), *limit)
 	}
 	if err != nil {
 		return err
@@ -82,11 +82,11 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 
 // listed reads up to limit jobs of a state as the table shows them,
 // page by page (Inspector.JobPage): no payloads, and the start of each error.
-func listed(ctx context.Context, b *broker.Broker, q string, st broker.State, limit int) ([]broker.JobInfo, error) {
+func listed(ctx context.Context, in *broker.Inspector, q string, st broker.State, limit int) ([]broker.JobInfo, error) {
 	var out []broker.JobInfo
 	after := ""
 	for len(out) < limit {
-		p, err := b.Inspector().JobPage(ctx, q, broker.JobQuery{State: st, After: after, Limit: min(limit-len(out), broker.PageLimitMax)})
+		p, err := in.JobPage(ctx, q, broker.JobQuery{State: st, After: after, Limit: min(limit-len(out), broker.PageLimitMax)})
 		if err != nil {
 			return nil, err
 		}
