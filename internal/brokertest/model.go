@@ -399,6 +399,12 @@ func (m *model) drawIndependent(t *rapid.T, n int) []broker.Job {
 		if keys[j.UniqueKey] {
 			j.UniqueKey, j.UniqueFor = "", 0
 		}
+		// A refusal under a held key names its holder's state, so a job
+		// whose key an id of the batch holds (one reused after trim) is
+		// not independent of the job that takes that id.
+		if h := m.holder(j.UniqueKey); h != "" && ids[h] {
+			j.UniqueKey, j.UniqueFor = "", 0
+		}
 		if slices.ContainsFunc(j.DependsOn, func(d string) bool { return ids[d] || d == j.ID }) {
 			j.DependsOn, j.RunIfDependencyFails = nil, false
 		}
@@ -412,8 +418,19 @@ func (m *model) drawIndependent(t *rapid.T, n int) []broker.Job {
 		if j.UniqueKey != "" {
 			keys[j.UniqueKey] = true
 		}
+		if h := m.holder(j.UniqueKey); h != "" {
+			ids[h] = true
+		}
 	}
 	return jobs
+}
+
+// holder is the id the model holds key under, or "" when nothing holds it.
+func (m *model) holder(key string) string {
+	if h, ok := m.uniq[key]; ok && key != "" {
+		return h.id
+	}
+	return ""
 }
 
 // drawJob draws the i-th job of an enqueue.
