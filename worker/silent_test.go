@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,9 +11,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/fenceq/fenceq/handlers"
-	"github.com/fenceq/fenceq/worker"
 )
 
 // silentProxy forwards TCP connections to addr, and drops every reply
@@ -87,71 +83,5 @@ func TestRedisClientIgnoresCancelMidRead(t *testing.T) {
 	}
 	if took < readTimeout*3/4 {
 		t.Fatalf("the call ended %v after it was sent (cancelled at 20ms; read timeout %v): go-redis honours cancellation mid-read now (%v)", took, readTimeout, err)
-	}
-}
-
-// silentBatch is the ReapBatch of the test below: a script call whose last
-// argument it is (a reap, or a trim's first step) meets a silent server.
-const silentBatch = 78
-
-// silentMaintenance holds every maintenance script call for up to a read
-// timeout of 30s, whatever its context says: a server that accepted the
-// call and went silent, under a client that ends a read only at its
-// read timeout.
-type silentMaintenance struct {
-	once    sync.Once
-	ran     chan struct{}
-	release chan struct{}
-}
-
-func (h *silentMaintenance) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *silentMaintenance) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *silentMaintenance) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		switch cmd.Name() {
-		case "fcall", "evalsha", "eval":
-			if len(args) > 0 && args[len(args)-1] == silentBatch {
-				h.once.Do(func() { close(h.ran) })
-				select {
-				case <-time.After(30 * time.Second):
-				case <-h.release:
-				}
-				cmd.SetErr(context.DeadlineExceeded)
-				return cmd.Err()
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-// Shutdown returns soon after its ctx ends even while a reap waits on a
-// silent server: maintenance does not wait for a reap once it is stopped.
-func TestShutdownWhileReapSilent(t *testing.T) {
-	h := &silentMaintenance{ran: make(chan struct{}), release: make(chan struct{})}
-	t.Cleanup(func() { close(h.release) })
-	cfg := worker.Config{Logger: slog.New(slog.DiscardHandler), PollInterval: 10 * time.Millisecond, LeaseDuration: 60 * time.Millisecond, ReapBatch: silentBatch}
-	_, p, _ := fusedRig(t, 0, cfg, func(context.Context, *handlers.Job) error { return nil }, h)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-h.ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reap in 10s")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = p.Shutdown(ctx)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown has not returned 5s after its ctx ended while a reap waits on a silent server")
 	}
 }
