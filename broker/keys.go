@@ -62,13 +62,35 @@ const (
 //	ready_hi   ZSET    pending jobs of priority above 0; score = priority band
 //	                   + FIFO sequence
 //	ready_lo   ZSET    pending jobs of priority below 0, scored the same way
+//	grotation  ZSET    groups that may start a job now, in turn order; score =
+//	                   a ticket from seq (lowest next). Member "" is the turn
+//	                   of the ungrouped jobs while the queue uses groups
+//	gwait      ZSET    the groups' timer: groups with pending jobs that may not
+//	                   start now (full, cooling down for their rate, holding
+//	                   for an ordered retry); score = when to look again
+//	grunning   HASH    group → its number of valid leases (invariant 11);
+//	                   a field goes when its count reaches 0
+//	glimits    HASH    per-group overrides of the group limits: group →
+//	                   "<max_running> <rate> <period_ms> <ordered>", each "-"
+//	                   for the queue's default, "0" for none
+//	ghold      HASH    ordered groups: group → the id that must run next (a
+//	                   job of the group sent back to wait or retry)
+//
+// The settings hash (limits) also holds the groups' fields: groups ("1"
+// while the queue may have grouped jobs pending or running; absent, a
+// claim runs the ungrouped path and reads none of the above), g_pending
+// (the number of pending grouped jobs, for the counts), g_max_running,
+// g_rate, g_period_ms and g_ordered (the defaults for every group),
+// g_overrides ("1" while glimits has fields) and gwait_min (a lower bound
+// on gwait's scores, "none" when it is empty; as sched_min).
 //
 // The pending jobs are claimed from ready_hi, then ready0, then ready_lo.
 // legacyReady is not one of them: the single ZSET that held every pending
 // job before ready0 existed, which a claim drains into the three while
 // limits' "legacy" flag says it may hold jobs (the reaper sets it).
 var queueKeyNames = []string{"ready0", "scheduled", "leases", "dead", "done", "cancelled", "wake", "seq",
-	"paused", "limits", "starts", "events", "blocked", "gen", "cascade", "stats", "ready_hi", "ready_lo"}
+	"paused", "limits", "starts", "events", "blocked", "gen", "cascade", "stats", "ready_hi", "ready_lo",
+	"grotation", "gwait", "grunning", "glimits", "ghold"}
 
 // legacyReady is the name of the ready ZSET of earlier fenceq versions
 // (score = priority band + sequence, every priority in one set).
@@ -95,6 +117,11 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	claim     STRING  the ids one claim request took, for its re-send (id: the
 //	                  request id)
 //	unique    STRING  the id of the job holding a unique key (id: Job.UniqueKey)
+//	gready    ZSET    a group's pending jobs (id: the group); score = priority
+//	                  band + FIFO sequence, as ready_hi. Empty, Redis deletes it
+//	grate     STRING  present while a rate-limited group cools down after a
+//	                  start (id: the group); value = that start's Redis ms;
+//	                  expires at the spacing, ceil(period/rate)
 const (
 	kindJob      = "job"
 	kindChildren = "children"
@@ -104,9 +131,11 @@ const (
 	kindWaiter   = "waiter"
 	kindClaim    = "claim"
 	kindUnique   = "unique"
+	kindGReady   = "gready"
+	kindGRate    = "grate"
 )
 
-var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique}
+var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate}
 
 // derivedSep separates a derived key's kind from its id.
 const derivedSep = ":"
@@ -255,6 +284,11 @@ func (k *queueKeys) cascade() string   { return k.base + "cascade" }
 func (k *queueKeys) stats() string     { return k.base + "stats" }
 func (k *queueKeys) readyHi() string   { return k.base + "ready_hi" }
 func (k *queueKeys) readyLo() string   { return k.base + "ready_lo" }
+func (k *queueKeys) grotation() string { return k.base + "grotation" }
+func (k *queueKeys) gwait() string     { return k.base + "gwait" }
+func (k *queueKeys) grunning() string  { return k.base + "grunning" }
+func (k *queueKeys) glimits() string   { return k.base + "glimits" }
+func (k *queueKeys) ghold() string     { return k.base + "ghold" }
 func (k *queueKeys) legacy() string    { return k.base + legacyReady }
 
 // key is one of the queue's keys by its name in queueKeyNames, for the

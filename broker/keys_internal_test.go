@@ -202,7 +202,8 @@ return out`
 func TestQueueKeyAccessors(t *testing.T) {
 	k := &queueKeys{base: "p:{q}:"}
 	got := []string{k.ready0(), k.scheduled(), k.leases(), k.dead(), k.done(), k.cancelled(), k.wake(), k.seq(),
-		k.paused(), k.limits(), k.starts(), k.events(), k.blocked(), k.gen(), k.cascade(), k.stats(), k.readyHi(), k.readyLo()}
+		k.paused(), k.limits(), k.starts(), k.events(), k.blocked(), k.gen(), k.cascade(), k.stats(), k.readyHi(), k.readyLo(),
+		k.grotation(), k.gwait(), k.grunning(), k.glimits(), k.ghold()}
 	var want []string
 	for _, name := range queueKeyNames {
 		want = append(want, k.key(name))
