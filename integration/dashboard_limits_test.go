@@ -168,8 +168,19 @@ func TestDashboardGroupLimitsInBrowser(t *testing.T) {
 	}
 	typeIn := func(sel, v string) {
 		t.Helper()
-		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(sel), ""), chromedp.SendKeys(chromedp.CSS(sel), v)); err != nil {
+		clear := fmt.Sprintf(`document.querySelector(%q).value = ""`, sel)
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](clear)); err != nil {
+			t.Fatalf("clear %s: %v", sel, err)
+		}
+		if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(sel), v)); err != nil {
 			t.Fatalf("type into %s: %v", sel, err)
+		}
+	}
+	choose := func(sel, v string) {
+		t.Helper()
+		set := fmt.Sprintf(`document.querySelector(%q).value = %q`, sel, v)
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](set)); err != nil {
+			t.Fatalf("choose %s in %s: %v", v, sel, err)
 		}
 	}
 
@@ -177,9 +188,7 @@ func TestDashboardGroupLimitsInBrowser(t *testing.T) {
 	typeIn(`#group-defaults input[name="max_running"]`, "2")
 	typeIn(`#group-defaults input[name="rate"]`, "10")
 	typeIn(`#group-defaults input[name="per"]`, "1s")
-	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#group-defaults select[name="ordered"]`), "yes")); err != nil {
-		t.Fatal(err)
-	}
+	choose(`#group-defaults select[name="ordered"]`, "yes")
 	flash := submit(`#group-defaults button`)
 	if !strings.Contains(flash, "Group defaults of "+q+" set: each group ordered (one at a time), at most 10 starts per 1s") {
 		t.Errorf("after the group defaults form the page says %q", flash)
@@ -209,11 +218,9 @@ func TestDashboardGroupLimitsInBrowser(t *testing.T) {
 		t.Errorf("the looked-up group reads %q", of)
 	}
 	typeIn(`#group-override input[name="max_running"]`, "5")
-	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#group-override select[name="ordered"]`), "no")); err != nil {
-		t.Fatal(err)
-	}
+	choose(`#group-override select[name="ordered"]`, "no")
 	flash = submit(`#group-override button:not([name])`)
-	if !strings.Contains(flash, "Group acme-corporation-eu-west-1 of "+q+" set: at most 5 running, at most 10 starts per 1s (its own: at most 5 running, not ordered") {
+	if !strings.Contains(flash, "Group acme-corporation-eu-west-1 of "+q+" set: at most 5 running, at most 10 starts per 1s; its own: at most 5 running, not ordered") {
 		t.Errorf("after the group's form the page says %q", flash)
 	}
 	if info, _ := in.GroupLimits(bctx, q, "acme-corporation-eu-west-1"); info.Effective != (broker.GroupLimits{MaxRunning: 5, Rate: 10, Per: time.Second}) {

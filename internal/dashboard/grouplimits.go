@@ -143,8 +143,11 @@ func (s *Server) setGroupLimits(_ http.ResponseWriter, r *http.Request) (string,
 	if !named {
 		return queue, "", what + " set: each group " + now.Defaults.String() + " (were: " + were.Defaults.String() + ")."
 	}
-	v := groupLimitsView{Group: group, Of: now}
-	return queue, group, what + " set: " + v.OfText() + " (were: " + were.Effective.String() + ")."
+	own := "no limits of its own: the defaults"
+	if now.Override != nil {
+		own = "its own: " + now.Override.String()
+	}
+	return queue, group, what + " set: " + now.Effective.String() + "; " + own + ". It was: " + were.Effective.String() + "."
 }
 
 // parseGroupLimits reads which group limits a group limits form changes,

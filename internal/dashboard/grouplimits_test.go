@@ -148,7 +148,7 @@ func TestGroupLimitsForms(t *testing.T) {
 	if info.Override == nil || info.Effective != (broker.GroupLimits{MaxRunning: 5, Rate: 10, Per: time.Second}) {
 		t.Fatalf("acme's limits after its form: %+v", info)
 	}
-	if !strings.Contains(body, "Group acme of mail set: at most 5 running, at most 10 starts per 1s (its own: at most 5 running, not ordered; the rest from the defaults) (were: ordered (one at a time), at most 10 starts per 1s).") {
+	if !strings.Contains(body, "Group acme of mail set: at most 5 running, at most 10 starts per 1s; its own: at most 5 running, not ordered; the rest from the defaults. It was: ordered (one at a time), at most 10 starts per 1s.") {
 		t.Errorf("the page after the group's form does not say what its limits are now:\n%s", body)
 	}
 	if !strings.Contains(body, `id="group-override"`) {
