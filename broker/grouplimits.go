@@ -305,8 +305,10 @@ func (b *Inspector) GroupLimits(ctx context.Context, queue, group string) (Group
 		info.Defaults.Rate, info.Defaults.Per = rate, time.Duration(per)*time.Millisecond
 	}
 	if ov != nil && ov.Err() == nil {
-		o := parseOverride(ov.Val())
-		info.Override = &o
+		// An override that sets nothing is none (glimits.lua drops it).
+		if o := parseOverride(ov.Val()); o.MaxRunning || o.Rate || o.Ordered {
+			info.Override = &o
+		}
 	}
 	info.Effective = effective(info.Defaults, info.Override)
 	return info, nil

@@ -342,3 +342,38 @@ func testGroupLimitsMoveFromWait(t *testing.T, nb NewBackend) {
 	want(t, "the rotation after globex's reset", fmt.Sprint(st.rotation),
 		fmt.Sprint([]redis.Z{{Score: 3, Member: ""}, {Score: 41, Member: "acme"}, {Score: 42, Member: "globex"}}))
 }
+
+// A glimits field edited by hand reads the same in Go (GroupLimits) as in
+// the script (which rewrites it on the next change): a token that is not
+// a count takes the default, and so does a rate without its period.
+func testGroupLimitsHandEdits(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.groupLimits(t, "", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 2, Rate: 10, Per: time.Second}, MaxRunning: true, Rate: true, Per: true})
+	for raw, stored := range map[string]string{
+		"5 - - -":       "5 - - -",
+		"x 3 1000 1":    "- 3 1000 1",
+		"-1 3 - 0":      "- - - 0",
+		"+4 0 5 2":      "- 0 0 -",
+		"4 7 0 1":       "4 - - 1",
+		"4":             "4 - - -",
+		"07 1 1000 0 9": "07 1 1000 0",
+		"":              "(none)",
+		"- - - -":       "(none)",
+	} {
+		noErr(t, "HSET glimits", s.Client.HSet(s.ctx, s.queueKey("glimits"), "acme", raw).Err())
+		read := s.readGroupLimits(t, "acme")
+		got := s.groupLimits(t, "acme", broker.GroupLimitsChange{}) // nothing named: the script rewrites what it read
+		want(t, fmt.Sprintf("the effective limits of %q in Go and in Lua", raw), read.Effective, got)
+		v, err := s.Client.HGet(s.ctx, s.queueKey("glimits"), "acme").Result()
+		if err == redis.Nil {
+			v = "(none)"
+		} else {
+			noErr(t, "HGET", err)
+		}
+		want(t, fmt.Sprintf("%q as the script rewrote it", raw), v, stored)
+		want(t, fmt.Sprintf("whether %q is an override", raw), read.Override != nil, stored != "(none)")
+		if again := s.readGroupLimits(t, "acme"); again.Effective != read.Effective {
+			t.Fatalf("%q rewritten as %q reads %+v, was %+v", raw, v, again.Effective, read.Effective)
+		}
+	}
+}

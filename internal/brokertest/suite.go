@@ -62,6 +62,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"GroupLimitsResend", testGroupLimitsResend},
 		{"GroupLimitsCap", testGroupLimitsCap},
 		{"GroupLimitsMoveFromWait", testGroupLimitsMoveFromWait},
+		{"GroupLimitsHandEdits", testGroupLimitsHandEdits},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ReadyIndex", testReadyIndex},
