@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -315,36 +316,41 @@ func (b *Inspector) GroupLimits(ctx context.Context, queue, group string) (Group
 }
 
 // parseOverride reads a glimits value, "<max_running> <rate> <period_ms>
-// <ordered>", as glimits.lua does: a token that is not a count (or 0/1
-// for ordered) takes the default, and so does a rate without its period.
+// <ordered>", as the claim (lib.lua's group_limits) and glimits.lua read
+// it: four tokens, or no override; "-" takes the default; a count that is
+// not a whole number is none, and so is a rate without its period.
 func parseOverride(v string) GroupOverride {
-	t := strings.Fields(v)
-	tok := func(i int) (int, bool) {
-		if i >= len(t) {
-			return 0, false
-		}
-		n, err := strconv.Atoi(t[i])
-		if err != nil || n < 0 || strings.HasPrefix(t[i], "+") {
-			return 0, false
-		}
-		return n, true
-	}
 	var o GroupOverride
-	o.Limits.MaxRunning, o.MaxRunning = tok(0)
-	rate, okRate := tok(1)
-	per, okPer := tok(2)
-	switch {
-	case okRate && okPer && (rate == 0 || per > 0):
+	t := overrideRE.FindStringSubmatch(v)
+	if t == nil {
+		return o
+	}
+	count := func(s string) int {
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				return 0
+			}
+		}
+		n, _ := strconv.Atoi(s)
+		return n
+	}
+	if t[1] != "-" {
+		o.MaxRunning, o.Limits.MaxRunning = true, count(t[1])
+	}
+	if t[2] != "-" {
 		o.Rate = true
-		if rate > 0 {
+		if rate, per := count(t[2]), count(t[3]); rate > 0 && per > 0 {
 			o.Limits.Rate, o.Limits.Per = rate, time.Duration(per)*time.Millisecond
 		}
 	}
-	if len(t) > 3 && (t[3] == "0" || t[3] == "1") {
-		o.Ordered, o.Limits.Ordered = true, t[3] == "1"
+	if t[4] != "-" {
+		o.Ordered, o.Limits.Ordered = true, t[4] == "1"
 	}
 	return o
 }
+
+// overrideRE is a glimits value's shape, as lib.lua matches it.
+var overrideRE = regexp.MustCompile(`^(\S+) (\S+) (\S+) (\S+)$`)
 
 // effective is a group's limits: ov's where it sets them, else def's; an
 // ordered group runs one job at a time.

@@ -13,19 +13,19 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-// groupState is what glimits.lua may write: the settings hash, the
+// limitsState is what glimits.lua may write: the settings hash, the
 // overrides, the groups' rotation and timer, the sequence and the wake-up
 // list.
-type groupState struct {
+type limitsState struct {
 	settings, overrides map[string]string
 	rotation, wait      []redis.Z
 	seq                 string
 	wake                []string
 }
 
-func (s *bundle) groupState(t failer) groupState {
+func (s *bundle) limitsState(t failer) limitsState {
 	t.Helper()
-	var g groupState
+	var g limitsState
 	var err error
 	if g.settings, err = s.Client.HGetAll(s.ctx, s.queueKey("limits")).Result(); err != nil {
 		t.Fatalf("HGETALL limits: %v", err)
@@ -125,7 +125,7 @@ func testGroupLimitsDefaults(t *testing.T, nb NewBackend) {
 	noErr(t, "ZADD gwait", s.Client.ZAdd(s.ctx, s.queueKey("gwait"), redis.Z{Score: 5, Member: "acme"}).Err())
 	noErr(t, "DEL wake", s.Client.Del(s.ctx, s.queueKey("wake")).Err())
 	s.groupLimits(t, "", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 3}, MaxRunning: true})
-	st := s.groupState(t)
+	st := s.limitsState(t)
 	want(t, "wake-up tokens after a change of the defaults", len(st.wake), 1)
 	want(t, "groups waiting after a change of the defaults", fmt.Sprint(st.wait), fmt.Sprint([]redis.Z{{Score: 5, Member: "acme"}}))
 	want(t, "groups in the rotation after a change of the defaults", len(st.rotation), 0)
@@ -217,7 +217,7 @@ func testGroupLimitsRefusedChangesNothing(t *testing.T, nb NewBackend) {
 	s.groupLimits(t, "acme", broker.GroupLimitsChange{To: broker.GroupLimits{Rate: 5, Per: time.Second}, Rate: true, Per: true})
 	noErr(t, "ZADD gwait", s.Client.ZAdd(s.ctx, s.queueKey("gwait"), redis.Z{Score: 5, Member: "acme"}, redis.Z{Score: 6, Member: "globex"}).Err())
 	noErr(t, "DEL wake", s.Client.Del(s.ctx, s.queueKey("wake")).Err())
-	before := s.groupState(t)
+	before := s.limitsState(t)
 	for _, tc := range []struct {
 		name, group string
 		c           broker.GroupLimitsChange
@@ -243,7 +243,7 @@ func testGroupLimitsRefusedChangesNothing(t *testing.T, nb NewBackend) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.b.Inspector().ChangeGroupLimits(s.ctx, s.q, tc.group, tc.c)
 			wantErr(t, tc.name, err, broker.ErrInvalid)
-			if after := s.groupState(t); !reflect.DeepEqual(after, before) {
+			if after := s.limitsState(t); !reflect.DeepEqual(after, before) {
 				t.Fatalf("a refused change (%v) changed the state:\n got %+v\nwant %+v", err, after, before)
 			}
 		})
@@ -265,10 +265,10 @@ func testGroupLimitsResend(t *testing.T, nb NewBackend) {
 		{"globex", broker.GroupLimitsChange{Reset: true}},
 	} {
 		first := s.groupLimits(t, tc.group, tc.c)
-		st := s.groupState(t)
+		st := s.limitsState(t)
 		again := s.groupLimits(t, tc.group, tc.c)
 		want(t, fmt.Sprintf("the re-sent answer of %q %+v", tc.group, tc.c), again, first)
-		st2 := s.groupState(t)
+		st2 := s.limitsState(t)
 		if !reflect.DeepEqual(st.settings, st2.settings) || !reflect.DeepEqual(st.overrides, st2.overrides) {
 			t.Fatalf("the re-send of %q %+v changed the limits:\n%v %v\n%v %v", tc.group, tc.c, st.settings, st.overrides, st2.settings, st2.overrides)
 		}
@@ -294,13 +294,13 @@ func testGroupLimitsCap(t *testing.T, nb NewBackend) {
 	n, err := s.Client.HLen(s.ctx, key).Result()
 	noErr(t, "HLEN", err)
 	want(t, "overrides", n, int64(broker.MaxGroupOverrides))
-	before := s.groupState(t)
+	before := s.limitsState(t)
 	_, err = s.b.Inspector().ChangeGroupLimits(s.ctx, s.q, "one-too-many", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 1}, MaxRunning: true})
 	wantErr(t, "the 100,001st override", err, broker.ErrInvalid)
 	if !strings.Contains(err.Error(), "100000 group overrides") || !strings.Contains(err.Error(), "reset") {
 		t.Errorf("the refusal does not say how many there are and what to do: %v", err)
 	}
-	if after := s.groupState(t); !reflect.DeepEqual(after.overrides, before.overrides) || !reflect.DeepEqual(after.settings, before.settings) {
+	if after := s.limitsState(t); !reflect.DeepEqual(after.overrides, before.overrides) || !reflect.DeepEqual(after.settings, before.settings) {
 		t.Fatal("the refused override changed the overrides or the settings")
 	}
 	// An existing override changes; a reset makes room.
@@ -322,7 +322,7 @@ func testGroupLimitsMoveFromWait(t *testing.T, nb NewBackend) {
 	noErr(t, "DEL wake", s.Client.Del(s.ctx, s.queueKey("wake")).Err())
 
 	s.groupLimits(t, "acme", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 5}, MaxRunning: true})
-	st := s.groupState(t)
+	st := s.limitsState(t)
 	want(t, "seq after the move", st.seq, "41")
 	want(t, "the rotation", fmt.Sprint(st.rotation), fmt.Sprint([]redis.Z{{Score: 3, Member: ""}, {Score: 41, Member: "acme"}}))
 	want(t, "the timer", fmt.Sprint(st.wait), fmt.Sprint([]redis.Z{{Score: 6e12, Member: "globex"}}))
@@ -332,31 +332,36 @@ func testGroupLimitsMoveFromWait(t *testing.T, nb NewBackend) {
 	// group moves it too.
 	s.groupLimits(t, "initech", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 5}, MaxRunning: true})
 	s.groupLimits(t, "acme", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 6}, MaxRunning: true})
-	st = s.groupState(t)
+	st = s.limitsState(t)
 	want(t, "seq when no group moved", st.seq, "41")
 	want(t, "the rotation when no group moved", len(st.rotation), 2)
 	want(t, "wake-up tokens after three changes", len(st.wake), 1)
 	s.groupLimits(t, "globex", broker.GroupLimitsChange{Reset: true})
-	st = s.groupState(t)
+	st = s.limitsState(t)
 	want(t, "the timer after globex's reset", len(st.wait), 0)
 	want(t, "the rotation after globex's reset", fmt.Sprint(st.rotation),
 		fmt.Sprint([]redis.Z{{Score: 3, Member: ""}, {Score: 41, Member: "acme"}, {Score: 42, Member: "globex"}}))
 }
 
 // A glimits field edited by hand reads the same in Go (GroupLimits) as in
-// the script (which rewrites it on the next change): a token that is not
-// a count takes the default, and so does a rate without its period.
+// the script (which rewrites it on the next change), and as the claim
+// reads it (lib.lua's group_limits): four tokens or no override, "-" the
+// default, a token that is no count none, and a rate without its period
+// none.
 func testGroupLimitsHandEdits(t *testing.T, nb NewBackend) {
 	s := setup(t, nb)
 	s.groupLimits(t, "", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 2, Rate: 10, Per: time.Second}, MaxRunning: true, Rate: true, Per: true})
 	for raw, stored := range map[string]string{
 		"5 - - -":       "5 - - -",
-		"x 3 1000 1":    "- 3 1000 1",
-		"-1 3 - 0":      "- - - 0",
-		"+4 0 5 2":      "- 0 0 -",
-		"4 7 0 1":       "4 - - 1",
-		"4":             "4 - - -",
-		"07 1 1000 0 9": "07 1 1000 0",
+		"x 3 1000 1":    "0 3 1000 1",
+		"-1 3 - 0":      "0 0 0 0",
+		"+4 0 5 2":      "0 0 0 0",
+		"4 7 0 1":       "4 0 0 1",
+		"- 2 1000 -":    "- 2 1000 -",
+		"4":             "(none)",
+		"07 1 1000 0 9": "(none)",
+		"5  - - -":      "(none)",
+		" 5 - - -":      "(none)",
 		"":              "(none)",
 		"- - - -":       "(none)",
 	} {

@@ -36,32 +36,36 @@ local a_max, a_rate, a_per, a_ord = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local reset = ARGV[7] == '1'
 local function n(v) return tonumber(v) or 0 end
 -- A count as stored: a whole number, at least 0; anything else reads as
--- none (0) in the defaults and as the default ('-') in an override.
-local function count(v, other)
+-- none ('0'), as the claim reads it (lib.lua's group_limits).
+local function count(v)
   if type(v) == 'string' and string.match(v, '^%d+$') then return v end
-  return other
+  return '0'
 end
 
 local def = redis.call('HMGET', K.limits, 'g_max_running', 'g_rate', 'g_period_ms', 'g_ordered')
-local d_max, d_rate, d_per = count(def[1], '0'), count(def[2], '0'), count(def[3], '0')
+local d_max, d_rate, d_per = count(def[1]), count(def[2]), count(def[3])
 if n(d_rate) == 0 or n(d_per) == 0 then d_rate, d_per = '0', '0' end
 local d_ord = (def[4] == '1') and '1' or '0'
 
 local max, rate, per, ord
-local cur, exists
+local exists
 if group == '' then
   max, rate, per, ord = d_max, d_rate, d_per, d_ord
 else
-  cur = redis.call('HGET', K.glimits, group)
+  local cur = redis.call('HGET', K.glimits, group)
   exists = cur ~= false
-  local t = {}
-  if exists and not reset then
-    for tok in string.gmatch(cur, '%S+') do t[#t + 1] = tok end
+  -- Read as the claim reads it: four tokens or no override; '-' is the
+  -- default, a token that is no count is none.
+  max, rate, per, ord = '-', '-', '-', '-'
+  local m, r, p, o = string.match(cur or '', '^(%S+) (%S+) (%S+) (%S+)$')
+  if m and not reset then
+    if m ~= '-' then max = count(m) end
+    if r ~= '-' then
+      rate, per = count(r), count(p)
+      if n(rate) == 0 or n(per) == 0 then rate, per = '0', '0' end
+    end
+    if o ~= '-' then ord = (o == '1') and '1' or '0' end
   end
-  max, rate, per = count(t[1], '-'), count(t[2], '-'), count(t[3], '-')
-  if rate == '-' or per == '-' or (n(rate) > 0 and n(per) == 0) then rate, per = '-', '-' end
-  if n(rate) == 0 and rate ~= '-' then per = '0' end
-  ord = (t[4] == '0' or t[4] == '1') and t[4] or '-'
 end
 
 if a_max ~= '' then max = a_max end
