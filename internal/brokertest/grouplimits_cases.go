@@ -382,3 +382,87 @@ func testGroupLimitsHandEdits(t *testing.T, nb NewBackend) {
 		}
 	}
 }
+
+// The limits ChangeGroupLimits sets are the ones the claim enforces: the
+// defaults and a group's own, max running, the rate's spacing on Redis's
+// clock, ordered; and a raised limit holds from the next claim, though the
+// group was waiting for its old one.
+func testGroupLimitsEnforced(t *testing.T, nb NewBackend) {
+	t.Run("RaisedLimitHoldsAtOnce", func(t *testing.T) {
+		s := setup(t, nb)
+		s.groupLimits(t, "", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 1}, MaxRunning: true})
+		for range 5 {
+			s.enqueue(t, broker.Job{Group: "acme"})
+		}
+		s.enqueue(t, broker.Job{Group: "vip"})
+		want(t, "first claim", byGroup(s.claim(t, 10, long)), fmt.Sprint(map[string]int{"acme": 1, "vip": 1}))
+		want(t, "acme at its max", len(s.claim(t, 10, long)), 0)
+		want(t, "acme waits in the timer", s.group(t, "acme").waiting, true)
+		// No slot frees: only the change brings acme back before its
+		// safety-net time.
+		s.groupLimits(t, "acme", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 3}, MaxRunning: true})
+		want(t, "after acme's raise", byGroup(s.claim(t, 10, long)), fmt.Sprint(map[string]int{"acme": 2}))
+		want(t, "acme at its new max", len(s.claim(t, 10, long)), 0)
+		// Lowered: the three running finish; none starts meanwhile.
+		s.groupLimits(t, "acme", broker.GroupLimitsChange{DefaultMaxRunning: true})
+		want(t, "acme over its lowered max", len(s.claim(t, 10, long)), 0)
+		s.wantSlots(t, "after the changes", "acme", "vip")
+		s.consistent(t)
+	})
+
+	t.Run("OwnLimitsOverTheDefaults", func(t *testing.T) {
+		s := setup(t, nb)
+		s.groupLimits(t, "", broker.GroupLimitsChange{To: broker.GroupLimits{MaxRunning: 1}, MaxRunning: true})
+		s.groupLimits(t, "vip", broker.GroupLimitsChange{MaxRunning: true}) // none for vip
+		for range 4 {
+			s.enqueue(t, broker.Job{Group: "vip"})
+			s.enqueue(t, broker.Job{Group: "acme"})
+		}
+		s.enqueue(t, broker.Job{})
+		s.enqueue(t, broker.Job{})
+		got := map[string]int{}
+		for _, l := range append(s.claim(t, 10, long), s.claim(t, 10, long)...) {
+			got[l.Group]++
+		}
+		want(t, "claimed by group", fmt.Sprint(got), fmt.Sprint(map[string]int{"vip": 4, "acme": 1, "": 2}))
+	})
+
+	t.Run("RateSpacing", func(t *testing.T) {
+		s := setup(t, nb)
+		// 2 per second: starts at least 500ms apart.
+		s.groupLimits(t, "api-key-1", broker.GroupLimitsChange{To: broker.GroupLimits{Rate: 2, Per: time.Second}, Rate: true, Per: true})
+		for range 4 {
+			s.enqueue(t, broker.Job{Group: "api-key-1"})
+			s.enqueue(t, broker.Job{Group: "api-key-2"})
+		}
+		want(t, "first claim", byGroup(s.claim(t, 10, long)), fmt.Sprint(map[string]int{"api-key-1": 1, "api-key-2": 4}))
+		want(t, "within the spacing", len(s.claim(t, 10, long)), 0)
+		if s.Frozen {
+			s.Advance(499 * time.Millisecond)
+			want(t, "1ms before the spacing ends", len(s.claim(t, 10, long)), 0)
+			s.Advance(time.Millisecond)
+		} else {
+			s.Advance(500 * time.Millisecond)
+		}
+		want(t, "after the spacing", len(s.claim(t, 10, long)), 1)
+		want(t, "within the next spacing", len(s.claim(t, 10, long)), 0)
+		// Its own rate removed (the default has none): it starts at once.
+		s.groupLimits(t, "api-key-1", broker.GroupLimitsChange{DefaultRate: true})
+		want(t, "without a rate", len(s.claim(t, 10, long)), 2)
+	})
+
+	t.Run("Ordered", func(t *testing.T) {
+		s := setup(t, nb)
+		s.groupLimits(t, "", broker.GroupLimitsChange{To: broker.GroupLimits{Ordered: true}, Ordered: true})
+		first := s.enqueue(t, broker.Job{Group: "acct-1"})
+		second := s.enqueue(t, broker.Job{Group: "acct-1"})
+		third := s.enqueue(t, broker.Job{Group: "acct-1"})
+		want(t, "first", s.claimOne(t, long).ID, first)
+		want(t, "one at a time", len(s.claim(t, 10, long)), 0)
+		// Not ordered for this account: the others start, in order.
+		s.groupLimits(t, "acct-1", broker.GroupLimitsChange{Ordered: true})
+		ls := s.claim(t, 10, long)
+		want(t, "after ordering was lifted", len(ls), 2)
+		want(t, "in order", ls[0].ID+" "+ls[1].ID, second+" "+third)
+	})
+}

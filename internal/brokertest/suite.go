@@ -64,6 +64,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"GroupLimitsCap", testGroupLimitsCap},
 		{"GroupLimitsMoveFromWait", testGroupLimitsMoveFromWait},
 		{"GroupLimitsHandEdits", testGroupLimitsHandEdits},
+		{"GroupLimitsEnforced", testGroupLimitsEnforced},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ReadyIndex", testReadyIndex},
