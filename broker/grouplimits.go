@@ -152,7 +152,9 @@ type GroupLimitsChange struct {
 // lets running jobs finish. A named group waiting for its limits (full, or
 // cooling down for its rate) is looked at again by the next claim; a group
 // waiting for the defaults' old limits is looked at again when one of its
-// jobs ends, or at the latest one lease after it was put to wait.
+// jobs ends, or at the latest when its wait ends (the lease of the claim
+// that filled it). A change that names nothing changes nothing, but a
+// named group waiting is looked at again all the same.
 func (b *Inspector) ChangeGroupLimits(ctx context.Context, queue, group string, c GroupLimitsChange) (GroupLimits, error) {
 	if err := validName("queue", queue); err != nil {
 		return GroupLimits{}, err
