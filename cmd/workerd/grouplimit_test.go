@@ -1,8 +1,11 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fenceq/fenceq/broker"
 )
 
 // workerd limit --group-*: the queue's group defaults, then one group's
@@ -109,5 +112,26 @@ func TestLimitGroupCreate(t *testing.T) {
 	c.ok("", "limit", "later", "--group-max-running", "2", "--create")
 	if out := c.ok("", "limit", "later"); !strings.Contains(out, "each group: at most 2 running") {
 		t.Fatalf("a queue set up by its group limits: %s", out)
+	}
+}
+
+// A new override past broker.MaxGroupOverrides is a usage error naming
+// --group and what to do, and changes nothing.
+func TestLimitGroupOverrideCap(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "enqueue", "q", "k")
+	for i := range broker.MaxGroupOverrides {
+		c.mr.HSet("fenceq:{q}:glimits", "g"+strconv.Itoa(i), "1 - - -")
+	}
+	code, _, errOut := c.run("", "limit", "q", "--group", "one-more", "--group-max-running", "2")
+	if msg, _, _ := strings.Cut(errOut, "\n"); code != 2 || !strings.Contains(msg, `--group "one-more"`) || !strings.Contains(msg, "reset") {
+		t.Fatalf("the 100,001st override: exit %d, %q; want 2 naming --group and what to do", code, errOut)
+	}
+	if c.mr.HGet("fenceq:{q}:glimits", "one-more") != "" {
+		t.Fatal("the refused override was stored")
+	}
+	// An existing one still changes.
+	if out := c.ok("", "limit", "q", "--group", "g7", "--group-max-running", "4"); !strings.Contains(out, "group g7: at most 4 running") {
+		t.Fatalf("changing an existing override at the cap: %s", out)
 	}
 }
