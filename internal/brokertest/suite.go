@@ -56,6 +56,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"BatcherLostReply", testBatcherLostReply},
 		{"Metadata", testMetadata},
 		{"Group", testGroup},
+		{"GroupsListing", testGroupsListing},
+		{"GroupsListingCapped", testGroupsListingCapped},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ReadyIndex", testReadyIndex},
