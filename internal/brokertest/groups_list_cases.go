@@ -173,3 +173,168 @@ func testGroupsListingCapped(t *testing.T, nb NewBackend) {
 	want(t, "named past the cap", p.Groups[0].Ready, int64(3))
 	t.Logf("%d groups listed in %v", total, time.Since(start))
 }
+
+// file enqueues a job of group and moves it by hand where the core files
+// a grouped pending job: out of ready0, into gready:<group> at the score
+// of priority 0 and sequence seq; the settings count it (g_pending).
+func (g groupKeys) file(t *testing.T, id, group string, seq int) {
+	t.Helper()
+	g.s.enqueue(t, broker.Job{ID: id, Group: group})
+	noErr(t, "LREM", g.s.Client.LRem(g.s.ctx, g.key("ready0"), 0, id).Err())
+	g.zadd(t, "gready:"+group, float64(100*35184372088832+seq), id)
+	noErr(t, "HINCRBY", g.s.Client.HIncrBy(g.s.ctx, g.key("limits"), "g_pending", 1).Err())
+	g.hset(t, "limits", "groups", "1")
+}
+
+// pages walks a listing page by page, answering the ids in order.
+func pages(t *testing.T, s *bundle, q broker.JobQuery) ([]string, int64) {
+	t.Helper()
+	var ids []string
+	var total int64
+	for range 1000 {
+		p, err := s.b.Inspector().JobPage(s.ctx, s.q, q)
+		noErr(t, "JobPage", err)
+		total = p.Total
+		for _, j := range p.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if p.Next == "" {
+			return ids, total
+		}
+		q.After = p.Next
+	}
+	t.Fatal("the listing does not end")
+	return nil, 0
+}
+
+// The pending listing holds the grouped jobs too: the ungrouped ones in
+// claim order, then group by group (each by priority, then FIFO), the
+// groups in turn order and then the timer's; Newest reverses all of it.
+// JobQuery.Group lists one group's pending jobs from its own index.
+func testGroupsPendingListing(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	g := s.groupKeys()
+	s.enqueue(t, broker.Job{ID: "u1"})
+	s.enqueue(t, broker.Job{ID: "u2"})
+	g.file(t, "b1", "beta", 1)
+	g.file(t, "a1", "alpha", 2)
+	g.file(t, "b2", "beta", 3)
+	g.file(t, "c1", "gamma", 4)
+	g.file(t, "a2", "alpha", 5)
+	g.file(t, "b3", "beta", 6)
+	g.file(t, "c2", "gamma", 7)
+	g.zadd(t, "grotation", 1, "beta")
+	g.zadd(t, "grotation", 2, "")
+	g.zadd(t, "grotation", 3, "alpha")
+	g.zadd(t, "gwait", 1_800_000_000_000, "gamma")
+	g.zadd(t, "grotation", 4, "spare") // a group with nothing pending (P2): skipped
+	in := s.b.Inspector()
+	all := "[u1 u2 b1 b2 b3 a1 a2 c1 c2]"
+	for _, limit := range []int{1, 2, 3, 50} {
+		ids, total := pages(t, s, broker.JobQuery{State: broker.StatePending, Limit: limit})
+		want(t, fmt.Sprintf("pages of %d", limit), fmt.Sprint(ids), all)
+		want(t, "Total", total, int64(9))
+		ids, _ = pages(t, s, broker.JobQuery{State: broker.StatePending, Limit: limit, Newest: true})
+		want(t, fmt.Sprintf("newest pages of %d", limit), fmt.Sprint(ids), "[c2 c1 a2 a1 b3 b2 b1 u2 u1]")
+	}
+	js, err := in.Jobs(s.ctx, s.q, broker.StatePending, 100)
+	noErr(t, "Jobs", err)
+	var ids []string
+	for _, j := range js {
+		ids = append(ids, j.ID)
+	}
+	want(t, "Jobs", fmt.Sprint(ids), all)
+
+	t.Run("OneGroup", func(t *testing.T) {
+		for _, limit := range []int{1, 2, 50} {
+			ids, total := pages(t, s, broker.JobQuery{State: broker.StatePending, Group: "beta", Limit: limit})
+			want(t, "beta's", fmt.Sprint(ids), "[b1 b2 b3]")
+			want(t, "beta's Total", total, int64(3))
+		}
+		ids, _ := pages(t, s, broker.JobQuery{State: broker.StatePending, Group: "beta", Newest: true})
+		want(t, "beta's newest first", fmt.Sprint(ids), "[b3 b2 b1]")
+		ids, _ = pages(t, s, broker.JobQuery{State: broker.StatePending, Group: "nobody"})
+		want(t, "a group with none", len(ids), 0)
+		_, err := in.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, Group: "bad\n"})
+		var ve *broker.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "group" {
+			t.Fatalf("a bad group: error %v, want a ValidationError of group", err)
+		}
+		// In another state the group filters, as a kind does.
+		s2 := setup(t, nb)
+		s2.enqueue(t, broker.Job{ID: "x1", Group: "acme", RunAt: time.Now().Add(time.Hour)})
+		s2.enqueue(t, broker.Job{ID: "x2", RunAt: time.Now().Add(time.Hour)})
+		s2.enqueue(t, broker.Job{ID: "x3", Group: "acme", RunAt: time.Now().Add(2 * time.Hour)})
+		ids, _ = pages(t, s2, broker.JobQuery{State: broker.StateScheduled, Group: "acme", Limit: 1})
+		want(t, "scheduled of acme", fmt.Sprint(ids), "[x1 x3]")
+	})
+
+	t.Run("CursorGoesOnInItsGroup", func(t *testing.T) {
+		p, err := in.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, Limit: 4})
+		noErr(t, "JobPage", err)
+		want(t, "page 1 ends", p.Jobs[3].ID, "b2")
+		// beta takes its turn: b1 runs, beta gets a later ticket.
+		noErr(t, "ZREM", s.Client.ZRem(s.ctx, g.key("gready:beta"), "b1").Err())
+		g.zadd(t, "grotation", 10, "beta")
+		p2, err := in.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, Limit: 50, After: p.Next})
+		noErr(t, "JobPage", err)
+		var ids []string
+		for _, j := range p2.Jobs {
+			ids = append(ids, j.ID)
+		}
+		// It goes on in beta after b2, then after beta's old place; beta
+		// comes again at its new one (b2 again: repeating, never
+		// skipping; b3 the page holds already).
+		want(t, "page 2", fmt.Sprint(ids), "[b3 a1 a2 b2 c1 c2]")
+		g.zadd(t, "gready:beta", float64(100*35184372088832+1), "b1")
+		g.zadd(t, "grotation", 1, "beta")
+	})
+
+	t.Run("Cursors", func(t *testing.T) {
+		for _, bad := range []string{"g9:x 1 beta1:b1", "g99:r 1 beta1:b1", "gx:r 1 beta", "g8:r nan beta1:b1", "g7:r 1 \x01ta1:b1", "g3:r 1"} {
+			_, err := in.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, After: bad})
+			var ve *broker.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "cursor" {
+				t.Errorf("cursor %q: error %v, want a ValidationError of cursor", bad, err)
+			}
+		}
+	})
+
+	t.Run("SpareMembersEndAPageShort", func(t *testing.T) {
+		s := setup(t, nb)
+		g := s.groupKeys()
+		g.file(t, "first", "a", 1)
+		g.file(t, "last", "z", 2)
+		g.zadd(t, "grotation", 0, "a")
+		var zs []redis.Z
+		for i := range 250 {
+			zs = append(zs, redis.Z{Score: float64(1 + i), Member: fmt.Sprintf("spare%03d", i)})
+		}
+		noErr(t, "ZADD", s.Client.ZAdd(s.ctx, g.key("grotation"), zs...).Err())
+		g.zadd(t, "grotation", 1000, "z")
+		p, err := s.b.Inspector().JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, Limit: 2})
+		noErr(t, "JobPage", err)
+		want(t, "a short page", len(p.Jobs), 1)
+		if p.Next == "" {
+			t.Fatal("a page that stopped at spare members has no Next")
+		}
+		ids, _ := pages(t, s, broker.JobQuery{State: broker.StatePending, Limit: 2})
+		want(t, "every page", fmt.Sprint(ids), "[first last]")
+		js, err := s.b.Inspector().Jobs(s.ctx, s.q, broker.StatePending, 10)
+		noErr(t, "Jobs", err)
+		want(t, "Jobs past spare members", len(js), 2)
+	})
+
+	t.Run("FlagOff", func(t *testing.T) {
+		// Without the settings' groups flag the listing reads no group:
+		// what it lists and costs is as before groups.
+		s := setup(t, nb)
+		g := s.groupKeys()
+		s.enqueue(t, broker.Job{ID: "u"})
+		g.file(t, "hidden", "a", 1)
+		g.zadd(t, "grotation", 1, "a")
+		noErr(t, "HDEL", s.Client.HDel(s.ctx, g.key("limits"), "groups").Err())
+		ids, _ := pages(t, s, broker.JobQuery{State: broker.StatePending})
+		want(t, "listed", fmt.Sprint(ids), "[u]")
+	})
+}

@@ -58,6 +58,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Group", testGroup},
 		{"GroupsListing", testGroupsListing},
 		{"GroupsListingCapped", testGroupsListingCapped},
+		{"GroupsPendingListing", testGroupsPendingListing},
 		{"InvalidInput", testInvalid},
 		{"CorruptJobHashes", testCorrupt},
 		{"ReadyIndex", testReadyIndex},
