@@ -133,6 +133,43 @@ func testGroupsListing(t *testing.T, nb NewBackend) {
 		}
 	})
 
+	t.Run("RealClaims", func(t *testing.T) {
+		// The core's own structures: a claim counts its group's lease, a
+		// group at its max waits in the timer with its backlog, and the
+		// ack that frees its slot puts it back in its turn.
+		s := setup(t, nb)
+		in := s.b.Inspector()
+		g := s.groupKeys()
+		g.hset(t, "limits", "g_max_running", "1")
+		for i := range 3 {
+			s.enqueue(t, broker.Job{ID: fmt.Sprint("one-", i), Group: "one"})
+		}
+		s.enqueue(t, broker.Job{ID: "two-0", Group: "two"})
+		s.enqueue(t, broker.Job{ID: "free"})
+		ls := s.claim(t, 3, long)
+		want(t, "claimed", len(ls), 3)
+		p, err := in.Groups(s.ctx, s.q, broker.GroupsQuery{})
+		noErr(t, "Groups", err)
+		want(t, "Ungrouped", p.Ungrouped, int64(0))
+		want(t, "groups", len(p.Groups), 2)
+		one, two := p.Groups[0], p.Groups[1]
+		want(t, "one", line(one.Name, one.Running, one.Ready, one.MaxRunning, one.Waiting, one.InTurn), "one 1 2 1 true false")
+		// (two may wait in the timer as a spare entry, P2: not asserted.)
+		want(t, "two (running only)", line(two.Name, two.Running, two.Ready), "two 1 0")
+		pending, total := pages(t, s, broker.JobQuery{State: broker.StatePending, Limit: 1})
+		want(t, "pending", fmt.Sprint(pending, total), "[one-1 one-2] 2")
+		for _, l := range ls {
+			if l.Group == "one" {
+				_, err := s.b.Leases().Ack(s.ctx, l, nil)
+				noErr(t, "Ack", err)
+			}
+		}
+		p, err = in.Groups(s.ctx, s.q, broker.GroupsQuery{Name: "one"})
+		noErr(t, "Groups", err)
+		one = p.Groups[0]
+		want(t, "one after its ack", line(one.Running, one.Ready, one.Waiting, one.InTurn), "0 2 false true")
+	})
+
 	t.Run("NoGroups", func(t *testing.T) {
 		s := setup(t, nb)
 		s.enqueue(t, broker.Job{ID: "a"})
@@ -174,16 +211,25 @@ func testGroupsListingCapped(t *testing.T, nb NewBackend) {
 	t.Logf("%d groups listed in %v", total, time.Since(start))
 }
 
-// file enqueues a job of group and moves it by hand where the core files
-// a grouped pending job: out of ready0, into gready:<group> at the score
-// of priority 0 and sequence seq; the settings count it (g_pending).
-func (g groupKeys) file(t *testing.T, id, group string, seq int) {
+// file enqueues a job of group: the core files it in gready:<group>, in
+// enqueue order, and places the group; a test then sets the group's place
+// by hand (place).
+func (g groupKeys) file(t *testing.T, id, group string) {
 	t.Helper()
 	g.s.enqueue(t, broker.Job{ID: id, Group: group})
-	noErr(t, "LREM", g.s.Client.LRem(g.s.ctx, g.key("ready0"), 0, id).Err())
-	g.zadd(t, "gready:"+group, float64(100*35184372088832+seq), id)
-	noErr(t, "HINCRBY", g.s.Client.HIncrBy(g.s.ctx, g.key("limits"), "g_pending", 1).Err())
-	g.hset(t, "limits", "groups", "1")
+}
+
+// place puts group in the rotation at ticket, or in the timer at due (one
+// of them 0), and out of the other.
+func (g groupKeys) place(t *testing.T, group string, ticket, due float64) {
+	t.Helper()
+	noErr(t, "ZREM", g.s.Client.ZRem(g.s.ctx, g.key("grotation"), group).Err())
+	noErr(t, "ZREM", g.s.Client.ZRem(g.s.ctx, g.key("gwait"), group).Err())
+	if due > 0 {
+		g.zadd(t, "gwait", due, group)
+		return
+	}
+	g.zadd(t, "grotation", ticket, group)
 }
 
 // pages walks a listing page by page, answering the ids in order.
@@ -216,17 +262,17 @@ func testGroupsPendingListing(t *testing.T, nb NewBackend) {
 	g := s.groupKeys()
 	s.enqueue(t, broker.Job{ID: "u1"})
 	s.enqueue(t, broker.Job{ID: "u2"})
-	g.file(t, "b1", "beta", 1)
-	g.file(t, "a1", "alpha", 2)
-	g.file(t, "b2", "beta", 3)
-	g.file(t, "c1", "gamma", 4)
-	g.file(t, "a2", "alpha", 5)
-	g.file(t, "b3", "beta", 6)
-	g.file(t, "c2", "gamma", 7)
-	g.zadd(t, "grotation", 1, "beta")
+	g.file(t, "b1", "beta")
+	g.file(t, "a1", "alpha")
+	g.file(t, "b2", "beta")
+	g.file(t, "c1", "gamma")
+	g.file(t, "a2", "alpha")
+	g.file(t, "b3", "beta")
+	g.file(t, "c2", "gamma")
+	g.place(t, "beta", 1, 0)
 	g.zadd(t, "grotation", 2, "")
-	g.zadd(t, "grotation", 3, "alpha")
-	g.zadd(t, "gwait", 1_800_000_000_000, "gamma")
+	g.place(t, "alpha", 3, 0)
+	g.place(t, "gamma", 0, 1_800_000_000_000)
 	g.zadd(t, "grotation", 4, "spare") // a group with nothing pending (P2): skipped
 	in := s.b.Inspector()
 	all := "[u1 u2 b1 b2 b3 a1 a2 c1 c2]"
@@ -274,6 +320,8 @@ func testGroupsPendingListing(t *testing.T, nb NewBackend) {
 		noErr(t, "JobPage", err)
 		want(t, "page 1 ends", p.Jobs[3].ID, "b2")
 		// beta takes its turn: b1 runs, beta gets a later ticket.
+		score, err := s.Client.ZScore(s.ctx, g.key("gready:beta"), "b1").Result()
+		noErr(t, "ZSCORE", err)
 		noErr(t, "ZREM", s.Client.ZRem(s.ctx, g.key("gready:beta"), "b1").Err())
 		g.zadd(t, "grotation", 10, "beta")
 		p2, err := in.JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, Limit: 50, After: p.Next})
@@ -286,8 +334,8 @@ func testGroupsPendingListing(t *testing.T, nb NewBackend) {
 		// comes again at its new one (b2 again: repeating, never
 		// skipping; b3 the page holds already).
 		want(t, "page 2", fmt.Sprint(ids), "[b3 a1 a2 b2 c1 c2]")
-		g.zadd(t, "gready:beta", float64(100*35184372088832+1), "b1")
-		g.zadd(t, "grotation", 1, "beta")
+		g.zadd(t, "gready:beta", score, "b1")
+		g.place(t, "beta", 1, 0)
 	})
 
 	t.Run("Cursors", func(t *testing.T) {
@@ -303,15 +351,15 @@ func testGroupsPendingListing(t *testing.T, nb NewBackend) {
 	t.Run("SpareMembersEndAPageShort", func(t *testing.T) {
 		s := setup(t, nb)
 		g := s.groupKeys()
-		g.file(t, "first", "a", 1)
-		g.file(t, "last", "z", 2)
-		g.zadd(t, "grotation", 0, "a")
+		g.file(t, "first", "a")
+		g.file(t, "last", "z")
+		g.place(t, "a", 0, 0)
 		var zs []redis.Z
 		for i := range 250 {
 			zs = append(zs, redis.Z{Score: float64(1 + i), Member: fmt.Sprintf("spare%03d", i)})
 		}
 		noErr(t, "ZADD", s.Client.ZAdd(s.ctx, g.key("grotation"), zs...).Err())
-		g.zadd(t, "grotation", 1000, "z")
+		g.place(t, "z", 1000, 0)
 		p, err := s.b.Inspector().JobPage(s.ctx, s.q, broker.JobQuery{State: broker.StatePending, Limit: 2})
 		noErr(t, "JobPage", err)
 		want(t, "a short page", len(p.Jobs), 1)
@@ -331,8 +379,7 @@ func testGroupsPendingListing(t *testing.T, nb NewBackend) {
 		s := setup(t, nb)
 		g := s.groupKeys()
 		s.enqueue(t, broker.Job{ID: "u"})
-		g.file(t, "hidden", "a", 1)
-		g.zadd(t, "grotation", 1, "a")
+		g.file(t, "hidden", "a")
 		noErr(t, "HDEL", s.Client.HDel(s.ctx, g.key("limits"), "groups").Err())
 		ids, _ := pages(t, s, broker.JobQuery{State: broker.StatePending})
 		want(t, "listed", fmt.Sprint(ids), "[u]")

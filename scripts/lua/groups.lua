@@ -66,7 +66,7 @@ for i = 3, #ARGV do
   table.insert(groups, ARGV[i])
 end
 local d = redis.call('HMGET', K.limits, 'g_max_running', 'g_rate', 'g_period_ms', 'g_ordered')
-local out = {d[1], d[2], d[3], d[4], ready_count()}
+local out = {d[1], d[2], d[3], d[4], ready_count() - setting('g_pending')}
 if #groups == 0 then
   return out
 end
