@@ -19,7 +19,7 @@ const shownMax = 64 << 10
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"queueURL": queueURL, "leasesURL": leasesURL, "groupsURL": groupsURL, "groupJobsURL": groupJobsURL, "jobURL": jobURL, "releaseURL": releaseURL,
+		"queueURL": queueURL, "leasesURL": leasesURL, "groupsURL": groupsURL, "groupJobsURL": groupJobsURL, "groupFindURL": groupFindURL, "jobURL": jobURL, "releaseURL": releaseURL,
 		"count": count, "age": age, "when": when, "clip": clip,
 		"int64": func(n int) int64 { return int64(n) },
 		"ago":   func(s string) string { return strings.TrimPrefix(s, "-") },

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -47,7 +48,16 @@ func (g groupRow) RateText() string {
 	if g.Rate == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d per %s", g.Rate, age(g.Per))
+	per := g.Per.String()
+	switch {
+	case g.Per%time.Hour == 0:
+		per = fmt.Sprintf("%dh", g.Per/time.Hour)
+	case g.Per%time.Minute == 0:
+		per = fmt.Sprintf("%dm", g.Per/time.Minute)
+	case g.Per%time.Second == 0:
+		per = fmt.Sprintf("%ds", g.Per/time.Second)
+	}
+	return fmt.Sprintf("%d per %s", g.Rate, per)
 }
 
 func (g groupRow) State() string {
@@ -114,6 +124,16 @@ func groupsURL(queue string) string {
 		return Mount + "queues/" + seg + "/groups"
 	}
 	return queueURL(queue) + "&view=groups"
+}
+
+// groupFindURL is the groups page of one group.
+func groupFindURL(queue, group string) string {
+	base := groupsURL(queue)
+	sep := "?"
+	if u, _ := url.Parse(base); u.RawQuery != "" {
+		sep = "&"
+	}
+	return base + sep + url.Values{"group": {group}}.Encode()
 }
 
 // groupJobsURL is the queue's page listing one group's pending jobs.

@@ -42,6 +42,21 @@ type queueView struct {
 // Filtered says whether the page keeps only some of the state's jobs.
 func (qv queueView) Filtered() bool { return qv.Kind != "" || qv.Prefix != "" || qv.Group != "" }
 
+// Examining says whether the page filters the entries of the state's
+// index (and says how many it looked at): a kind, an id prefix, or a group
+// outside the pending state, whose group has an index of its own.
+func (qv queueView) Examining() bool {
+	return qv.Kind != "" || qv.Prefix != "" || qv.Group != "" && qv.State != broker.StatePending
+}
+
+// GroupOnly is the group whose pending jobs alone the page lists.
+func (qv queueView) GroupOnly() string {
+	if qv.State == broker.StatePending && qv.Group != "" {
+		return qv.Group
+	}
+	return ""
+}
+
 // When is the time a job's row shows: the one that matters in its state.
 func (qv queueView) When(j broker.JobInfo) string {
 	switch qv.State {
