@@ -76,3 +76,33 @@ func TestGroupsListsAQueuesGroups(t *testing.T) {
 		}
 	}
 }
+
+// workerd jobs --group lists one group's jobs: for pending ones the
+// group's own index, in its order; --json reads them whole.
+func TestJobsOfAGroup(t *testing.T) {
+	c := newCLI(t)
+	c.ok("", "enqueue", "mail", "welcome", "--id", "a-1", "--group", "acme")
+	c.ok("", "enqueue", "mail", "welcome", "--id", "g-1", "--group", "globex")
+	c.ok("", "enqueue", "mail", "welcome", "--id", "a-2", "--group", "acme", "--payload", `{"n":2}`)
+	c.ok("", "enqueue", "mail", "welcome", "--id", "plain")
+	out := c.ok("", "jobs", "mail", "--state", "pending")
+	if f := strings.Fields(out); len(f) < 16 || f[0] != "plain" {
+		t.Errorf("every pending job, the ungrouped first:\n%s", out)
+	}
+	out = c.ok("", "jobs", "mail", "--state", "pending", "--group", "acme")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "a-1 ") || !strings.HasPrefix(lines[1], "a-2 ") {
+		t.Errorf("acme's pending jobs:\n%s", out)
+	}
+	out = c.ok("", "jobs", "mail", "--state", "pending", "--group", "acme", "--json")
+	lines = strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], `"id":"a-2"`) || !strings.Contains(lines[1], `"n":2`) {
+		t.Errorf("acme's pending jobs, whole:\n%s", out)
+	}
+	if _, errOut := c.ok2("", "jobs", "mail", "--state", "pending", "--group", "initech"); !strings.Contains(errOut, `no pending jobs in queue mail in group "initech"`) {
+		t.Errorf("a group with none: %q", errOut)
+	}
+	if code, _, errOut := c.run("", "jobs", "mail", "--state", "pending", "--group", "acme "); code != 2 || !strings.Contains(errOut, "--group") {
+		t.Errorf("a bad group: exit %d, %q", code, errOut)
+	}
+}
