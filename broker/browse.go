@@ -40,6 +40,12 @@ type JobQuery struct {
 	// Kind and IDPrefix, when set, keep only the jobs of that kind and
 	// whose id starts so.
 	Kind, IDPrefix string
+	// Group, when set, keeps only the jobs of that group. For pending
+	// jobs it reads the group's own pending index (gready:<group>), so it
+	// is no filter: a page costs what an unfiltered one does. For the
+	// other states it filters as Kind does (Examine bounds it). It must
+	// pass ValidateGroup.
+	Group string
 	// After is a Page.Next cursor: the page starts after it. Empty starts
 	// at the head of the index.
 	After string
@@ -61,7 +67,9 @@ type Page struct {
 	// progress, error history, metadata and claim are not read (they are
 	// empty here): Job reads them.
 	Jobs []JobInfo
-	// Total is how many jobs the state's index holds.
+	// Total is how many jobs the state's index holds: for pending jobs
+	// the ungrouped ones and the grouped ones (the settings' g_pending),
+	// and with JobQuery.Group that group's pending jobs.
 	Total int64
 	// Examined is how many index entries this page looked at.
 	Examined int
@@ -80,6 +88,14 @@ type Page struct {
 // stays valid while jobs come and go: a page goes on after the job it
 // names, or, when that job left the index, after its place; so does each
 // thousand entries of a filtered page after the one before.
+//
+// Pending jobs are listed in claim order among the ungrouped ones, then
+// the grouped ones group by group (each group in its own claim order),
+// the groups in their turn order, then those waiting in the timer by when
+// they are due (with Newest, all of it reversed: the groups first). A
+// group that takes its turn while a listing pages through may be listed
+// again; one that leaves the timer for its turn meanwhile may be missed;
+// JobQuery.Group lists one group exactly.
 func (b *Inspector) JobPage(ctx context.Context, queue string, q JobQuery) (Page, error) {
 	if err := validName("queue", queue); err != nil {
 		return Page{}, err
@@ -92,6 +108,9 @@ func (b *Inspector) JobPage(ctx context.Context, queue string, q JobQuery) (Page
 	}
 	if q.Examine < 0 {
 		return Page{}, &ValidationError{Field: "examine", Value: fmt.Sprint(q.Examine), Reason: fmt.Sprintf("must be positive (0 means %d)", ExamineDefault)}
+	}
+	if err := ValidateGroup(q.Group); err != nil {
+		return Page{}, err
 	}
 	limit := q.Limit
 	if limit == 0 {
@@ -107,10 +126,29 @@ func (b *Inspector) JobPage(ctx context.Context, queue string, q JobQuery) (Page
 		return Page{}, err
 	}
 	page := Page{}
-	filtered := q.Kind != "" || q.IDPrefix != ""
+	byGroup := q.Group != "" && q.State != StatePending // a filter; for pending, an index of its own
+	filtered := q.Kind != "" || q.IDPrefix != "" || byGroup
+	var opt pendingOpt
+	var count func() pendingCount
+	if q.State == StatePending {
+		opt.group = q.Group
+		// One moment: see countPending. Read first, so the listing knows
+		// whether grouped jobs may be pending (at no extra command).
+		if _, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			count = readPending(ctx, p, k, q.Group)
+			return nil
+		}); err != nil {
+			return Page{}, fmt.Errorf("fenceq: count pending jobs of queue %q: %w", queue, err)
+		}
+		opt.groups = "0"
+		if count().groups {
+			opt.groups = "1"
+		}
+	}
 	var ids []string
 	seen := map[string]bool{}
 	var start int64 // the rank after the last entry examined
+	var resume *listEntry
 	for len(ids) < limit {
 		n := limit - len(ids)
 		if filtered {
@@ -120,28 +158,48 @@ func (b *Inspector) JobPage(ctx context.Context, queue string, q JobQuery) (Page
 				break
 			}
 		}
-		total, rank, entries, err := b.pageChunk(ctx, k, q, last, n)
+		var total, rank int64
+		var entries []listEntry
+		total, rank, entries, resume, err = b.pageChunk(ctx, k, q, last, n, opt)
 		if err != nil {
 			return Page{}, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", q.State, queue, err)
 		}
 		page.Total, start = total, rank
-		kinds := make([]*redis.StringCmd, len(entries))
-		if q.Kind != "" {
+		field := ""
+		switch {
+		case q.Kind != "":
+			field = fieldKind
+		case byGroup:
+			field = fieldGroup
+		}
+		vals := make([]*redis.SliceCmd, len(entries))
+		if field != "" {
 			_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for i, e := range entries {
 					if id := e.Member.(string); strings.HasPrefix(id, q.IDPrefix) {
-						kinds[i] = p.HGet(ctx, k.job+id, fieldKind)
+						vals[i] = p.HMGet(ctx, k.job+id, fieldKind, fieldGroup)
 					}
 				}
 				return nil
 			})
+		}
+		match := func(i int) bool {
+			if field == "" {
+				return true
+			}
+			if vals[i] == nil || len(vals[i].Val()) != 2 {
+				return false
+			}
+			kind, _ := vals[i].Val()[0].(string)
+			group, _ := vals[i].Val()[1].(string)
+			return (q.Kind == "" || kind == q.Kind) && (!byGroup || group == q.Group)
 		}
 		for i, e := range entries {
 			id := e.Member.(string)
 			page.Examined++
 			start++
 			last = &entries[i]
-			if !seen[id] && strings.HasPrefix(id, q.IDPrefix) && (q.Kind == "" || kinds[i] != nil && kinds[i].Val() == q.Kind) {
+			if !seen[id] && strings.HasPrefix(id, q.IDPrefix) && match(i) {
 				seen[id] = true
 				ids = append(ids, id)
 				if len(ids) == limit {
@@ -149,11 +207,17 @@ func (b *Inspector) JobPage(ctx context.Context, queue string, q JobQuery) (Page
 				}
 			}
 		}
+		if resume != nil {
+			break // the step stopped at spare group members: the page ends here, short
+		}
 		if len(entries) < n {
 			break // the index ends here
 		}
 	}
-	if page.Examined > 0 && (len(ids) == limit || page.Truncated) && start < page.Total {
+	switch {
+	case resume != nil && len(ids) < limit:
+		page.Next = cursor(*resume)
+	case page.Examined > 0 && (len(ids) == limit || page.Truncated) && start < page.Total:
 		page.Next = cursor(*last)
 	}
 	page.Jobs, err = b.readJobs(ctx, k, queue, ids)
@@ -164,51 +228,113 @@ func (b *Inspector) JobPage(ctx context.Context, queue string, q JobQuery) (Page
 		// ready0 holds tombstones and older entries of ids filed again:
 		// the index's entries are not its jobs.
 		page.Jobs = slices.DeleteFunc(page.Jobs, func(j JobInfo) bool { return j.State != StatePending })
-		var count func() int64
-		if _, err := b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { // one moment: see countPending
-			count = countPending(ctx, p, k)
-			return nil
-		}); err != nil {
-			return Page{}, fmt.Errorf("fenceq: count pending jobs of queue %q: %w", queue, err)
-		}
-		page.Total = count()
+		c := count()
+		page.Total = c.ungrouped + c.grouped
 	}
 	return page, nil
 }
 
-// cursor names an index entry: its score and member.
-func cursor(e redis.Z) string {
-	return strconv.FormatFloat(e.Score, 'f', -1, 64) + ":" + e.Member.(string)
+// pendingCount is what readPending reads: the ungrouped pending jobs
+// (countPending), the grouped ones (the settings' g_pending, or with a
+// group that group's), and whether grouped jobs may be pending (the
+// settings' groups flag, and g_pending not 0).
+type pendingCount struct {
+	ungrouped, grouped int64
+	groups             bool
+}
+
+// readPending queues on p, a transaction, what the pending listing counts:
+// countPending's reads, with the groups' fields read by the same HMGET of
+// the settings. With a group, the group's gready set alone.
+func readPending(ctx context.Context, p redis.Pipeliner, k *queueKeys, group string) func() pendingCount {
+	if group != "" {
+		card := p.ZCard(ctx, k.derived(kindGReady, group))
+		return func() pendingCount { return pendingCount{grouped: card.Val()} }
+	}
+	list := p.LLen(ctx, k.ready0())
+	flags := p.HMGet(ctx, k.limits(), "tombs", "groups", "g_pending") // HMGET: an absent field is no error
+	sets := []*redis.IntCmd{p.ZCard(ctx, k.readyHi()), p.ZCard(ctx, k.readyLo()), p.ZCard(ctx, k.legacy())}
+	return func() pendingCount {
+		var c pendingCount
+		v := flags.Val()
+		str := func(i int) string {
+			if len(v) != 3 {
+				return ""
+			}
+			s, _ := v[i].(string)
+			return s
+		}
+		t, _ := strconv.ParseInt(str(0), 10, 64) // absent: none
+		c.ungrouped = max(0, list.Val()-max(0, t))
+		for _, n := range sets {
+			c.ungrouped += n.Val()
+		}
+		g, err := strconv.ParseInt(str(2), 10, 64)
+		c.grouped = max(0, g)
+		c.groups = str(1) == "1" && (err != nil || g > 0) // an unreadable count: look
+		return c
+	}
+}
+
+// cursor names an index entry: its score and member; a grouped pending
+// entry, its place too ("g<length of place>:<place><score>:<member>"), and
+// a resume place (range.lua) no entry ("g<length>:<place>0:").
+func cursor(e listEntry) string {
+	s := strconv.FormatFloat(e.Score, 'f', -1, 64) + ":" + e.Member.(string)
+	if e.place == "" {
+		return s
+	}
+	return "g" + strconv.Itoa(len(e.place)) + ":" + e.place + s
 }
 
 // parseCursor reads a Page.Next cursor: nil for "", the head.
-func parseCursor(after string) (*redis.Z, error) {
+func parseCursor(after string) (*listEntry, error) {
 	if after == "" {
 		return nil, nil
 	}
-	s, id, ok := strings.Cut(after, ":")
+	bad := &ValidationError{Field: "cursor", Value: short(after), Reason: "is not a cursor this dashboard made; start from the first page"}
+	var e listEntry
+	rest := after
+	if strings.HasPrefix(after, "g") {
+		size, tail, ok := strings.Cut(after[1:], ":")
+		n, err := strconv.Atoi(size)
+		if !ok || err != nil || n < 5 || n > len(tail) {
+			return nil, bad
+		}
+		e.place, rest = tail[:n], tail[n:]
+		// "<phase> <group score> <group>": a group a job could have.
+		phase, p, _ := strings.Cut(e.place, " ")
+		gs, group, _ := strings.Cut(p, " ")
+		f, err := strconv.ParseFloat(gs, 64)
+		if phase != "r" && phase != "w" || err != nil || math.IsNaN(f) || math.IsInf(f, 0) || group == "" || ValidateGroup(group) != nil {
+			return nil, bad
+		}
+	}
+	s, id, ok := strings.Cut(rest, ":")
 	score, err := strconv.ParseFloat(s, 64)
 	if !ok || err != nil || math.IsNaN(score) {
-		return nil, &ValidationError{Field: "cursor", Value: short(after), Reason: "is not a cursor this dashboard made; start from the first page"}
+		return nil, bad
 	}
-	return &redis.Z{Score: score, Member: id}, nil
+	e.Z = redis.Z{Score: score, Member: id}
+	return &e, nil
 }
 
 // pageChunk reads up to n entries of a page's index, in the page's
 // direction, after last (from the head, or the end, when last is nil), in
 // one round trip: the index's size, the rank of the first entry read and
-// the entries. After a job that left the index (or moved in it) it goes on
-// after its place (range.lua, lib.lua's rank_after: the rule of every
-// listing that steps), so a cursor stays valid while jobs come and go, and
-// the chunks of a filtered page miss none that stayed.
-func (b *core) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *redis.Z, n int) (int64, int64, []redis.Z, error) {
-	if last != nil {
-		return b.runRange(ctx, k, q.State, q.Newest, last.Score, last.Member.(string), "", n)
-	}
-	if q.State == StatePending {
-		return b.runRange(ctx, k, q.State, q.Newest, 0, "", "", n) // three parts: range.lua
+// the entries (and where a step of the pending listing stopped at spare
+// group members, runRange). After a job that left the index (or moved in
+// it) it goes on after its place (range.lua, lib.lua's rank_after: the
+// rule of every listing that steps), so a cursor stays valid while jobs
+// come and go, and the chunks of a filtered page miss none that stayed.
+func (b *core) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *listEntry, n int, opt pendingOpt) (int64, int64, []listEntry, *listEntry, error) {
+	if last != nil || q.State == StatePending && opt.group == "" {
+		return b.runRange(ctx, k, q.State, q.Newest, last, "", n, opt) // pending: three parts and the groups, range.lua
 	}
 	index := k.index(q.State)
+	if q.State == StatePending {
+		index = k.derived(kindGReady, opt.group)
+	}
 	var card *redis.IntCmd
 	var entries *redis.ZSliceCmd
 	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -221,9 +347,13 @@ func (b *core) pageChunk(ctx context.Context, k *queueKeys, q JobQuery, last *re
 		return nil
 	})
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
-	return card.Val(), 0, entries.Val(), nil
+	out := make([]listEntry, len(entries.Val()))
+	for i, z := range entries.Val() {
+		out[i] = listEntry{Z: z}
+	}
+	return card.Val(), 0, out, nil, nil
 }
 
 // listedFields are the fields browse.lua answers, in its order.

@@ -469,11 +469,26 @@ func (b *Inspector) Jobs(ctx context.Context, queue string, state State, limit i
 	}
 	k := b.queueKeys(queue)
 	var out []JobInfo
-	var last *redis.Z
+	var last *listEntry
 	seen := map[string]bool{}
 	for read := 0; read < limit; {
 		n := min(browseChunk, limit-read)
-		entries, err := b.rangeAfter(ctx, queue, state, last, "", n)
+		var entries []listEntry
+		var resume *listEntry
+		var err error
+		if state == StatePending {
+			_, _, entries, resume, err = b.runRange(ctx, k, state, false, last, "", n, pendingOpt{})
+		} else {
+			var zs []redis.Z
+			var after *redis.Z
+			if last != nil {
+				after = &last.Z
+			}
+			zs, err = b.rangeAfter(ctx, queue, state, after, "", n)
+			for _, z := range zs {
+				entries = append(entries, listEntry{Z: z})
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("fenceq: list %s jobs of queue %q: %w", state, queue, err)
 		}
@@ -501,30 +516,25 @@ func (b *Inspector) Jobs(ctx context.Context, queue string, state State, limit i
 				out = append(out, j) // a pending listing holds tombstones of ready0
 			}
 		}
-		if len(entries) < n {
-			break
+		switch {
+		case resume != nil:
+			last = resume // a step that stopped at spare group members goes on after them
+		case len(entries) < n:
+			return out, nil
+		default:
+			last = &entries[len(entries)-1]
 		}
-		last = &entries[len(entries)-1]
 	}
 	return out, nil
 }
 
-// rangeAfter reads one step of a listing of a state's index that steps:
-// up to n entries, from the head when last is nil (a plain ZRANGE), else
-// just after last, the entry the step before read last (range.lua, one
-// script call: lib.lua's rank_after, as JobPage's cursor). With a bound,
-// no entry scored above it is read.
+// rangeAfter reads one step of a listing of a state's index that steps
+// (not pending: see runRange): up to n entries, from the head when last is
+// nil (a plain ZRANGE), else just after last, the entry the step before
+// read last (range.lua, one script call: lib.lua's rank_after, as
+// JobPage's cursor). With a bound, no entry scored above it is read.
 func (b *core) rangeAfter(ctx context.Context, queue string, state State, last *redis.Z, bound string, n int) ([]redis.Z, error) {
 	k := b.queueKeys(queue)
-	if state == StatePending {
-		var after float64
-		var id string
-		if last != nil {
-			after, id = last.Score, last.Member.(string)
-		}
-		_, _, out, err := b.runRange(ctx, k, state, false, after, id, "", n)
-		return out, err
-	}
 	if last == nil && bound == "" {
 		return b.rdb.ZRangeWithScores(ctx, k.index(state), 0, int64(n)-1).Result()
 	}
@@ -533,33 +543,71 @@ func (b *core) rangeAfter(ctx context.Context, queue string, state State, last *
 			Key: k.index(state), Start: "-inf", Stop: bound, ByScore: true, Count: int64(n),
 		}).Result()
 	}
-	_, _, out, err := b.runRange(ctx, k, state, false, last.Score, last.Member.(string), bound, n)
-	return out, err
+	_, _, out, _, err := b.runRange(ctx, k, state, false, &listEntry{Z: *last}, bound, n, pendingOpt{})
+	zs := make([]redis.Z, len(out))
+	for i, e := range out {
+		zs[i] = e.Z
+	}
+	return zs, err
 }
 
+// listEntry is one entry of a listing that steps: its member and score in
+// the index, and for a grouped pending job the place range.lua listed it
+// at ("<phase> <group score> <group>"), "" for every other.
+type listEntry struct {
+	redis.Z
+	place string
+}
+
+// pendingOpt is what a step of the pending listing is told: groups, whether
+// grouped jobs may be pending ("1", "0", or "" for the script to look), and
+// group, a group whose pending jobs alone are listed ("": all).
+type pendingOpt struct{ groups, group string }
+
 // runRange runs range.lua: the index's size, the rank it goes on at after
-// (score, id), and the n entries from there (none with n = 0).
-func (b *core) runRange(ctx context.Context, k *queueKeys, state State, newest bool, after float64, id, bound string, n int) (card, rank int64, out []redis.Z, err error) {
+// last (nil: from the head or end), and the n entries from there (none
+// with n = 0). A step of the whole pending listing (no group) may stop at
+// spare group members and answer resume: the place to go on after.
+func (b *core) runRange(ctx context.Context, k *queueKeys, state State, newest bool, last *listEntry, bound string, n int, opt pendingOpt) (card, rank int64, out []listEntry, resume *listEntry, err error) {
 	rev := "0"
 	if newest {
 		rev = "1"
 	}
-	v, err := b.run(ctx, b.scripts.rangeAfter, k, string(state), rev, score(after), id, bound, n).Result()
+	var after float64
+	var id, place string
+	if last != nil {
+		after, id, place = last.Score, last.Member.(string), last.place
+	}
+	args := []any{string(state), rev, score(after), id, bound, n}
+	all := state == StatePending && opt.group == "" // the whole pending listing: entries with their places
+	if state == StatePending {
+		args = append(args, place, opt.groups, opt.group)
+	}
+	v, err := b.run(ctx, b.scripts.rangeAfter, k, args...).Result()
 	r := newReply("range", v, err)
 	card, rank = r.int(), r.int()
+	if all {
+		if at := r.str(); at != "" {
+			resume = &listEntry{Z: redis.Z{Member: ""}, place: at}
+		}
+	}
 	for r.more() {
 		m := r.str()
 		s := r.str()
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return 0, 0, nil, fmt.Errorf("score %q of %q: %w", s, m, err)
+		e := listEntry{Z: redis.Z{Member: m}}
+		if all {
+			e.place = r.str()
 		}
-		out = append(out, redis.Z{Member: m, Score: f})
+		e.Score, err = strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, 0, nil, nil, fmt.Errorf("score %q of %q: %w", s, m, err)
+		}
+		out = append(out, e)
 	}
 	if r.err != nil {
-		return 0, 0, nil, r.err
+		return 0, 0, nil, nil, r.err
 	}
-	return card, rank, out, nil
+	return card, rank, out, resume, nil
 }
 
 // score is a sorted set score as Redis reads it back.

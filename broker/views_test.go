@@ -28,7 +28,7 @@ func TestViewsByAudience(t *testing.T) {
 			"Trim", "WaitForWork"}},
 		{reflect.TypeFor[*broker.Inspector](), []string{
 			"Cancel", "ChangeGroupLimits", "ChangeLimits", "Check", "Counts", "EndSession", "Events", "EventsKept",
-			"ExpiredLeases", "Footprint", "GroupLimits", "Job", "JobLinks", "JobListed", "JobPage", "Jobs",
+			"ExpiredLeases", "Footprint", "GroupLimits", "Groups", "Job", "JobLinks", "JobListed", "JobPage", "Jobs",
 			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "QueueExists",
 			"QueueMemory", "Queues", "RecentEvents", "RedisTime", "ReleaseUnowned", "Resume",
 			"Retry", "RetryDead", "ServerMemory", "SessionActive", "SetEvents", "SetLimits",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-const jobsSynopsis = "QUEUE --state STATE [--limit N] [--json]"
+const jobsSynopsis = "QUEUE --state STATE [--group G] [--limit N] [--json]"
 
 // lastErrorWidth is how much of a job's last error a line of `workerd jobs`
 // shows; `workerd inspect job QUEUE ID` shows all of it.
@@ -27,6 +28,7 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	state := fs.String("state", "", "the state to list, one of "+stateList()+" (required)")
 	limit := fs.Int("limit", 100, "most jobs to list, from the head of the state's index")
 	asJSON := fs.Bool("json", false, "print one JSON object per line, with the fields of 'workerd inspect job --json'")
+	group := fs.String("group", "", "only the jobs of this group (for pending jobs, the group's own index, in the order its turns take them)")
 	pos, err := parse(fs, jobsSynopsis, args, 1, 1)
 	if err != nil {
 		return err
@@ -39,6 +41,9 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	case *limit < 1:
 		return usagef("--limit %d: must be at least 1", *limit)
 	}
+	if err := broker.ValidateGroup(*group); err != nil {
+		return usagef("--group: %v", err)
+	}
 	_, b, err := rf.connect(ctx, e)
 	if err != nil {
 		return err
@@ -48,10 +53,13 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	var js []broker.JobInfo
-	if *asJSON {
+	switch {
+	case *asJSON && *group == "":
 		js, err = b.Inspector().Jobs(ctx, q, broker.State(*state), *limit) // whole jobs, payloads too
-	} else {
-		js, err = listed(ctx, b.Inspector(), q, broker.State(*state), *limit)
+	case *asJSON:
+		js, err = wholeJobs(ctx, b.Inspector(), q, broker.State(*state), *group, *limit)
+	default:
+		js, err = listed(ctx, b.Inspector(), q, broker.State(*state), *group, *limit)
 	}
 	if err != nil {
 		return err
@@ -60,7 +68,7 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	// off the first column; the rest is for whoever watches.
 	switch {
 	case len(js) == 0:
-		fmt.Fprintf(e.stderr, "no %s jobs in queue %s\n", *state, q)
+		fmt.Fprintf(e.stderr, "no %s jobs in queue %s%s\n", *state, q, ofGroup(*group))
 	case len(js) == *limit:
 		defer fmt.Fprintf(e.stderr, "the first %d %s jobs of %s; --limit N for more\n", *limit, *state, q)
 	}
@@ -80,13 +88,42 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	return tw.Flush()
 }
 
-// listed reads up to limit jobs of a state as the table shows them,
-// page by page (Inspector.JobPage): no payloads, and the start of each error.
-func listed(ctx context.Context, in *broker.Inspector, q string, st broker.State, limit int) ([]broker.JobInfo, error) {
+func ofGroup(g string) string {
+	if g == "" {
+		return ""
+	}
+	return fmt.Sprintf(" in group %q", g)
+}
+
+// wholeJobs reads up to limit jobs of a state and group whole (payloads
+// too): the listing's ids, then each job.
+func wholeJobs(ctx context.Context, in *broker.Inspector, q string, st broker.State, group string, limit int) ([]broker.JobInfo, error) {
+	ls, err := listed(ctx, in, q, st, group, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]broker.JobInfo, 0, len(ls))
+	for _, l := range ls {
+		j, err := in.Job(ctx, q, l.ID)
+		if errors.Is(err, broker.ErrJobNotFound) {
+			continue // gone since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// listed reads up to limit jobs of a state (and group) as the table shows
+// them, page by page (Inspector.JobPage): no payloads, and the start of
+// each error.
+func listed(ctx context.Context, in *broker.Inspector, q string, st broker.State, group string, limit int) ([]broker.JobInfo, error) {
 	var out []broker.JobInfo
 	after := ""
 	for len(out) < limit {
-		p, err := in.JobPage(ctx, q, broker.JobQuery{State: st, After: after, Limit: min(limit-len(out), broker.PageLimitMax)})
+		p, err := in.JobPage(ctx, q, broker.JobQuery{State: st, Group: group, After: after, Limit: min(limit-len(out), broker.PageLimitMax)})
 		if err != nil {
 			return nil, err
 		}

@@ -54,6 +54,7 @@ func commands() []command {
 		{"enqueue", "enqueue a job, or many from a JSON-lines file", runEnqueue},
 		{"inspect", "show queues, a queue's leases, or one job", runInspect},
 		{"jobs", "list a queue's jobs in one state, e.g. the dead ones", runJobs},
+		{"groups", "list a queue's job groups: running, ready and limits, largest backlogs first", runGroups},
 		{"release", "force-release a running job (it runs again elsewhere)", runRelease},
 		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},
 		{"cancel", "cancel a job", runCancel},

@@ -49,7 +49,7 @@ func TestQueuePageGroupColumn(t *testing.T) {
 	}
 	c := r.client()
 	code, body := r.get(c, "/ui/queues/mail")
-	if code != http.StatusOK || !strings.Contains(body, "<th>Group</th>") || !strings.Contains(body, "<td>acme</td>") {
+	if code != http.StatusOK || !strings.Contains(body, "<th>Group</th>") || !strings.Contains(body, `title="its pending jobs">acme</a></td>`) {
 		t.Errorf("the page of a queue with a grouped job (%d) lacks its Group column:\n%s", code, body)
 	}
 	code, body = r.get(c, "/ui/queues/plain")

@@ -26,6 +26,7 @@ type queueView struct {
 	Newest     bool
 	Kind       string
 	Prefix     string
+	Group      string // the group filter: for pending jobs, the group's own index
 	Page       broker.Page
 	First      bool   // the page starts at the head of the index
 	NextURL    string // the next page, "" at the end
@@ -37,6 +38,24 @@ type queueView struct {
 	WhenLabel  string // what the time column shows
 	Grouped    bool   // a job of the page has a group: the Group column shows
 	Groups     groupLimitsView
+}
+
+// Filtered says whether the page keeps only some of the state's jobs.
+func (qv queueView) Filtered() bool { return qv.Kind != "" || qv.Prefix != "" || qv.Group != "" }
+
+// Examining says whether the page filters the entries of the state's
+// index (and says how many it looked at): a kind, an id prefix, or a group
+// outside the pending state, whose group has an index of its own.
+func (qv queueView) Examining() bool {
+	return qv.Kind != "" || qv.Prefix != "" || qv.Group != "" && qv.State != broker.StatePending
+}
+
+// GroupOnly is the group whose pending jobs alone the page lists.
+func (qv queueView) GroupOnly() string {
+	if qv.State == broker.StatePending && qv.Group != "" {
+		return qv.Group
+	}
+	return ""
 }
 
 // When is the time a job's row shows: the one that matters in its state.
@@ -54,8 +73,12 @@ func (qv queueView) When(j broker.JobInfo) string {
 
 func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	queue := queueParam(r)
-	if r.URL.Query().Get("view") == "leases" {
+	switch r.URL.Query().Get("view") {
+	case "leases":
 		s.leases(w, r)
+		return
+	case "groups":
+		s.groups(w, r)
 		return
 	}
 	ctx, cancel := reqCtx(r)
@@ -86,7 +109,11 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "Unknown order", fmt.Sprintf("order %q is neither newest nor oldest.", in.Get("order")))
 		return
 	}
-	qv.Kind, qv.Prefix = in.Get("kind"), in.Get("prefix")
+	qv.Kind, qv.Prefix, qv.Group = in.Get("kind"), in.Get("prefix"), in.Get("group")
+	if err := broker.ValidateGroup(qv.Group); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "Bad group name", err.Error()+".")
+		return
+	}
 	limit := 0
 	if v := in.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -112,7 +139,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	}
 	qv.Groups.Info = qv.Groups.Of
 	qv.Page, err = s.in.JobPage(ctx, queue, broker.JobQuery{
-		State: qv.State, Newest: qv.Newest, Kind: qv.Kind, IDPrefix: qv.Prefix, After: in.Get("after"), Limit: limit,
+		State: qv.State, Newest: qv.Newest, Kind: qv.Kind, IDPrefix: qv.Prefix, Group: qv.Group, After: in.Get("after"), Limit: limit,
 	})
 	if err != nil {
 		s.failErr(w, r, "list jobs of "+queue, err)
@@ -136,6 +163,9 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	}
 	if qv.Prefix != "" {
 		keep.Set("prefix", qv.Prefix)
+	}
+	if qv.Group != "" {
+		keep.Set("group", qv.Group)
 	}
 	if in.Get("order") != "" {
 		keep.Set("order", in.Get("order"))
@@ -166,6 +196,6 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		qv.WhenLabel = "Finished"
 	}
 	qv.Cancelable = !qv.State.Final()
-	qv.Grouped = slices.ContainsFunc(qv.Page.Jobs, func(j broker.JobInfo) bool { return j.Group != "" })
+	qv.Grouped = qv.Group == "" && slices.ContainsFunc(qv.Page.Jobs, func(j broker.JobInfo) bool { return j.Group != "" })
 	s.render(w, r, http.StatusOK, "queue", page{Title: queue, Queue: queue, Live: liveURL(queue, ""), Data: qv})
 }

@@ -109,6 +109,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /ui/live", s.live)
 	m.HandleFunc("GET /ui/queues/{queue}", s.queue)
 	m.HandleFunc("GET /ui/queues/{queue}/leases", s.leases)
+	m.HandleFunc("GET /ui/queues/{queue}/groups", s.groups)
 	m.HandleFunc("GET /ui/queues/{queue}/jobs/{id}", s.job)
 	m.HandleFunc("GET /ui/queues/{queue}/jobs/{id}/release", s.confirmRelease)
 	// Names that a browser would read as a path's "." or ".." segment
