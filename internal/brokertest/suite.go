@@ -76,6 +76,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitReturnsWhenCancelled", testWaitReturnsWhenCancelled},
 		{"Inspection", testInspection},
 		{"CheckWhileJobsMove", testCheckWhileJobsMove},
+		{"CheckGroups", testCheckGroups},
 		{"WakeToken", testWake},
 		{"WaitForWork", testWaitForWork},
 		{"LostReplies", testLostReplies},
