@@ -87,14 +87,14 @@ func (b *Inspector) Check(ctx context.Context, queue string) ([]Inconsistency, e
 // reading is what Check knows of one job: from the scan, or from one
 // check_one script.
 type reading struct {
-	exists     bool    // the job key exists
-	unreadable string  // why the key cannot be read as a job hash; "" when it can
-	state      string  // the hash's state field
-	until      string  // the hash's lease_until field
-	where      []State // the indexes that list the id, in the order of States
-	group      string  // the hash's group field
+	exists     bool     // the job key exists
+	unreadable string   // why the key cannot be read as a job hash; "" when it can
+	state      string   // the hash's state field
+	until      string   // the hash's lease_until field
+	where      []State  // the indexes that list the id, in the order of States
+	group      string   // the hash's group field
 	gready     []string // the groups whose gready lists the id, sorted
-	leaseScore int64   // its score in the leases index, when listed there
+	leaseScore int64    // its score in the leases index, when listed there
 	// unsure: check_one could not tell whether ready0 lists the job (it
 	// looks among the newest entries only).
 	unsure bool
