@@ -1007,14 +1007,16 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 		j.renewals, j.resent = 0, false
 		m.claims = append(m.claims, l)
 	}
-	// Higher priorities first: no job left pending outranks one taken.
+	// Higher priorities first: no job left pending outranks one taken of
+	// its group (the ungrouped jobs are one); the groups take turns.
 	for _, l := range res.Leases {
 		for id, j := range m.jobs {
-			if j.state == broker.StatePending && j.priority > m.jobs[l.ID].priority {
+			if j.state == broker.StatePending && j.group == m.jobs[l.ID].group && j.priority > m.jobs[l.ID].priority {
 				t.Fatalf("%s took %s of priority %d and left %s of priority %d pending", op, l.ID, m.jobs[l.ID].priority, id, j.priority)
 			}
 		}
 	}
+	m.tookGroups(t, op, res)
 }
 
 // newGen checks a generation Redis just issued: above every one issued
@@ -1845,7 +1847,8 @@ func (m *model) check(t *rapid.T) {
 	c, err := m.s.b.Inspector().Counts(m.s.ctx, m.s.q)
 	noErr(t, "Counts", err)
 	want(t, "pending jobs counted", c.Pending, pending)
-	m.s.consistent(t) // invariant 6
+	m.checkGroups(t)  // invariant 11 and G2
+	m.s.consistent(t) // invariants 6 and 11, G2, the holds
 }
 
 // checkUnique compares the unique keys with Redis: a held key names its
