@@ -126,6 +126,8 @@ type model struct {
 
 	batcher     *broker.Batcher
 	batcherOpts broker.BatcherOptions
+
+	groups *groupState // the groups' limits, holds and rates (model_groups.go)
 }
 
 func (m *model) newBatcher(t *rapid.T) {
@@ -674,6 +676,7 @@ func (m *model) claim(t *rapid.T) {
 	if lost || dropped {
 		lease = time.Hour // the re-send must come within the lease (see lostClaimReply)
 	}
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	var res broker.ClaimResult
 	var err error
@@ -722,6 +725,7 @@ func (m *model) fusedAck(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
 	os, res := fa.Outcomes, fa.Claim
@@ -864,6 +868,7 @@ func (m *model) fusedAckMany(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
 	os, res := fa.Outcomes, fa.Claim
@@ -894,10 +899,16 @@ func (m *model) claimable(t *rapid.T, op string, n int, res broker.ClaimResult, 
 	if m.maxRunning > 0 {
 		n = min(n, max(0, m.maxRunning-running))
 	}
-	if m.paused {
-		pending = 0
+	// The groups' limits and turns (model_groups.go): with none in use,
+	// every pending job.
+	supplyLo, supplyHi := m.groupSupply(op != "claim")
+	if supplyHi > pending {
+		t.Fatalf("%s: the groups' supply %d is above the %d pending jobs", op, supplyHi, pending)
 	}
-	lo, hi = min(n, pending), min(n, pending)
+	if m.paused {
+		supplyLo, supplyHi = 0, 0
+	}
+	lo, hi = min(n, supplyLo), min(n, supplyHi)
 	if m.rate > 0 && n > 0 {
 		least, most := m.counted(t, op, res, lease)
 		lo, hi = min(lo, max(0, m.rate-most)), min(hi, max(0, m.rate-least))
@@ -1016,7 +1027,7 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 			}
 		}
 	}
-	m.tookGroups(t, op, res)
+	m.tookGroups(t, op, res, lease)
 }
 
 // newGen checks a generation Redis just issued: above every one issued
@@ -1148,6 +1159,7 @@ func (m *model) fail(t *rapid.T) {
 	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	if claim.N > 0 {
 		fused, err = m.s.b.Leases().FusedFail(ctx, l, f, claim)
@@ -1201,6 +1213,7 @@ func (m *model) snooze(t *rapid.T) {
 	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	if claim.N > 0 {
 		fused, err = m.s.b.Leases().FusedSnooze(ctx, l, d, claim)
@@ -1304,6 +1317,7 @@ func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, v
 		return
 	}
 	j.state, j.deadline = w, 0
+	m.sentBack(l.ID)
 }
 
 func (m *model) release(t *rapid.T) {
@@ -1335,6 +1349,7 @@ func (m *model) takeBack(t *rapid.T, op, id string) broker.State {
 		j.state, j.deadline = broker.StatePending, 0
 		j.attempt--
 		j.unhandledSince = span{} // requeue: a wait for a handler starts again
+		m.sentBack(id)
 	}
 	return j.state
 }
@@ -1401,6 +1416,7 @@ func (m *model) reap(t *rapid.T) {
 		default:
 			j.state, j.deadline = broker.StatePending, 0
 			j.unhandledSince = span{} // requeue: a wait for a handler starts again
+			m.sentBack(rp.ID)
 		}
 		j.wantState(t, "reap", rp.State)
 	}
@@ -1419,6 +1435,7 @@ func (m *model) cancelJob(t *rapid.T) {
 	noErr(t, "Cancel", err)
 	switch j.state {
 	case broker.StatePending, broker.StateScheduled, broker.StateBlocked:
+		m.groupCancelled(id)
 		m.finish(id, broker.StateCancelled)
 	case broker.StateRunning:
 		j.cancel = true

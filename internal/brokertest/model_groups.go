@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
@@ -39,6 +40,7 @@ func (m *model) checkGroups(t *rapid.T) {
 	ctx := m.s.ctx
 	p := m.s.Client.Pipeline()
 	slots := p.HGetAll(ctx, m.gkey("grunning"))
+	holds := p.HGetAll(ctx, m.gkey("ghold"))
 	flag := p.HGet(ctx, m.gkey("limits"), "groups")
 	filed := map[string]*redis.FloatCmd{}
 	turns := map[string][2]*redis.FloatCmd{}
@@ -65,6 +67,12 @@ func (m *model) checkGroups(t *rapid.T) {
 	if !maps.Equal(counts, running) {
 		t.Fatalf("invariant 11: grunning holds %v; the model runs %v", counts, running)
 	}
+	// The holds: an ordered group's job sent back to run again first.
+	h, err := holds.Result()
+	noErr(t, "HGETALL ghold", err)
+	if !maps.Equal(h, m.gs().holds) {
+		t.Fatalf("ghold holds %v; the model holds %v", h, m.gs().holds)
+	}
 	// Invariant 6 for the groups (Check accepts a grouped job in the
 	// ready index, as the plumbing step filed it; this version never does).
 	for id, c := range filed {
@@ -90,18 +98,213 @@ func (m *model) checkGroups(t *rapid.T) {
 	}
 }
 
+// glimit is a group's limits in the model: max running (0: none), a rate
+// of rate starts per per ms (0: none), ordered.
+type glimit struct {
+	max, rate int
+	per       int64
+	ordered   bool
+}
+
+// gstart is a rate-limited group's last start: its Redis ms, and the
+// spacing its rate asked then (its grate key's PX).
+type gstart struct{ at, spacing int64 }
+
+// groupState is the model's part for the groups.
+type groupState struct {
+	def   glimit            // the queue's defaults
+	over  map[string]glimit // overrides, by group (each field already merged with def where the override says "-")
+	holds map[string]string // ordered groups: the job that must start next
+	last  map[string]gstart // rate-limited groups' last starts
+	// snap is the rotation and the timer read just before a claim:
+	// members of grotation, and of gwait with their scores.
+	rotation []string
+	wait     map[string]int64
+}
+
+func (m *model) gs() *groupState {
+	if m.groups == nil {
+		m.groups = &groupState{over: map[string]glimit{}, holds: map[string]string{}, last: map[string]gstart{}}
+	}
+	return m.groups
+}
+
+// limitsOf is group g's effective limits: its override where it has one,
+// else the defaults; ordered makes the max 1.
+func (m *model) limitsOf(g string) glimit {
+	l, ok := m.gs().over[g]
+	if !ok {
+		l = m.gs().def
+	}
+	if l.ordered {
+		l.max = 1
+	}
+	return l
+}
+
+// spacing is how far apart a rate lets starts be: ceil(per / rate) ms.
+func (l glimit) spacing() int64 {
+	if l.rate <= 0 || l.per <= 0 {
+		return 0
+	}
+	return max(1, (l.per+int64(l.rate)-1)/int64(l.rate))
+}
+
+// snapGroups reads grotation and gwait before a claim.
+func (m *model) snapGroups(t *rapid.T) {
+	g := m.gs()
+	rot, err := m.s.Client.ZRange(m.s.ctx, m.gkey("grotation"), 0, -1).Result()
+	noErr(t, "ZRANGE grotation", err)
+	zs, err := m.s.Client.ZRangeWithScores(m.s.ctx, m.gkey("gwait"), 0, -1).Result()
+	noErr(t, "ZRANGE gwait", err)
+	g.rotation, g.wait = rot, map[string]int64{}
+	for _, z := range zs {
+		g.wait[z.Member.(string)] = int64(z.Score)
+	}
+}
+
+// allow is how many jobs of group g a claim at m.now may start, as a
+// range: lo surely, hi at most (a time boundary within a real server's
+// step may go either way). pending and running are the model's counts.
+func (m *model) allow(g string, pending, running int) (lo, hi int) {
+	if g == "" {
+		return pending, pending
+	}
+	l := m.limitsOf(g)
+	hi = pending
+	if id, held := m.gs().holds[g]; held && l.ordered {
+		if j := m.jobs[id]; j != nil && j.state == broker.StateScheduled {
+			return 0, 0 // it waits for its held job's retry
+		}
+	}
+	if l.max > 0 {
+		hi = min(hi, max(0, l.max-running))
+	}
+	lo = hi
+	if sp := l.spacing(); sp > 0 && hi > 0 {
+		hi, lo = 1, 1
+		if last, ok := m.gs().last[g]; ok {
+			// Its grate key lives for the spacing it set; a claim starts
+			// again when the key is gone or the current spacing has passed.
+			need := last.at + min(sp, last.spacing)
+			switch m.now.reached(need) {
+			case no:
+				hi, lo = 0, 0
+			case perhaps:
+				lo = 0
+			}
+		}
+	}
+	return lo, hi
+}
+
+// groupSupply is how many jobs a claim may start, over the groups and the
+// ungrouped jobs, by the groups' limits: lo..hi. lo is 0 when the claim
+// may meet a turn that starts nothing (a spare entry of the rotation, a
+// group that may not start now), which a claim's bounded rounds
+// (take.lua's GROUP_ROUNDS) may spend its turns on; fused: the call
+// settled a lease first, whose freed slot brings its group back from gwait.
+func (m *model) groupSupply(fused bool) (lo, hi int) {
+	pending, running := map[string]int{}, map[string]int{}
+	for _, j := range m.jobs {
+		switch j.state {
+		case broker.StatePending:
+			pending[j.group]++
+		case broker.StateRunning:
+			running[j.group]++
+		}
+	}
+	allowHi := map[string]int{}
+	for g, p := range pending {
+		l, h := m.allow(g, p, running[g])
+		lo, hi = lo+l, hi+h
+		allowHi[g] = h
+	}
+	g := m.gs()
+	turns := slices.Clone(g.rotation)
+	for w, at := range g.wait {
+		if fused || m.now.reached(at) != no {
+			turns = append(turns, w)
+		}
+	}
+	for _, w := range turns {
+		if allowHi[w] == 0 {
+			return 0, hi
+		}
+	}
+	return lo, hi
+}
+
 // tookGroups checks what a claim took against the groups' rules: no
 // group runs over its effective max, an ordered group runs one job at a
 // time and starts its held job first, and a rate-limited group starts at
 // most once per claim, its starts spaced by ceil(period/rate) ms.
-func (m *model) tookGroups(t *rapid.T, op string, res broker.ClaimResult) {
+func (m *model) tookGroups(t *rapid.T, op string, res broker.ClaimResult, lease time.Duration) {
 	started := map[string][]string{}
 	for _, l := range res.Leases {
 		if g := m.jobs[l.ID].group; g != "" {
 			started[g] = append(started[g], l.ID)
 		}
 	}
+	running := map[string]int{}
+	for _, j := range m.jobs {
+		if j.state == broker.StateRunning && j.group != "" {
+			running[j.group]++
+		}
+	}
+	gs := m.gs()
+	var at int64 // the claim's Redis time: its leases run from it
 	for _, g := range slices.Sorted(maps.Keys(started)) {
-		_ = g // the limits' rules join here once groups have limits
+		l, ids := m.limitsOf(g), started[g]
+		if l.max > 0 && running[g] > l.max {
+			t.Fatalf("%s started %v of group %q: %d running, over its max of %d", op, ids, g, running[g], l.max)
+		}
+		if h, held := gs.holds[g]; held && l.ordered && (len(ids) != 1 || ids[0] != h) {
+			t.Fatalf("%s started %v of ordered group %q, which holds for %s (sent back to run again first)", op, ids, g, h)
+		}
+		if sp := l.spacing(); sp > 0 {
+			if len(ids) > 1 {
+				t.Fatalf("%s started %v of group %q, limited to %d per %d ms: more than one start at once", op, ids, g, l.rate, l.per)
+			}
+			if at == 0 {
+				for _, le := range res.Leases {
+					if le.ID == ids[0] {
+						at = le.Deadline.UnixMilli() - lease.Milliseconds()
+					}
+				}
+			}
+			if last, ok := gs.last[g]; ok {
+				slack := int64(0)
+				if !m.s.Frozen {
+					slack = clockSlack
+				}
+				if gap := at - last.at; gap+slack < min(sp, last.spacing) {
+					t.Fatalf("%s started %s of group %q %d ms after its last start; its rate (%d per %d ms) spaces starts %d ms apart", op, ids[0], g, gap, l.rate, l.per, sp)
+				}
+			}
+			gs.last[g] = gstart{at: at, spacing: sp}
+		}
+		for _, id := range ids {
+			if gs.holds[g] == id {
+				delete(gs.holds, g)
+			}
+		}
+	}
+}
+
+// sentBack is a lease end that sends job id back to wait in its group
+// (fail to a retry, snooze, a give-back, release, release_unowned, reap):
+// an ordered group then holds for it.
+func (m *model) sentBack(id string) {
+	if j := m.jobs[id]; j.group != "" && m.limitsOf(j.group).ordered {
+		m.gs().holds[j.group] = id
+	}
+}
+
+// groupCancelled is a cancel of job id while it waits: its group no
+// longer holds for it.
+func (m *model) groupCancelled(id string) {
+	if j := m.jobs[id]; j.group != "" && m.gs().holds[j.group] == id {
+		delete(m.gs().holds, j.group)
 	}
 }

@@ -59,7 +59,10 @@ local out = {redis.call('ZCARD', K.leases) > CHECK_SPAN and '1' or '0', redis.ca
 for _, g in ipairs(groups) do
   local pending
   if g == '' then
-    pending = ready_count() > 0
+    -- The ungrouped indexes' lengths, less ready0's tombstones (the
+    -- pending count of ready_count, without the groups').
+    pending = redis.call('LLEN', K.ready0) - setting('tombs') + redis.call('ZCARD', K.ready_hi)
+      + redis.call('ZCARD', K.ready_lo) + redis.call('ZCARD', LEGACY_READY) > 0
   else
     pending = redis.call('EXISTS', derived('gready', g)) == 1
   end
