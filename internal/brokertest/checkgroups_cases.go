@@ -154,6 +154,9 @@ func testCheckGroups(t *testing.T, nb NewBackend) {
 			if err := q.Client.ZRem(q.ctx, q.queueKey("gready:acme"), "p1").Err(); err != nil {
 				return err
 			}
+			if err := q.Client.ZRem(q.ctx, q.queueKey("grotation"), "globex").Err(); err != nil {
+				return err // a spare turn, perhaps, from the claim of its last job
+			}
 			return q.Client.ZAdd(q.ctx, q.queueKey("gready:globex"), redisZ(1, "p1")).Err()
 		}, map[string]string{
 			"p1": `job of group "acme" is listed in gready:"globex", another group's`,
