@@ -127,7 +127,7 @@ type model struct {
 	batcher     *broker.Batcher
 	batcherOpts broker.BatcherOptions
 
-	groups *groupState // the groups' limits, holds and rates (model_groups.go)
+	groups *mgroups // the groups' limits, holds and rates (model_groups.go)
 }
 
 func (m *model) newBatcher(t *rapid.T) {

@@ -110,8 +110,8 @@ type glimit struct {
 // spacing its rate asked then (its grate key's PX).
 type gstart struct{ at, spacing int64 }
 
-// groupState is the model's part for the groups.
-type groupState struct {
+// mgroups is the model's part for the groups.
+type mgroups struct {
 	def   glimit            // the queue's defaults
 	over  map[string]glimit // overrides, by group (each field already merged with def where the override says "-")
 	holds map[string]string // ordered groups: the job that must start next
@@ -122,9 +122,9 @@ type groupState struct {
 	wait     map[string]int64
 }
 
-func (m *model) gs() *groupState {
+func (m *model) gs() *mgroups {
 	if m.groups == nil {
-		m.groups = &groupState{over: map[string]glimit{}, holds: map[string]string{}, last: map[string]gstart{}}
+		m.groups = &mgroups{over: map[string]glimit{}, holds: map[string]string{}, last: map[string]gstart{}}
 	}
 	return m.groups
 }
