@@ -246,7 +246,11 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 				r.state, _ = vals[0].(string)
 				r.until, _ = vals[1].(string)
 				r.group, _ = vals[3].(string)
-				if p, _ := vals[2].(string); inList[id] && r.state == string(StatePending) && inReady0(p) {
+				// A pending job of a group that its group's set lists is
+				// not in ready0 (lib.lua's ready_live): an entry there is
+				// an earlier job's under the same id.
+				if p, _ := vals[2].(string); inList[id] && r.state == string(StatePending) && inReady0(p) &&
+					!(r.group != "" && slices.Contains(r.gready, r.group)) {
 					r.where = addState(r.where, StatePending)
 					livePending[id] = true
 				}

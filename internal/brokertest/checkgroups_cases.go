@@ -164,9 +164,11 @@ func testCheckGroups(t *testing.T, nb NewBackend) {
 			"group:globex": `group "globex": it has pending jobs, but it is in neither grotation nor gwait`,
 		}},
 		{"AlsoInTheReadyIndex", func(q *groupedQueue) error {
-			return q.Client.LPush(q.ctx, q.queueKey("ready0"), "p1").Err()
+			// (In ready0, its entry would be a tombstone of an earlier
+			// job under its id, which the claim skips.)
+			return q.Client.ZAdd(q.ctx, q.queueKey("ready_hi"), redisZ(1, "p2")).Err()
 		}, map[string]string{
-			"p1": `job is pending but listed in 2 indexes: [pending gready:"acme"]`,
+			"p2": `job is pending but listed in 2 indexes: [pending gready:"acme"]`,
 		}},
 		{"UngroupedInAGroupsIndex", func(q *groupedQueue) error {
 			if err := q.Client.LRem(q.ctx, q.queueKey("ready0"), 0, "p4").Err(); err != nil {
@@ -235,4 +237,34 @@ func testCheckGroups(t *testing.T, nb NewBackend) {
 			wantProblems(t, bad, w)
 		})
 	}
+}
+
+// A job of a group under an id that retention freed, whose earlier job
+// was cancelled while pending at priority 0, finds that job's entry still
+// in ready0 (a tombstone, for the claim to skip). The entry is no filing
+// of the new job, which waits in its group's set: a claim does not start
+// it from the ungrouped jobs' turn (past its group's limits, and a second
+// time from its group's), and Check does not count it as listed there.
+// (Found by the model test, seed 13667132708851975432.)
+func testGroupedJobBehindATombstone(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	s.enqueue(t, broker.Job{ID: "x"})
+	_, err := s.b.Inspector().Cancel(s.ctx, s.q, "x")
+	noErr(t, "Cancel", err)
+	s.pastHorizon()
+	n, err := s.b.Leases().Trim(s.ctx, s.q, broker.Retention{Cancelled: short}, 10)
+	noErr(t, "Trim", err)
+	want(t, "trimmed", n, 1)
+	s.enqueue(t, broker.Job{ID: "y"})
+	s.enqueue(t, broker.Job{ID: "x", Group: "acme"})
+	s.consistent(t)
+	// The ungrouped jobs' turn comes first (the group's first job put it
+	// in the rotation, then the group).
+	first := s.claimOne(t, long)
+	want(t, "the ungrouped turn's job", first.ID, "y")
+	want(t, "the group's turn's job", s.claimOne(t, long).ID, "x")
+	slots, err := s.Client.HGet(s.ctx, s.queueKey("grunning"), "acme").Result()
+	noErr(t, "HGET grunning", err)
+	want(t, "acme's slots", slots, "1")
+	s.consistent(t)
 }

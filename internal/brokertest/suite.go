@@ -78,6 +78,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Inspection", testInspection},
 		{"CheckWhileJobsMove", testCheckWhileJobsMove},
 		{"CheckGroups", testCheckGroups},
+		{"GroupedJobBehindATombstone", testGroupedJobBehindATombstone},
 		{"WakeToken", testWake},
 		{"WaitForWork", testWaitForWork},
 		{"LostReplies", testLostReplies},

@@ -39,7 +39,7 @@ for i = 4 + m, #ARGV do
   if ARGV[i] == 'pending' then
     local at = redis.call('ZSCORE', K.ready_hi, id) or redis.call('ZSCORE', K.ready_lo, id)
       or redis.call('ZSCORE', LEGACY_READY, id)
-    if not at and ready_live(out[2], priority) then
+    if not at and ready_live(out[2], priority, out[4], id) then
       if redis.call('LPOS', K.ready0, id, 'MAXLEN', CHECK_SPAN) then
         at = 'list'
       elseif redis.call('LLEN', K.ready0) > CHECK_SPAN then
