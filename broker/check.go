@@ -19,8 +19,8 @@ import (
 type Inconsistency struct {
 	ID string // the job's id, as found in an index or a hash; "" for a problem of a whole group
 	// Group is the group a problem of the groups' structures concerns
-	// (invariant 11, a stuck group, a hold); "" for the others. The
-	// Problem names it too.
+	// (invariant 11, a stuck group); "" for the others. The Problem names
+	// it too.
 	Group   string
 	Problem string // what is wrong, e.g. the index it is in and the state it has
 	// Unconfirmed: the scan saw the problem, but Check had already read
@@ -60,8 +60,7 @@ const recheckBatch = 100
 // counts each group's running jobs), that no group is stuck (a group with
 // pending jobs is in grotation or gwait, with the queue's groups flag on;
 // the ungrouped jobs' turn, "", is in grotation while they wait beside
-// groups), and that each ghold entry names a pending or scheduled job of
-// its group (checkgroups.go).
+// groups; checkgroups.go).
 // It reads the whole queue (indexes in memory, job keys by SCAN), so it costs
 // O(jobs); it writes nothing. The scan reads indexes and hashes in separate
 // steps, so a busy queue's jobs move on between them: each job the scan

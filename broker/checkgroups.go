@@ -103,12 +103,12 @@ type groupReading struct {
 	pending     bool   // it has pending jobs (for "", the ungrouped indexes do)
 	inRotation  bool
 	inWait      bool
-	held        string // ghold's field: the id it holds; "" when none
-	heldState   string // that job's state: "" when its hash is missing, "?" when the key is no hash
-	heldGroup   string
 }
 
-// problems judges a reading by invariant 11, G2 and the holds' rule.
+// problems judges a reading by invariant 11 and G2. The holds (ghold) are
+// not judged: an entry whose job is no longer a job of the group waiting
+// to run (it ran while the group was not ordered, and ended) is let go by
+// the group's next claim, as a spare turn is.
 func (g groupReading) problems() []Inconsistency {
 	var out []Inconsistency
 	add := func(id, p string, unsure bool) {
@@ -144,24 +144,6 @@ func (g groupReading) problems() []Inconsistency {
 		add("", fmt.Sprintf("%s: it has pending jobs, but the queue's groups flag is off: no claim looks at the groups (a stuck group)", name), false)
 	case !g.inRotation && !g.inWait:
 		add("", fmt.Sprintf("%s: it has pending jobs, but it is in neither grotation nor gwait: no claim will start them (a stuck group)", name), false)
-	}
-	if g.held != "" {
-		why := ""
-		switch {
-		case g.heldState == "":
-			why = "the job hash does not exist"
-		case g.heldState == "?":
-			why = "its key is not a job hash"
-		case g.heldState != string(StatePending) && g.heldState != string(StateScheduled):
-			why = "it is " + g.heldState
-		case g.heldGroup == "":
-			why = "it has no group"
-		case g.heldGroup != g.group:
-			why = fmt.Sprintf("it is of group %q", g.heldGroup)
-		}
-		if why != "" {
-			add(g.held, fmt.Sprintf("%s holds this job to run next (ghold), but %s", name, why), false)
-		}
 	}
 	return out
 }
@@ -200,10 +182,6 @@ func (b *core) checkGroups(ctx context.Context, node redis.Cmdable, k *queueKeys
 	if err != nil {
 		return nil, err
 	}
-	holds, err := hashAll(ctx, node, k.ghold())
-	if err != nil {
-		return nil, err
-	}
 	rotation, err := members(ctx, node, k.grotation())
 	if err != nil {
 		return nil, err
@@ -212,22 +190,13 @@ func (b *core) checkGroups(ctx context.Context, node redis.Cmdable, k *queueKeys
 	if err != nil {
 		return nil, err
 	}
-	held := map[string]*redis.SliceCmd{}
-	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for g, id := range holds {
-			held[g] = p.HMGet(ctx, k.job+id, fieldState, fieldGroup)
-		}
-		return nil
-	})
 
 	groups := map[string]bool{}
 	for g := range gs.running {
 		groups[g] = true
 	}
-	for _, m := range []map[string]string{slots, holds} {
-		for g := range m {
-			groups[g] = true
-		}
+	for g := range slots {
+		groups[g] = true
 	}
 	for g := range gs.ready {
 		groups[g] = true
@@ -238,16 +207,7 @@ func (b *core) checkGroups(ctx context.Context, node redis.Cmdable, k *queueKeys
 	suspects := map[string][]Inconsistency{}
 	for g := range groups {
 		r := groupReading{group: g, flag: flag, slots: slots[g], running: gs.running[g],
-			pending: gs.ready[g] || g == "" && gs.ungrouped, inRotation: rotation[g], inWait: wait[g],
-			held: holds[g]}
-		if c := held[g]; c != nil {
-			if vals, err := c.Result(); err != nil {
-				r.heldState = "?"
-			} else {
-				r.heldState, _ = vals[0].(string)
-				r.heldGroup, _ = vals[1].(string)
-			}
-		}
+			pending: gs.ready[g] || g == "" && gs.ungrouped, inRotation: rotation[g], inWait: wait[g]}
 		if p := r.problems(); len(p) > 0 {
 			suspects[g] = p
 		}
@@ -290,7 +250,6 @@ func (b *core) checkGroups(ctx context.Context, node redis.Cmdable, k *queueKeys
 			r.running = int(rp.int())
 			r.pending = rp.str() == "1"
 			r.inRotation, r.inWait = rp.str() != "", rp.str() != ""
-			r.held, r.heldState, r.heldGroup = rp.str(), rp.str(), rp.str()
 			if rp.err != nil {
 				return nil, fmt.Errorf("read groups again: %w", rp.err)
 			}

@@ -1,6 +1,6 @@
 -- check_groups: groups that Check's scan suspected, read again at one
 -- instant (broker.Check): the scan counts running jobs per group from the
--- job hashes and reads grunning, grotation, gwait and ghold in separate
+-- job hashes and reads grunning, grotation and gwait in separate
 -- steps, so a group whose jobs moved on between them looks out of place.
 -- Read-only, so a re-send is harmless. Guard: none (it changes nothing).
 -- Invariant 11: grunning[g] (absent = 0) is the number of jobs of group g
@@ -8,10 +8,9 @@
 -- running job is (invariant 6), and from the ids Check names that the scan
 -- saw running outside it. G2: a group with jobs in its gready is in
 -- grotation or gwait, and the queue's groups flag is on; while it is on,
--- the queue's ungrouped pending jobs (member '') are in grotation. Holds:
--- ghold[g] names a job of group g, pending or scheduled.
+-- the queue's ungrouped pending jobs (member '') are in grotation.
 -- Bounded: at most CHECK_SPAN entries of leases, one HMGET each; per group
--- named, five reads (and one HMGET for its hold); one per id named.
+-- named, four reads; one per id named.
 -- ARGV[2] m, the number of groups  [3..2+m] the groups ('' for the
 --   ungrouped jobs)  [3+m...] ids of jobs the scan saw running outside the
 --   leases index
@@ -20,9 +19,8 @@
 --         then per group, in ARGV's order: grunning's field ('' when
 --         absent), the number of jobs counted running, '1' when it has pending jobs
 --         (its gready exists; for '', the ungrouped ready indexes hold
---         jobs) else '0', its score in grotation, its score in gwait, the
---         id it holds, that job's state and group ('' where absent; state
---         '?' when the job key is not a hash)}
+--         jobs) else '0', its score in grotation, its score in gwait ('' where
+--         absent)}
 local CHECK_SPAN = 100000
 local m = tonumber(ARGV[2])
 local groups, named, count = {}, {}, {}
@@ -66,13 +64,8 @@ for _, g in ipairs(groups) do
   else
     pending = redis.call('EXISTS', derived('gready', g)) == 1
   end
-  local held = redis.call('HGET', K.ghold, g)
-  local state, of = '', ''
-  if held then
-    state, of = job(held)
-  end
   for _, v in ipairs({redis.call('HGET', K.grunning, g) or '', count[g] or 0, pending and '1' or '0',
-      redis.call('ZSCORE', K.grotation, g) or '', redis.call('ZSCORE', K.gwait, g) or '', held or '', state, of}) do
+      redis.call('ZSCORE', K.grotation, g) or '', redis.call('ZSCORE', K.gwait, g) or ''}) do
     table.insert(out, v)
   end
 end
