@@ -70,6 +70,13 @@ func (m *model) checkGroups(t *rapid.T) {
 	// The holds: an ordered group's job sent back to run again first.
 	h, err := holds.Result()
 	noErr(t, "HGETALL ghold", err)
+	for g := range m.gs().holds {
+		if _, in := h[g]; !in && m.heldState(g) == "" {
+			// A claim that popped the group let go of a hold whose job no
+			// longer waits in it, and started nothing.
+			delete(m.gs().holds, g)
+		}
+	}
 	if !maps.Equal(h, m.gs().holds) {
 		t.Fatalf("ghold holds %v; the model holds %v", h, m.gs().holds)
 	}
@@ -172,10 +179,8 @@ func (m *model) allow(g string, pending, running int) (lo, hi int) {
 	}
 	l := m.limitsOf(g)
 	hi = pending
-	if id, held := m.gs().holds[g]; held && l.ordered {
-		if j := m.jobs[id]; j != nil && j.state == broker.StateScheduled {
-			return 0, 0 // it waits for its held job's retry
-		}
+	if l.ordered && m.heldState(g) == broker.StateScheduled {
+		return 0, 0 // it waits for its held job's retry
 	}
 	if l.max > 0 {
 		hi = min(hi, max(0, l.max-running))
@@ -259,8 +264,8 @@ func (m *model) tookGroups(t *rapid.T, op string, res broker.ClaimResult, lease 
 		if l.max > 0 && running[g] > l.max {
 			t.Fatalf("%s started %v of group %q: %d running, over its max of %d", op, ids, g, running[g], l.max)
 		}
-		if h, held := gs.holds[g]; held && l.ordered && (len(ids) != 1 || ids[0] != h) {
-			t.Fatalf("%s started %v of ordered group %q, which holds for %s (sent back to run again first)", op, ids, g, h)
+		if l.ordered && m.heldState(g) == broker.StatePending && (len(ids) != 1 || ids[0] != gs.holds[g]) {
+			t.Fatalf("%s started %v of ordered group %q, which holds for %s (sent back to run again first)", op, ids, g, gs.holds[g])
 		}
 		if sp := l.spacing(); sp > 0 {
 			if len(ids) > 1 {
@@ -284,12 +289,29 @@ func (m *model) tookGroups(t *rapid.T, op string, res broker.ClaimResult, lease 
 			}
 			gs.last[g] = gstart{at: at, spacing: sp}
 		}
-		for _, id := range ids {
-			if gs.holds[g] == id {
-				delete(gs.holds, g)
-			}
+		if l.ordered {
+			// The claim took the held job, or let go of a hold whose job
+			// no longer waits in the group. Not ordered, the claim does
+			// not read the hold, which stays.
+			delete(gs.holds, g)
 		}
 	}
+}
+
+// heldState is the state of the job ordered group g holds for, when it is
+// a job of g waiting to run (pending or scheduled); "" when g holds for
+// none, or for one that ran meanwhile (the group was not ordered then) and
+// which a claim lets go.
+func (m *model) heldState(g string) broker.State {
+	id, held := m.gs().holds[g]
+	if !held {
+		return ""
+	}
+	j := m.jobs[id]
+	if j == nil || j.group != g || j.state != broker.StatePending && j.state != broker.StateScheduled {
+		return ""
+	}
+	return j.state
 }
 
 // sentBack is a lease end that sends job id back to wait in its group
