@@ -461,7 +461,7 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 	j.Metadata = drawMetadata(t)
 	// Mostly no group; a few short ones, shared by several jobs; one of
 	// exactly MaxGroupBytes.
-	j.Group = rapid.SampledFrom([]string{"", "", "", "acme", "globex", "ünï", strings.Repeat("g", broker.MaxGroupBytes)}).Draw(t, "group")
+	j.Group = rapid.SampledFrom([]string{"", "", "", "acme", "acme", "acme", "globex", "ünï", strings.Repeat("g", broker.MaxGroupBytes)}).Draw(t, "group")
 	// Mostly priority 0 (the ready index's list), some above and below it
 	// (its sorted sets).
 	j.Priority = rapid.SampledFrom([]int{0, 0, 0, 5, -5}).Draw(t, "priority")
@@ -1259,6 +1259,7 @@ func (m *model) giveBack(t *rapid.T) {
 	var w broker.State
 	if valid {
 		delete(m.starts, l.ClaimID()) // its start no longer counts
+		m.refunded(l.ID)              // nor its group's, when it was the last
 	}
 	if valid && j.cancel {
 		w = broker.StateCancelled

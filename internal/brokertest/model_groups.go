@@ -117,12 +117,27 @@ type glimit struct {
 // spacing its rate asked then (its grate key's PX).
 type gstart struct{ at, spacing int64 }
 
+// goverride is one group's override: the limits it sets, each in place of
+// the default.
+type goverride struct {
+	setMax, setRate, setOrdered bool
+	lim                         glimit
+}
+
 // mgroups is the model's part for the groups.
 type mgroups struct {
-	def   glimit            // the queue's defaults
-	over  map[string]glimit // overrides, by group (each field already merged with def where the override says "-")
-	holds map[string]string // ordered groups: the job that must start next
-	last  map[string]gstart // rate-limited groups' last starts
+	def   glimit               // the queue's defaults
+	over  map[string]goverride // overrides, by group
+	holds map[string]string    // ordered groups: the job that must start next
+	last  map[string]gstart    // rate-limited groups' last starts
+	// startAt is the claim time of each job's last start in a
+	// rate-limited group, for a give-back's refund of it.
+	startAt map[string]int64
+	// loose: groups that waited in gwait when the defaults changed. Such a
+	// group may start more now, but looks again only when a slot of it
+	// frees or at its time in gwait (the design's safety net), so a claim
+	// may pass it by until then.
+	loose map[string]bool
 	// snap is the rotation and the timer read just before a claim:
 	// members of grotation, and of gwait with their scores.
 	rotation []string
@@ -131,7 +146,8 @@ type mgroups struct {
 
 func (m *model) gs() *mgroups {
 	if m.groups == nil {
-		m.groups = &mgroups{over: map[string]glimit{}, holds: map[string]string{}, last: map[string]gstart{}}
+		m.groups = &mgroups{over: map[string]goverride{}, holds: map[string]string{}, last: map[string]gstart{},
+			startAt: map[string]int64{}, loose: map[string]bool{}}
 	}
 	return m.groups
 }
@@ -139,9 +155,17 @@ func (m *model) gs() *mgroups {
 // limitsOf is group g's effective limits: its override where it has one,
 // else the defaults; ordered makes the max 1.
 func (m *model) limitsOf(g string) glimit {
-	l, ok := m.gs().over[g]
-	if !ok {
-		l = m.gs().def
+	l := m.gs().def
+	if o, ok := m.gs().over[g]; ok {
+		if o.setMax {
+			l.max = o.lim.max
+		}
+		if o.setRate {
+			l.rate, l.per = o.lim.rate, o.lim.per
+		}
+		if o.setOrdered {
+			l.ordered = o.lim.ordered
+		}
 	}
 	if l.ordered {
 		l.max = 1
@@ -167,6 +191,11 @@ func (m *model) snapGroups(t *rapid.T) {
 	g.rotation, g.wait = rot, map[string]int64{}
 	for _, z := range zs {
 		g.wait[z.Member.(string)] = int64(z.Score)
+	}
+	for w := range g.loose {
+		if _, in := g.wait[w]; !in {
+			delete(g.loose, w) // it left the timer: it is judged by its limits again
+		}
 	}
 }
 
@@ -219,13 +248,16 @@ func (m *model) groupSupply(fused bool) (lo, hi int) {
 			running[j.group]++
 		}
 	}
-	allowHi := map[string]int{}
-	for g, p := range pending {
-		l, h := m.allow(g, p, running[g])
-		lo, hi = lo+l, hi+h
-		allowHi[g] = h
-	}
 	g := m.gs()
+	allowHi := map[string]int{}
+	for w, p := range pending {
+		l, h := m.allow(w, p, running[w])
+		if at, in := g.wait[w]; in && g.loose[w] && m.now.reached(at) != yes {
+			l = 0
+		}
+		lo, hi = lo+l, hi+h
+		allowHi[w] = h
+	}
 	turns := slices.Clone(g.rotation)
 	for w, at := range g.wait {
 		if fused || m.now.reached(at) != no {
@@ -288,6 +320,7 @@ func (m *model) tookGroups(t *rapid.T, op string, res broker.ClaimResult, lease 
 				}
 			}
 			gs.last[g] = gstart{at: at, spacing: sp}
+			gs.startAt[ids[0]] = at
 		}
 		if l.ordered {
 			// The claim took the held job, or let go of a hold whose job
@@ -329,4 +362,15 @@ func (m *model) groupCancelled(id string) {
 	if j := m.jobs[id]; j.group != "" && m.gs().holds[j.group] == id {
 		delete(m.gs().holds, j.group)
 	}
+}
+
+// refunded is a give-back of job id's claim, which ran nothing: its start
+// no longer counts against its group's rate when it was the last.
+func (m *model) refunded(id string) {
+	g := m.gs()
+	j := m.jobs[id]
+	if at, ok := g.startAt[id]; ok && j.group != "" && g.last[j.group].at == at {
+		delete(g.last, j.group)
+	}
+	delete(g.startAt, id)
 }
