@@ -459,8 +459,9 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
 	}
 	j.Metadata = drawMetadata(t)
-	// Mostly no group; a few short ones, shared by several jobs; one of
-	// exactly MaxGroupBytes.
+	// Mostly no group; a few short ones, shared by several jobs, acme the
+	// most (so that its limits meet contention); one of exactly
+	// MaxGroupBytes.
 	j.Group = rapid.SampledFrom([]string{"", "", "", "acme", "acme", "acme", "globex", "ünï", strings.Repeat("g", broker.MaxGroupBytes)}).Draw(t, "group")
 	// Mostly priority 0 (the ready index's list), some above and below it
 	// (its sorted sets).
