@@ -296,8 +296,11 @@ func (m *model) tookGroups(t *rapid.T, op string, res broker.ClaimResult, lease 
 		if l.max > 0 && running[g] > l.max {
 			t.Fatalf("%s started %v of group %q: %d running, over its max of %d", op, ids, g, running[g], l.max)
 		}
-		if l.ordered && m.heldState(g) == broker.StatePending && (len(ids) != 1 || ids[0] != gs.holds[g]) {
+		switch held := m.heldState(g); {
+		case l.ordered && held == broker.StatePending && (len(ids) != 1 || ids[0] != gs.holds[g]):
 			t.Fatalf("%s started %v of ordered group %q, which holds for %s (sent back to run again first)", op, ids, g, gs.holds[g])
+		case l.ordered && held == broker.StateScheduled:
+			t.Fatalf("%s started %v of ordered group %q, which holds for %s, scheduled to run again first", op, ids, g, gs.holds[g])
 		}
 		if sp := l.spacing(); sp > 0 {
 			if len(ids) > 1 {
