@@ -174,19 +174,29 @@ const checkGroupsUnlisted = 1000
 // What is still wrong then is reported; the groups past the cap come back
 // Unconfirmed, as the scan saw them.
 func (b *core) checkGroups(ctx context.Context, node redis.Cmdable, k *queueKeys, gs *groupScan, recheckMax int) ([]Inconsistency, error) {
-	flag, err := node.HGet(ctx, k.limits(), "groups").Result()
+	// One round trip for the flag and the turns (bounded by the groups
+	// with pending jobs, and a few spare).
+	var flagCmd *redis.StringCmd
+	var rotCmd, waitCmd *redis.StringSliceCmd
+	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		flagCmd = p.HGet(ctx, k.limits(), "groups")
+		rotCmd = p.ZRange(ctx, k.grotation(), 0, -1)
+		waitCmd = p.ZRange(ctx, k.gwait(), 0, -1)
+		return nil
+	})
+	flag, err := flagCmd.Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read the groups flag: %w", err)
 	}
+	rotation, err := members(rotCmd, k.grotation())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := members(waitCmd, k.gwait())
+	if err != nil {
+		return nil, err
+	}
 	slots, err := hashAll(ctx, node, k.grunning())
-	if err != nil {
-		return nil, err
-	}
-	rotation, err := members(ctx, node, k.grotation())
-	if err != nil {
-		return nil, err
-	}
-	wait, err := members(ctx, node, k.gwait())
 	if err != nil {
 		return nil, err
 	}
@@ -259,9 +269,9 @@ func (b *core) checkGroups(ctx context.Context, node redis.Cmdable, k *queueKeys
 	return out, nil
 }
 
-// members reads a sorted set's members.
-func members(ctx context.Context, node redis.Cmdable, key string) (map[string]bool, error) {
-	ms, err := node.ZRange(ctx, key, 0, -1).Result()
+// members answers the members a ZRANGE of key read.
+func members(c *redis.StringSliceCmd, key string) (map[string]bool, error) {
+	ms, err := c.Result()
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}

@@ -184,9 +184,13 @@ func (l glimit) spacing() int64 {
 // snapGroups reads grotation and gwait before a claim.
 func (m *model) snapGroups(t *rapid.T) {
 	g := m.gs()
-	rot, err := m.s.Client.ZRange(m.s.ctx, m.gkey("grotation"), 0, -1).Result()
+	p := m.s.Client.Pipeline()
+	rc := p.ZRange(m.s.ctx, m.gkey("grotation"), 0, -1)
+	wc := p.ZRangeWithScores(m.s.ctx, m.gkey("gwait"), 0, -1)
+	_, _ = p.Exec(m.s.ctx) // each command's error is read below
+	rot, err := rc.Result()
 	noErr(t, "ZRANGE grotation", err)
-	zs, err := m.s.Client.ZRangeWithScores(m.s.ctx, m.gkey("gwait"), 0, -1).Result()
+	zs, err := wc.Result()
 	noErr(t, "ZRANGE gwait", err)
 	g.rotation, g.wait = rot, map[string]int64{}
 	for _, z := range zs {
