@@ -26,7 +26,7 @@ type script struct {
 
 // scripts are the atomic operations and the library that holds them all.
 type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, checkGroups, limits *script
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, checkGroups, limits, glimits *script
 
 	list []*script // every one of the above, as loadScripts made them
 
@@ -77,7 +77,7 @@ func loadScripts() (*scripts, error) {
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
 		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "range": &s.rangeAfter, "browse": &s.browse, "overview": &s.overview,
-		"throughput": &s.throughput, "check_one": &s.checkOne, "check_groups": &s.checkGroups, "limits": &s.limits,
+		"throughput": &s.throughput, "check_one": &s.checkOne, "check_groups": &s.checkGroups, "limits": &s.limits, "glimits": &s.glimits,
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for name := range ops {

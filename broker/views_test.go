@@ -27,8 +27,8 @@ func TestViewsByAudience(t *testing.T) {
 			"FusedSnooze", "GiveBack", "Progress", "Reap", "Release", "Renew", "Snooze",
 			"Trim", "WaitForWork"}},
 		{reflect.TypeFor[*broker.Inspector](), []string{
-			"Cancel", "ChangeLimits", "Check", "Counts", "EndSession", "Events", "EventsKept",
-			"ExpiredLeases", "Footprint", "Job", "JobLinks", "JobListed", "JobPage", "Jobs",
+			"Cancel", "ChangeGroupLimits", "ChangeLimits", "Check", "Counts", "EndSession", "Events", "EventsKept",
+			"ExpiredLeases", "Footprint", "GroupLimits", "Job", "JobLinks", "JobListed", "JobPage", "Jobs",
 			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "QueueExists",
 			"QueueMemory", "Queues", "RecentEvents", "RedisTime", "ReleaseUnowned", "Resume",
 			"Retry", "RetryDead", "ServerMemory", "SessionActive", "SetEvents", "SetLimits",

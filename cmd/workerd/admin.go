@@ -268,8 +268,19 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	q := o.queue
-	if err := requireQueueToSet(ctx, b.Inspector(), q, o.clear || o.change(), o.create); err != nil {
+	sets := o.clear || o.change() || o.groups.changes()
+	if err := requireQueueToSet(ctx, b.Inspector(), q, sets, o.create); err != nil {
 		return err
+	}
+	if o.groups.changes() {
+		// The queue-wide change could still be refused once the group
+		// change went through: refuse it first.
+		if err := o.precheck(ctx, b.Inspector()); err != nil {
+			return err
+		}
+		if err := o.groups.apply(ctx, e, b.Inspector(), q); err != nil {
+			return err
+		}
 	}
 	if o.clear || o.change() {
 		if err := o.apply(ctx, e, b); err != nil {
@@ -281,7 +292,7 @@ func runLimit(ctx context.Context, e *env, args []string) error {
 		return notFoundIsFailure(e, err)
 	}
 	fmt.Fprintf(e.stdout, "%s: %s\n", q, l)
-	return nil
+	return o.groups.show(ctx, e.stdout, b.Inspector(), q, o.groups.changes())
 }
 
 // limitFlags are limit's command line.
@@ -293,15 +304,19 @@ type limitFlags struct {
 	per           time.Duration
 	clear, create bool
 	given         map[string]bool
+	groups        groupLimitFlags // the group limits (grouplimit.go)
 }
 
 // parseLimitFlags parses limit's flags and refuses a limit that is not
 // positive (--clear removes limits) and --clear with a limit.
 func parseLimitFlags(e *env, args []string) (*limitFlags, error) {
-	const synopsis = "QUEUE [--max-running N] [--rate N] [--per D] [--create] | QUEUE --clear"
+	const synopsis = "QUEUE [--max-running N] [--rate N] [--per D] [--create] | QUEUE --clear\n" +
+		"       QUEUE [--group G] [--group-max-running N] [--group-rate N/PERIOD] [--group-ordered[=false]] [--reset]"
 	fs := newFlags(e, "limit", synopsis)
 	o := &limitFlags{given: map[string]bool{}}
+	o.groups.given = o.given
 	o.redis.register(fs)
+	o.groups.register(fs)
 	fs.IntVar(&o.maxRunning, "max-running", 0, "at most this many jobs of the queue run at once, across every worker (other limits are kept)")
 	fs.IntVar(&o.rate, "rate", 0, "at most this many jobs start per --per, across every worker (other limits are kept)")
 	fs.DurationVar(&o.per, "per", 0, "the rate's window, e.g. 1s or 1m")
@@ -324,7 +339,30 @@ func parseLimitFlags(e *env, args []string) (*limitFlags, error) {
 	if o.clear && o.change() {
 		return nil, usagef("--clear removes every limit: give it without --max-running, --rate or --per")
 	}
+	if o.clear && (o.groups.changes() || o.given["group"]) {
+		return nil, usagef("--clear removes the queue's own limits, not its groups': give it without --group and the --group-* flags")
+	}
+	if err := o.groups.check(); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// precheck refuses, before anything is written, a rate or period whose
+// other half the queue lacks (ChangeLimits would refuse it, and a command
+// that changes group limits too would then have changed half).
+func (o *limitFlags) precheck(ctx context.Context, in *broker.Inspector) error {
+	if o.given["rate"] == o.given["per"] {
+		return nil
+	}
+	l, err := in.Limits(ctx, o.queue)
+	if err != nil {
+		return err
+	}
+	if l.Rate == 0 {
+		return usagef("--rate and --per go together, and the queue has no rate yet: give both, e.g. --rate 100 --per 1m")
+	}
+	return nil
 }
 
 // change reports whether a limit was given.
@@ -400,7 +438,7 @@ const createHelp = "set up a queue that has no jobs yet (without it, a name that
 
 // requireQueue answers an error (exit 1) naming the known queues when q is
 // no queue: a name no job was ever enqueued to, and that nobody set up
-// (paused, limited, recording events), is most likely a typo, and a command
+// (paused, limited, group limits, recording events), is most likely a typo, and a command
 // that went on would show or change nothing the user meant. hint ends the
 // message.
 func requireQueue(ctx context.Context, in *broker.Inspector, q, hint string) error {
@@ -429,6 +467,11 @@ func requireQueue(ctx context.Context, in *broker.Inspector, q, hint string) err
 		return err
 	}
 	if paused || limits != (broker.Limits{}) || events > 0 {
+		return nil
+	}
+	if g, err := in.GroupLimits(ctx, q, ""); err != nil {
+		return err
+	} else if g.Defaults != (broker.GroupLimits{}) || g.Overrides > 0 {
 		return nil
 	}
 	where := ""

@@ -59,7 +59,7 @@ func commands() []command {
 		{"cancel", "cancel a job", runCancel},
 		{"pause", "stop claiming from a queue (enqueues still accepted)", runPause},
 		{"resume", "resume a paused queue", runResume},
-		{"limit", "set or show a queue's rate and concurrency limits (shared by every worker)", runLimit},
+		{"limit", "set or show a queue's rate and concurrency limits, and its groups' (shared by every worker)", runLimit},
 		{"events", "record (or stop recording) a queue's lifecycle events", runEvents},
 		{"check", "verify that every job is in the index of its state", runCheck},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},

@@ -36,6 +36,7 @@ type queueView struct {
 	FormQueue  bool   // the form carries the queue in a field (see queueURL)
 	WhenLabel  string // what the time column shows
 	Grouped    bool   // a job of the page has a group: the Group column shows
+	Groups     groupLimitsView
 }
 
 // When is the time a job's row shows: the one that matters in its state.
@@ -100,6 +101,16 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, "read queue "+queue, err)
 		return
 	}
+	qv.Groups.Group = in.Get("limits_group")
+	if err := broker.ValidateGroup(qv.Groups.Group); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "Bad group", fmt.Sprintf("limits_group: %v", err))
+		return
+	}
+	if qv.Groups.Of, err = s.in.GroupLimits(ctx, queue, qv.Groups.Group); err != nil {
+		s.failErr(w, r, "read the group limits of "+queue, err)
+		return
+	}
+	qv.Groups.Info = qv.Groups.Of
 	qv.Page, err = s.in.JobPage(ctx, queue, broker.JobQuery{
 		State: qv.State, Newest: qv.Newest, Kind: qv.Kind, IDPrefix: qv.Prefix, After: in.Get("after"), Limit: limit,
 	})

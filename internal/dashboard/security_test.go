@@ -44,7 +44,7 @@ func TestUnknownQueue404(t *testing.T) {
 			t.Errorf("GET %s = %d; want 404 naming the queue:\n%s", path, code, body)
 		}
 	}
-	for _, act := range []string{"retry", "cancel", "release", "retry-dead", "pause", "resume", "limits"} {
+	for _, act := range []string{"retry", "cancel", "release", "retry-dead", "pause", "resume", "limits", "group-limits"} {
 		resp, body := r.post(c, "/ui/act/"+act, url.Values{"csrf": {csrf}, "queue": {"nope"}, "id": {"d1"}, "max_running": {"3"}, "next": {"/ui/"}})
 		if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "nope") || !strings.Contains(body, "Nothing was changed") {
 			t.Errorf("POST /ui/act/%s on an unknown queue = %d; want 404 naming it:\n%s", act, resp.StatusCode, body)

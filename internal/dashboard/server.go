@@ -125,6 +125,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /ui/act/pause", s.act(s.pause))
 	m.HandleFunc("POST /ui/act/resume", s.act(s.resume))
 	m.HandleFunc("POST /ui/act/limits", s.act(s.setLimits))
+	m.HandleFunc("POST /ui/act/group-limits", s.act(s.setGroupLimits))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost && (strings.HasPrefix(r.URL.Path, Mount+"act/") || r.URL.Path == Mount+"logout") {
 			w.Header().Set("Allow", http.MethodPost)

@@ -359,7 +359,7 @@ func TestReadOnly(t *testing.T) {
 			t.Errorf("read-only %s does not say it is read-only", path)
 		}
 	}
-	for _, act := range []string{"retry", "cancel", "release", "retry-dead", "pause", "resume", "limits"} {
+	for _, act := range []string{"retry", "cancel", "release", "retry-dead", "pause", "resume", "limits", "group-limits"} {
 		resp, body := r.post(c, "/ui/act/"+act, url.Values{"queue": {"mail"}, "id": {"d1"}, "csrf": {"anything"}})
 		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
 			t.Errorf("read-only POST %s answered %d:\n%s", act, resp.StatusCode, body)
