@@ -151,6 +151,9 @@ func testModel(t *testing.T, nb NewBackend) {
 		if rapid.Bool().Draw(rt, "limits from the start") {
 			m.setLimits(rt) // so that runs under a rate limit claim often enough to meet its edges
 		}
+		if rapid.Bool().Draw(rt, "group limits from the start") {
+			m.groupLimits(rt)
+		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"enqueue":        m.enqueue,
 			"enqueueBatched": m.enqueueBatched,
@@ -174,6 +177,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"trim":           m.trim,
 			"wait":           m.wait,
 			"limits":         m.setLimits,
+			"groupLimits":    m.groupLimits,
 			"events":         m.setEvents,
 			"advance":        func(*rapid.T) { s.Advance(15 * time.Millisecond) },
 			"pastHorizon":    m.pastHorizon,

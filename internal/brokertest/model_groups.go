@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -380,4 +381,84 @@ func (m *model) refunded(id string) {
 		delete(g.last, j.group)
 	}
 	delete(g.startAt, id)
+}
+
+// groupLimits changes the group limits with ChangeGroupLimits: the
+// defaults, or one group's override (set, sent back to the default,
+// reset), each limit kept or changed.
+func (m *model) groupLimits(t *rapid.T) {
+	g := rapid.SampledFrom([]string{"", "", "acme", "globex", "ünï"}).Draw(t, "limits of group")
+	gs := m.gs()
+	var c broker.GroupLimitsChange
+	o := gs.over[g]
+	if g != "" && rapid.IntRange(0, 3).Draw(t, "reset") == 0 {
+		c.Reset, o = true, goverride{}
+	}
+	// 0: keep, 1: set, 2: back to the default (a group only).
+	choice := func(what string) int {
+		n := rapid.IntRange(0, 2).Draw(t, what)
+		if n == 2 && g == "" {
+			n = 0
+		}
+		return n
+	}
+	switch choice("max running") {
+	case 1:
+		c.MaxRunning, c.To.MaxRunning = true, rapid.IntRange(0, 2).Draw(t, "group max running")
+		o.setMax, o.lim.max = true, c.To.MaxRunning
+	case 2:
+		c.DefaultMaxRunning, o.setMax, o.lim.max = true, false, 0
+	}
+	switch choice("rate") {
+	case 1:
+		c.Rate, c.To.Rate = true, rapid.IntRange(0, 2).Draw(t, "group rate")
+		o.setRate, o.lim.rate, o.lim.per = true, c.To.Rate, 0
+		if c.To.Rate > 0 {
+			c.Per, c.To.Per = true, rapid.SampledFrom([]time.Duration{15, 30, 45}).Draw(t, "group per ms")*time.Millisecond
+			o.lim.per = c.To.Per.Milliseconds()
+		}
+	case 2:
+		c.DefaultRate, o.setRate, o.lim.rate, o.lim.per = true, false, 0, 0
+	}
+	switch choice("ordered") {
+	case 1:
+		c.Ordered, c.To.Ordered = true, rapid.Bool().Draw(t, "group ordered")
+		o.setOrdered, o.lim.ordered = true, c.To.Ordered
+	case 2:
+		c.DefaultOrdered, o.setOrdered, o.lim.ordered = true, false, false
+	}
+	got, err := m.s.b.Inspector().ChangeGroupLimits(m.lostReply(t), m.s.q, g, c)
+	noErr(t, fmt.Sprintf("ChangeGroupLimits(%q, %+v)", g, c), err)
+	if g == "" {
+		d := gs.def
+		if c.MaxRunning {
+			d.max = c.To.MaxRunning
+		}
+		if c.Rate {
+			d.rate, d.per = o.lim.rate, o.lim.per
+		}
+		if c.Ordered {
+			d.ordered = c.To.Ordered
+		}
+		gs.def = d
+		want(t, "the group defaults ChangeGroupLimits answers", got, broker.GroupLimits{MaxRunning: d.max, Rate: d.rate,
+			Per: time.Duration(d.per) * time.Millisecond, Ordered: d.ordered})
+		// A group in the timer looks again when a slot of it frees, or at
+		// its time there.
+		ws, err := m.s.Client.ZRange(m.s.ctx, m.gkey("gwait"), 0, -1).Result()
+		noErr(t, "ZRANGE gwait", err)
+		for _, w := range ws {
+			gs.loose[w] = true
+		}
+		return
+	}
+	if o.setMax || o.setRate || o.setOrdered {
+		gs.over[g] = o
+	} else {
+		delete(gs.over, g)
+	}
+	e := m.limitsOf(g)
+	want(t, fmt.Sprintf("the limits of group %q ChangeGroupLimits answers", g), got, broker.GroupLimits{MaxRunning: e.max, Rate: e.rate,
+		Per: time.Duration(e.per) * time.Millisecond, Ordered: e.ordered})
+	delete(gs.loose, g) // a named group goes back to the rotation
 }
