@@ -339,6 +339,12 @@ func (m *model) tookGroups(t *rapid.T, op string, res broker.ClaimResult, lease 
 	}
 }
 
+// heldNext says whether job id is the one its ordered group holds for.
+func (m *model) heldNext(id string) bool {
+	g := m.jobs[id].group
+	return g != "" && m.limitsOf(g).ordered && m.gs().holds[g] == id
+}
+
 // heldState is the state of the job ordered group g holds for, when it is
 // a job of g waiting to run (pending or scheduled); "" when g holds for
 // none, or for one that ran meanwhile (the group was not ordered then) and
