@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Inconsistency is one violation of invariant 6 found by Check.
+// Inconsistency is one violation of invariant 6 or 11, or one stuck group,
+// found by Check.
 type Inconsistency struct {
-	ID      string // the job's id, as found in an index or a hash
+	ID string // the job's id, as found in an index or a hash; "" for a problem of a whole group
+	// Group is the group a problem of the groups' structures concerns
+	// (invariant 11, a stuck group); "" for the others. The Problem names
+	// it too.
+	Group   string
 	Problem string // what is wrong, e.g. the index it is in and the state it has
 	// Unconfirmed: the scan saw the problem, but Check had already read
 	// CheckRecheckMax suspects again and did not read this one again. It
@@ -24,10 +30,14 @@ type Inconsistency struct {
 }
 
 func (i Inconsistency) String() string {
-	if i.Unconfirmed {
-		return i.ID + ": " + i.Problem + " (seen by the scan, not re-read: over CheckRecheckMax)"
+	s := i.Problem
+	if i.ID != "" {
+		s = i.ID + ": " + s
 	}
-	return i.ID + ": " + i.Problem
+	if i.Unconfirmed {
+		return s + " (seen by the scan, not re-read: over CheckRecheckMax)"
+	}
+	return s
 }
 
 // CheckRecheckMax is how many suspects one Check reads again, each in one
@@ -44,13 +54,21 @@ const recheckBatch = 100
 // Check verifies invariant 6 on a live Redis: every job hash of queue is in
 // exactly the index that matches its state, every index entry has a job hash
 // in that state, and each running job's lease score equals its lease_until.
+// A pending job with a group is in its group's gready (or, enqueued before
+// groups had their indexes, in the queue's ready index), and no gready
+// lists any other job. For the groups it verifies invariant 11 (grunning
+// counts each group's running jobs), that no group is stuck (a group with
+// pending jobs is in grotation or gwait, with the queue's groups flag on;
+// the ungrouped jobs' turn, "", is in grotation while they wait beside
+// groups; checkgroups.go).
 // It reads the whole queue (indexes in memory, job keys by SCAN), so it costs
 // O(jobs); it writes nothing. The scan reads indexes and hashes in separate
 // steps, so a busy queue's jobs move on between them: each job the scan
 // finds out of place is a suspect, read again at one instant (its hash and
 // every index, in one script), and reported only if it is still wrong then.
-// At most CheckRecheckMax suspects are read again; the rest are reported
-// Unconfirmed, after the confirmed ones.
+// At most CheckRecheckMax suspects are read again (and as many groups);
+// the rest are reported Unconfirmed, after the confirmed ones. A group's
+// problems, which name no job, come first.
 func (b *Inspector) Check(ctx context.Context, queue string) ([]Inconsistency, error) {
 	if err := validName("queue", queue); err != nil {
 		return nil, err
@@ -68,37 +86,69 @@ func (b *Inspector) Check(ctx context.Context, queue string) ([]Inconsistency, e
 // reading is what Check knows of one job: from the scan, or from one
 // check_one script.
 type reading struct {
-	exists     bool    // the job key exists
-	unreadable string  // why the key cannot be read as a job hash; "" when it can
-	state      string  // the hash's state field
-	until      string  // the hash's lease_until field
-	where      []State // the indexes that list the id, in the order of States
-	leaseScore int64   // its score in the leases index, when listed there
+	exists     bool     // the job key exists
+	unreadable string   // why the key cannot be read as a job hash; "" when it can
+	state      string   // the hash's state field
+	until      string   // the hash's lease_until field
+	where      []State  // the indexes that list the id, in the order of States
+	group      string   // the hash's group field
+	gready     []string // the groups whose gready lists the id, sorted
+	leaseScore int64    // its score in the leases index, when listed there
 	// unsure: check_one could not tell whether ready0 lists the job (it
 	// looks among the newest entries only).
 	unsure bool
 }
 
+// places names the indexes that list the job: its states' indexes, then
+// each group's gready.
+func (r reading) places() []string {
+	var out []string
+	for _, s := range r.where {
+		out = append(out, string(s))
+	}
+	for _, g := range r.gready {
+		out = append(out, greadyName(g))
+	}
+	return out
+}
+
+// greadyName is how a problem names group g's pending index.
+func greadyName(g string) string { return fmt.Sprintf("gready:%q", g) }
+
 // problem judges a reading by invariant 6: what is wrong, or "".
 func (r reading) problem(k *queueKeys) string {
 	state := State(r.state)
+	places := r.places()
 	switch {
-	case !r.exists && len(r.where) == 0:
+	case !r.exists && len(places) == 0:
 		return "" // trimmed, or never there
 	case !r.exists:
-		return fmt.Sprintf("listed in %v but the job hash does not exist", r.where)
+		return fmt.Sprintf("listed in %v but the job hash does not exist", places)
 	case r.unreadable != "":
 		return "job hash unreadable: " + r.unreadable
 	case !state.valid():
 		return fmt.Sprintf("job hash has state %q, which is not a state", r.state)
-	case len(r.where) == 0:
+	case len(places) == 0:
 		want := k.index(state)
-		if state == StatePending {
+		switch {
+		case state == StatePending && r.group != "":
+			want = k.derived(kindGReady, r.group) + ", its group's"
+		case state == StatePending:
 			want = strings.Join([]string{k.readyHi(), k.ready0(), k.readyLo()}, " or ")
 		}
 		return fmt.Sprintf("job is %s but in no index (want %s)", state, want)
-	case len(r.where) > 1:
-		return fmt.Sprintf("job is %s but listed in %d indexes: %v", state, len(r.where), r.where)
+	case len(places) > 1:
+		return fmt.Sprintf("job is %s but listed in %d indexes: %v", state, len(places), places)
+	case len(r.gready) == 1:
+		switch g := r.gready[0]; {
+		case state != StatePending:
+			return fmt.Sprintf("job is %s but listed in the %s index", state, greadyName(g))
+		case r.group == "":
+			return fmt.Sprintf("job has no group but is listed in %s", greadyName(g))
+		case r.group != g:
+			return fmt.Sprintf("job of group %q is listed in %s, another group's", r.group, greadyName(g))
+		}
+		return ""
 	case r.where[0] != state:
 		return fmt.Sprintf("job is %s but listed in the %s index", state, r.where[0])
 	case state == StateRunning && r.until != fmt.Sprint(r.leaseScore):
@@ -159,6 +209,10 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 	for _, id := range entries {
 		inList[id] = true
 	}
+	gs, err := b.scanGReady(ctx, node, k)
+	if err != nil {
+		return nil, fmt.Errorf("fenceq: check queue %q: %w", queue, err)
+	}
 
 	suspects := map[string]string{}  // id: the problem the scan saw
 	livePending := map[string]bool{} // ids ready0 lists for a job pending there
@@ -178,37 +232,28 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 			}
 			return nil
 		})
-		// A pending job of a group is listed in its group's set.
-		inGroup := map[string]*redis.FloatCmd{}
-		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, key := range keys {
-				if vals, err := cmds[i].Result(); err == nil && len(vals) == 4 && vals[0] == string(StatePending) {
-					if g, _ := vals[3].(string); g != "" {
-						inGroup[key] = p.ZScore(ctx, k.derived(kindGReady, g), strings.TrimPrefix(key, k.job))
-					}
-				}
-			}
-			return nil
-		})
 		for i, key := range keys {
 			id := strings.TrimPrefix(key, k.job)
 			if seen[id] {
 				continue // SCAN may return a key twice
 			}
 			seen[id] = true
-			r := reading{exists: true, where: listed[id], leaseScore: leaseScore[id]}
+			r := reading{exists: true, where: listed[id], leaseScore: leaseScore[id], gready: gs.listing[id]}
 			if vals, err := cmds[i].Result(); err != nil {
 				r.unreadable = err.Error()
 			} else {
 				r.state, _ = vals[0].(string)
 				r.until, _ = vals[1].(string)
-				if p, _ := vals[2].(string); inList[id] && r.state == string(StatePending) && inReady0(p) {
+				r.group, _ = vals[3].(string)
+				// A pending job of a group that its group's set lists is
+				// not in ready0 (lib.lua's ready_live): an entry there is
+				// an earlier job's under the same id.
+				if p, _ := vals[2].(string); inList[id] && r.state == string(StatePending) && inReady0(p) &&
+					!(r.group != "" && slices.Contains(r.gready, r.group)) {
 					r.where = addState(r.where, StatePending)
 					livePending[id] = true
 				}
-				if c := inGroup[key]; c != nil && c.Err() == nil {
-					r.where = addState(r.where, StatePending)
-				}
+				gs.count(id, r)
 			}
 			if p := r.problem(k); p != "" {
 				suspects[id] = p
@@ -223,7 +268,12 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 	}
 	for id, where := range listed {
 		if !seen[id] {
-			suspects[id] = reading{where: where}.problem(k)
+			suspects[id] = reading{where: where, gready: gs.listing[id]}.problem(k)
+		}
+	}
+	for id, groups := range gs.listing {
+		if !seen[id] && listed[id] == nil {
+			suspects[id] = reading{gready: groups}.problem(k)
 		}
 	}
 	// ready0's entries that are not a job pending there are tombstones, and
@@ -255,11 +305,17 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 			}
 		}
 	}
-	out, err := b.recheck(ctx, node, k, suspects, recheckMax)
+	out, err := b.recheck(ctx, node, k, suspects, gs.listing, recheckMax)
 	if err != nil {
 		return nil, fmt.Errorf("fenceq: check queue %q: %w", queue, err)
 	}
 	out = append(out, extra...)
+	out = append(out, gs.problems...)
+	bad, err := b.checkGroups(ctx, node, k, gs, recheckMax)
+	if err != nil {
+		return nil, fmt.Errorf("fenceq: check queue %q: %w", queue, err)
+	}
+	out = append(out, bad...)
 	for _, id := range blocked {
 		stuck, err := b.stuck(ctx, node, k, id)
 		if err != nil {
@@ -276,7 +332,7 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 		case !a.Unconfirmed && b.Unconfirmed:
 			return -1
 		}
-		return strings.Compare(a.ID+a.Problem, b.ID+b.Problem)
+		return cmp.Or(strings.Compare(a.ID, b.ID), strings.Compare(a.Problem, b.Problem))
 	})
 	return out, nil
 }
@@ -302,7 +358,7 @@ func addState(where []State, s State) []State {
 // (check_one.lua), in pipelines of recheckBatch, and answers those still
 // wrong; the suspects past the cap come back Unconfirmed, with the
 // problem the scan saw.
-func (b *core) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, suspects map[string]string, recheckMax int) ([]Inconsistency, error) {
+func (b *core) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, suspects map[string]string, gready map[string][]string, recheckMax int) ([]Inconsistency, error) {
 	if len(suspects) == 0 {
 		return nil, nil
 	}
@@ -314,10 +370,9 @@ func (b *core) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, su
 		}
 		ids = ids[:recheckMax]
 	}
-	args := make([]any, 0, 1+len(States))
-	args = append(args, "")
+	states := make([]any, 0, len(States))
 	for _, s := range States {
-		args = append(args, string(s))
+		states = append(states, string(s))
 	}
 	s := b.scripts.checkOne
 	for batch := range slices.Chunk(ids, recheckBatch) {
@@ -331,7 +386,13 @@ func (b *core) recheck(ctx context.Context, node redis.Cmdable, k *queueKeys, su
 			cmds = make([]*redis.Cmd, len(batch))
 			_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for i, id := range batch {
-					args[0] = id
+					// The groups whose gready the scan saw list it; the
+					// script looks in its own group's too.
+					args := []any{id, len(gready[id])}
+					for _, g := range gready[id] {
+						args = append(args, g)
+					}
+					args = append(args, states...)
 					cmds[i] = b.queueScript(ctx, p, s, k.list[:1], withJobPrefix(k, args))
 				}
 				return nil
@@ -369,7 +430,7 @@ func readCheckOne(c *redis.Cmd) (reading, error) {
 	default:
 		r.exists, r.unreadable = true, "job key holds a "+t+", not a hash"
 	}
-	r.state, r.until = rp.str(), rp.str()
+	r.state, r.until, r.group = rp.str(), rp.str(), rp.str()
 	for _, s := range States {
 		score := rp.str()
 		if score == "?" {
@@ -387,6 +448,12 @@ func readCheckOne(c *redis.Cmd) (reading, error) {
 			r.leaseScore = int64(f)
 		}
 	}
+	for rp.more() {
+		if g, score := rp.str(), rp.str(); score != "" {
+			r.gready = append(r.gready, g)
+		}
+	}
+	slices.Sort(r.gready)
 	return r, rp.err
 }
 

@@ -92,3 +92,55 @@ func (f *flushOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
+
+// The groups Check suspects are read again up to the same cap; the rest
+// are reported as the scan saw them, Unconfirmed.
+func TestCheckGroupsRecheckCap(t *testing.T) {
+	b, rdb := checkBroker(t)
+	ctx := context.Background()
+	k := b.queueKeys("q")
+	for i := range 5 {
+		if err := rdb.HSet(ctx, k.grunning(), fmt.Sprintf("g%d", i), 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad, err := b.check(ctx, "q", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, i := range bad {
+		got = append(got, i.String())
+	}
+	want := []string{
+		`group "g0": grunning counts 1 running, but no job of the group is running (a phantom slot)`,
+		`group "g1": grunning counts 1 running, but no job of the group is running (a phantom slot)`,
+		`group "g2": grunning counts 1 running, but no job of the group is running (a phantom slot) (seen by the scan, not re-read: over CheckRecheckMax)`,
+		`group "g3": grunning counts 1 running, but no job of the group is running (a phantom slot) (seen by the scan, not re-read: over CheckRecheckMax)`,
+		`group "g4": grunning counts 1 running, but no job of the group is running (a phantom slot) (seen by the scan, not re-read: over CheckRecheckMax)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Check with a cap of 2 answered\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The gready keys are found by a SCAN whose pattern quotes the queue's
+// name: a queue named with glob characters reads its own keys only.
+func TestCheckGroupsGlobEscaped(t *testing.T) {
+	b, rdb := checkBroker(t)
+	ctx := context.Background()
+	other := b.queueKeys("qa")
+	if err := rdb.ZAdd(ctx, other.derived(kindGReady, "acme"), redis.Z{Score: 1, Member: "ghost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"q?", "q*", "[q]a"} {
+		bad, err := b.Inspector().Check(ctx, q)
+		if err != nil || len(bad) > 0 {
+			t.Fatalf("Check(%q) answered %v, %v; want nothing of queue qa's keys", q, bad, err)
+		}
+	}
+	bad, err := b.Inspector().Check(ctx, "qa")
+	if err != nil || len(bad) != 2 || bad[1].ID != "ghost" || bad[0].Group != "acme" {
+		t.Fatalf("Check(qa) answered %v, %v; want its ghost, and acme stuck", bad, err)
+	}
+}

@@ -26,7 +26,7 @@ type script struct {
 
 // scripts are the atomic operations and the library that holds them all.
 type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, limits, glimits, groups *script
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, checkGroups, limits, glimits, groups *script
 
 	list []*script // every one of the above, as loadScripts made them
 
@@ -51,7 +51,7 @@ var pieces = map[string][]string{
 // it is out of memory, before they write anything.
 var functionFlags = map[string]string{
 	"browse": "no-writes", "range": "no-writes", "leases": "no-writes", "overview": "no-writes",
-	"throughput": "no-writes", "check_one": "no-writes", "groups": "no-writes",
+	"throughput": "no-writes", "check_one": "no-writes", "check_groups": "no-writes", "groups": "no-writes",
 	"trim": "allow-oom",
 }
 
@@ -77,7 +77,7 @@ func loadScripts() (*scripts, error) {
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
 		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "range": &s.rangeAfter, "browse": &s.browse, "overview": &s.overview,
-		"throughput": &s.throughput, "check_one": &s.checkOne, "limits": &s.limits, "glimits": &s.glimits, "groups": &s.groups,
+		"throughput": &s.throughput, "check_one": &s.checkOne, "check_groups": &s.checkGroups, "limits": &s.limits, "glimits": &s.glimits, "groups": &s.groups,
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for name := range ops {

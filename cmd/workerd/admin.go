@@ -171,7 +171,7 @@ func checkQueue(ctx context.Context, e *env, in *broker.Inspector, q string) (co
 			continue
 		}
 		confirmed++
-		fmt.Fprintf(e.stdout, "%s: %s: %s\n", q, f.ID, f.Problem)
+		fmt.Fprintf(e.stdout, "%s: %s\n", q, f) // "<id>: <problem>", or a group's problem alone
 	}
 	return confirmed, unsure, nil
 }

@@ -178,6 +178,12 @@ func TestAdminCommands(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "does not exist") {
 		t.Fatalf("check of a broken queue: exit %d\n%s", code, out)
 	}
+	// A group's problem names the group, and no job.
+	c.mr.HSet("fenceq:{q}:grunning", "ghost", "1")
+	code, out, _ = c.run("", "check", "q")
+	if code != 1 || !strings.Contains(out, "q: group \"ghost\": grunning counts 1 running, but no job of the group is running (a phantom slot)\n") {
+		t.Fatalf("check of a phantom slot: exit %d\n%s", code, out)
+	}
 }
 
 // run serves liveness, readiness and metrics while its pools work, and

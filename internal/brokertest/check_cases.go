@@ -20,16 +20,23 @@ type interleave struct{}
 
 type interleaveKey struct{}
 
-// interleaving is one function the hook runs, and whether it ran.
+// interleaving is one function the hook runs, before which command, and
+// whether it ran.
 type interleaving struct {
 	once sync.Once
+	cmd  string
 	fn   func()
 	ran  bool
 }
 
 // during returns a context whose first SCAN runs fn first.
 func during(ctx context.Context, fn func()) (context.Context, *interleaving) {
-	in := &interleaving{fn: fn}
+	return before(ctx, "scan", fn)
+}
+
+// before returns a context whose first command named cmd runs fn first.
+func before(ctx context.Context, cmd string, fn func()) (context.Context, *interleaving) {
+	in := &interleaving{cmd: cmd, fn: fn}
 	return context.WithValue(ctx, interleaveKey{}, in), in
 }
 
@@ -37,7 +44,7 @@ func (interleave) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (interleave) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if in, ok := ctx.Value(interleaveKey{}).(*interleaving); ok && cmd.Name() == "scan" {
+		if in, ok := ctx.Value(interleaveKey{}).(*interleaving); ok && cmd.Name() == in.cmd {
 			in.once.Do(func() { in.fn(); in.ran = true })
 		}
 		return next(ctx, cmd)
@@ -145,15 +152,20 @@ func testCheckWhileJobsMove(t *testing.T, nb NewBackend) {
 }
 
 // wantProblems fails unless bad holds exactly one problem per id of want,
-// each starting with want's text.
+// each starting with want's text. A problem of a whole group (no ID) goes
+// by "group:" and the group's name.
 func wantProblems(t *testing.T, bad []broker.Inconsistency, want map[string]string) {
 	t.Helper()
 	got := map[string]string{}
 	for _, b := range bad {
-		if _, dup := got[b.ID]; dup {
-			t.Errorf("%s reported twice: %v", b.ID, bad)
+		id := b.ID
+		if id == "" {
+			id = "group:" + b.Group
 		}
-		got[b.ID] = b.Problem
+		if _, dup := got[id]; dup {
+			t.Errorf("%s reported twice: %v", id, bad)
+		}
+		got[id] = b.Problem
 	}
 	var ids []string
 	for id := range want {

@@ -126,6 +126,8 @@ type model struct {
 
 	batcher     *broker.Batcher
 	batcherOpts broker.BatcherOptions
+
+	groups *mgroups // the groups' limits, holds and rates (model_groups.go)
 }
 
 func (m *model) newBatcher(t *rapid.T) {
@@ -148,6 +150,9 @@ func testModel(t *testing.T, nb NewBackend) {
 		defer func() { _ = m.batcher.Close() }()
 		if rapid.Bool().Draw(rt, "limits from the start") {
 			m.setLimits(rt) // so that runs under a rate limit claim often enough to meet its edges
+		}
+		if rapid.Bool().Draw(rt, "group limits from the start") {
+			m.groupLimits(rt)
 		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"enqueue":        m.enqueue,
@@ -172,6 +177,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"trim":           m.trim,
 			"wait":           m.wait,
 			"limits":         m.setLimits,
+			"groupLimits":    m.groupLimits,
 			"events":         m.setEvents,
 			"advance":        func(*rapid.T) { s.Advance(15 * time.Millisecond) },
 			"pastHorizon":    m.pastHorizon,
@@ -457,9 +463,10 @@ func (m *model) drawJob(t *rapid.T, i int) broker.Job {
 		j.RunIfDependencyFails = rapid.Bool().Draw(t, "run if a dependency fails")
 	}
 	j.Metadata = drawMetadata(t)
-	// Mostly no group; a few short ones, shared by several jobs; one of
-	// exactly MaxGroupBytes.
-	j.Group = rapid.SampledFrom([]string{"", "", "", "acme", "globex", "ünï", strings.Repeat("g", broker.MaxGroupBytes)}).Draw(t, "group")
+	// Mostly no group; a few short ones, shared by several jobs, acme the
+	// most (so that its limits meet contention); one of exactly
+	// MaxGroupBytes.
+	j.Group = rapid.SampledFrom([]string{"", "", "", "acme", "acme", "acme", "globex", "ünï", strings.Repeat("g", broker.MaxGroupBytes)}).Draw(t, "group")
 	// Mostly priority 0 (the ready index's list), some above and below it
 	// (its sorted sets).
 	j.Priority = rapid.SampledFrom([]int{0, 0, 0, 5, -5}).Draw(t, "priority")
@@ -674,6 +681,7 @@ func (m *model) claim(t *rapid.T) {
 	if lost || dropped {
 		lease = time.Hour // the re-send must come within the lease (see lostClaimReply)
 	}
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	var res broker.ClaimResult
 	var err error
@@ -722,6 +730,7 @@ func (m *model) fusedAck(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
 	os, res := fa.Outcomes, fa.Claim
@@ -864,6 +873,7 @@ func (m *model) fusedAckMany(t *rapid.T) {
 	lease := rapid.SampledFrom([]time.Duration{10 * time.Millisecond, time.Hour}).Draw(t, "lease")
 	ctx := m.lostClaimReply(t, &lease)
 	spec := broker.ClaimSpec{RequestID: broker.NewRequestID(), Queue: m.s.q, N: n, Lease: lease}
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	fa, err := m.s.b.Leases().FusedAck(ctx, acks, spec)
 	os, res := fa.Outcomes, fa.Claim
@@ -894,10 +904,16 @@ func (m *model) claimable(t *rapid.T, op string, n int, res broker.ClaimResult, 
 	if m.maxRunning > 0 {
 		n = min(n, max(0, m.maxRunning-running))
 	}
-	if m.paused {
-		pending = 0
+	// The groups' limits and turns (model_groups.go): with none in use,
+	// every pending job.
+	supplyLo, supplyHi := m.groupSupply(op != "claim")
+	if supplyHi > pending {
+		t.Fatalf("%s: the groups' supply %d is above the %d pending jobs", op, supplyHi, pending)
 	}
-	lo, hi = min(n, pending), min(n, pending)
+	if m.paused {
+		supplyLo, supplyHi = 0, 0
+	}
+	lo, hi = min(n, supplyLo), min(n, supplyHi)
 	if m.rate > 0 && n > 0 {
 		least, most := m.counted(t, op, res, lease)
 		lo, hi = min(lo, max(0, m.rate-most)), min(hi, max(0, m.rate-least))
@@ -1010,12 +1026,16 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 	// Higher priorities first: no job left pending outranks one taken of
 	// its group (the ungrouped jobs are one); the groups take turns.
 	for _, l := range res.Leases {
+		if m.heldNext(l.ID) {
+			continue // an ordered group's job sent back runs again first, whatever waits
+		}
 		for id, j := range m.jobs {
 			if j.state == broker.StatePending && j.group == m.jobs[l.ID].group && j.priority > m.jobs[l.ID].priority {
 				t.Fatalf("%s took %s of priority %d and left %s of priority %d pending", op, l.ID, m.jobs[l.ID].priority, id, j.priority)
 			}
 		}
 	}
+	m.tookGroups(t, op, res, lease)
 }
 
 // newGen checks a generation Redis just issued: above every one issued
@@ -1147,6 +1167,7 @@ func (m *model) fail(t *rapid.T) {
 	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	if claim.N > 0 {
 		fused, err = m.s.b.Leases().FusedFail(ctx, l, f, claim)
@@ -1200,6 +1221,7 @@ func (m *model) snooze(t *rapid.T) {
 	var fused broker.Fused
 	var err error
 	ctx := m.lostClaimReply(t, &claim.Lease)
+	m.snapGroups(t) // the rotation and the timer as the claim will find them
 	m.begin(t)
 	if claim.N > 0 {
 		fused, err = m.s.b.Leases().FusedSnooze(ctx, l, d, claim)
@@ -1245,6 +1267,7 @@ func (m *model) giveBack(t *rapid.T) {
 	var w broker.State
 	if valid {
 		delete(m.starts, l.ClaimID()) // its start no longer counts
+		m.refunded(l.ID)              // nor its group's, when it was the last
 	}
 	if valid && j.cancel {
 		w = broker.StateCancelled
@@ -1303,6 +1326,7 @@ func (m *model) settle(t *rapid.T, what, mode string, l broker.Lease, j *mjob, v
 		return
 	}
 	j.state, j.deadline = w, 0
+	m.sentBack(l.ID)
 }
 
 func (m *model) release(t *rapid.T) {
@@ -1334,6 +1358,7 @@ func (m *model) takeBack(t *rapid.T, op, id string) broker.State {
 		j.state, j.deadline = broker.StatePending, 0
 		j.attempt--
 		j.unhandledSince = span{} // requeue: a wait for a handler starts again
+		m.sentBack(id)
 	}
 	return j.state
 }
@@ -1400,6 +1425,7 @@ func (m *model) reap(t *rapid.T) {
 		default:
 			j.state, j.deadline = broker.StatePending, 0
 			j.unhandledSince = span{} // requeue: a wait for a handler starts again
+			m.sentBack(rp.ID)
 		}
 		j.wantState(t, "reap", rp.State)
 	}
@@ -1418,6 +1444,7 @@ func (m *model) cancelJob(t *rapid.T) {
 	noErr(t, "Cancel", err)
 	switch j.state {
 	case broker.StatePending, broker.StateScheduled, broker.StateBlocked:
+		m.groupCancelled(id)
 		m.finish(id, broker.StateCancelled)
 	case broker.StateRunning:
 		j.cancel = true
@@ -1846,7 +1873,8 @@ func (m *model) check(t *rapid.T) {
 	c, err := m.s.b.Inspector().Counts(m.s.ctx, m.s.q)
 	noErr(t, "Counts", err)
 	want(t, "pending jobs counted", c.Pending, pending)
-	m.s.consistent(t) // invariant 6
+	m.checkGroups(t)  // invariant 11 and G2
+	m.s.consistent(t) // invariants 6 and 11, G2, the holds
 }
 
 // checkUnique compares the unique keys with Redis: a held key names its

@@ -88,6 +88,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"WaitReturnsWhenCancelled", testWaitReturnsWhenCancelled},
 		{"Inspection", testInspection},
 		{"CheckWhileJobsMove", testCheckWhileJobsMove},
+		{"CheckGroups", testCheckGroups},
+		{"GroupedJobBehindATombstone", testGroupedJobBehindATombstone},
 		{"WakeToken", testWake},
 		{"WaitForWork", testWaitForWork},
 		{"LostReplies", testLostReplies},

@@ -4,37 +4,42 @@
 -- so a re-send is harmless. Guard: none (it changes nothing). Invariant 6:
 -- this one reading is what Check judges; a job that moved legally is in the
 -- index of its state here. Bounded: one TYPE, one HMGET and one ZSCORE per
--- state named; for pending, three, and for a job pending at priority 0 an
--- LPOS over at most the CHECK_SPAN newest entries of ready0: a job the
--- scan did not see there was filed after it read the list, so it is among
--- the newest (ready0 holds tombstones and older entries of ids filed
--- again, which Check does not count as listed).
--- ARGV[2] id  [3...] states (broker.States), whose indexes to look in
+-- state and group named; for pending, three, and for a job pending at
+-- priority 0 an LPOS over at most the CHECK_SPAN newest entries of ready0:
+-- a job the scan did not see there was filed after it read the list, so it
+-- is among the newest (ready0 holds tombstones and older entries of ids
+-- filed again, which Check does not count as listed).
+-- ARGV[2] id  [3] m, the number of groups named  [4..3+m] groups whose
+--   gready the scan saw list the job  [4+m...] states (broker.States), whose
+--   indexes to look in
 -- Reply: {type of the job key ('none' when there is none, 'hash' for a job),
---         state, lease_until ('' where missing or not a hash),
+--         state, lease_until, group ('' where missing or not a hash),
 --         then the job's score in each named state's index, in ARGV's order,
 --         '' where it is not listed; for pending, its score, 'list' when
 --         in ready0, '?' when not among the CHECK_SPAN newest entries of a
---         longer ready0}
+--         longer ready0;
+--         then, for each group named and the job's own group (once each):
+--         the group and the job's score in its gready, '' where not listed}
 local CHECK_SPAN = 100000
 local id = ARGV[2]
+local m = tonumber(ARGV[3])
 local key = JOB .. id
 local t = redis.call('TYPE', key).ok
-local out = {t, '', ''}
-local priority, group
+local out = {t, '', '', ''}
+local priority
 if t == 'hash' then
   local f = redis.call('HMGET', key, F.state, F.lease_until, F.priority, F.group)
-  out[2], out[3], priority, group = f[1] or '', f[2] or '', f[3], f[4]
+  out[2], out[3], priority, out[4] = f[1] or '', f[2] or '', f[3], f[4] or ''
 end
-for i = 3, #ARGV do
+for i = 4 + m, #ARGV do
   local index = INDEX[ARGV[i]]
   if not index then
     return redis.error_reply('check_one: ' .. ARGV[i] .. ' is not a state')
   end
   if ARGV[i] == 'pending' then
     local at = redis.call('ZSCORE', K.ready_hi, id) or redis.call('ZSCORE', K.ready_lo, id)
-      or redis.call('ZSCORE', LEGACY_READY, id) or group and redis.call('ZSCORE', derived('gready', group), id)
-    if not at and ready_live(out[2], priority) then
+      or redis.call('ZSCORE', LEGACY_READY, id)
+    if not at and ready_live(out[2], priority, out[4], id) then
       if redis.call('LPOS', K.ready0, id, 'MAXLEN', CHECK_SPAN) then
         at = 'list'
       elseif redis.call('LLEN', K.ready0) > CHECK_SPAN then
@@ -46,4 +51,22 @@ for i = 3, #ARGV do
     table.insert(out, redis.call('ZSCORE', index, id) or '')
   end
 end
+local looked = {}
+local function look(g)
+  if g ~= '' and not looked[g] then
+    looked[g] = true
+    table.insert(out, g)
+    -- A gready key of another type (a hand edit) lists nothing: Check
+    -- reports it as the scan read it.
+    local at = redis.pcall('ZSCORE', derived('gready', g), id)
+    if type(at) ~= 'string' then
+      at = ''
+    end
+    table.insert(out, at)
+  end
+end
+for i = 4, 3 + m do
+  look(ARGV[i])
+end
+look(out[4])
 return out

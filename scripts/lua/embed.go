@@ -9,7 +9,7 @@
 //   - one file per atomic operation of the broker package: enqueue, claim,
 //     renew, progress, ack, fail, release, release_unowned, reap, cancel,
 //     retry, trim, wait, leases, range, browse, overview, throughput,
-//     check_one, limits, glimits (the group limits) and groups.
+//     check_one, check_groups, limits, glimits (the group limits) and groups.
 //   - fence_hset.lua, the fence package's standalone script.
 package lua
 

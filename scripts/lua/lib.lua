@@ -356,12 +356,20 @@ local function ready_popped(dead)
   end
 end
 
--- ready_live says whether a job read as (state, priority) is the live
--- entry of ready0 that a claim popped, and not a tombstone or the older
--- entry of an id filed again since.
-local function ready_live(state, priority)
+-- ready_live says whether a job read as (state, priority, group) is the
+-- live entry of ready0 that a claim popped, and not a tombstone or the
+-- older entry of an id filed again since. A pending job of a group waits
+-- in its group's set: its id's entry in ready0 is then an earlier job's
+-- (one cancelled there, whose id retention freed), unless the job was
+-- filed in ready0 before the queue had groups, and is in no group's set.
+-- id: the job's, to look in its group's set (nil: the caller knows it has
+-- no group).
+local function ready_live(state, priority, group, id)
   local _, flag = ready_index(priority)
-  return state == 'pending' and flag == ''
+  if state ~= 'pending' or flag ~= '' then
+    return false
+  end
+  return not (group and group ~= '' and id and redis.call('ZSCORE', derived('gready', group), id))
 end
 
 -- ready_any says whether a claim may find pending jobs: O(1), and perhaps

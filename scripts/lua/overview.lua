@@ -15,8 +15,8 @@ local first = redis.call('ZRANGE', LEGACY_READY, 0, 0)[1] or redis.call('ZRANGE'
 if not first then
   local tail = redis.call('LRANGE', K.ready0, -10, -1)
   for i = #tail, 1, -1 do
-    local f = redis.call('HMGET', JOB .. tail[i], F.state, F.priority)
-    if ready_live(f[1], f[2]) then
+    local f = redis.call('HMGET', JOB .. tail[i], F.state, F.priority, F.group)
+    if ready_live(f[1], f[2], f[3], tail[i]) then
       first = tail[i]
       break
     end

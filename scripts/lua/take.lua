@@ -539,7 +539,7 @@ local function take(now, lease_ms, n, promote_limit, base, budget)
           end
           local key = JOB .. id
           local f, bad = read_popped(key)
-          if source == 'list' and not bad and (not f or INDEX[f[1]] and not ready_live(f[1], f[12])) then
+          if source == 'list' and not bad and (not f or INDEX[f[1]] and not ready_live(f[1], f[12], f[13], id)) then
             dead = dead + 1 -- a tombstone, or an id filed again since: skipped
           elseif not f or f[1] ~= 'pending' then
             misfiled(id, key, 'ready', problems, now)
