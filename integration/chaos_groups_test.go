@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -584,6 +583,10 @@ func (m *groupMonitor) verify(h *groupHandler) {
 			gap[g.class] = g.minGap
 		}
 	}
+	rateGap, ok := gap["rate"]
+	if !ok {
+		rateGap = -1
+	}
 	c := m.c
 	line := fmt.Sprintf("chaos groups: jobs=%d groups=%d kills=%d pauses=%d redis_restarts=%d proxy_faults=%d starts=%d retried=%d snoozed=%d reaped=%d "+
 		"over_limit=%d stuck_groups=%d lost=%d stale_accepted=%d reexecuted=%d checks=%d check_dirty=%d event_problems=%d samples=%d "+
@@ -591,7 +594,7 @@ func (m *groupMonitor) verify(h *groupHandler) {
 		len(m.ids), len(m.groups), c.counts.kills.Load(), c.counts.pauses.Load(), c.counts.restarts.Load(), c.counts.proxyFaults.Load(),
 		m.starts, m.closes["retried"], m.closes["snoozed"], m.closes["reaped"],
 		m.overLimit, m.stuck, lost, staleAccepted, reexecuted, m.checks, m.checkDirty, len(m.problems), m.samples,
-		peak["max2"], peak["rate"], peak["ordered"], peak["default"], peak["unlimited"], cmp.Or(gap["rate"], -1))
+		peak["max2"], peak["rate"], peak["ordered"], peak["default"], peak["unlimited"], rateGap)
 	t.Log(line)
 	fmt.Println(line)
 	if m.overLimit > 0 || m.stuck > 0 || lost > 0 || staleAccepted > 0 || m.checkDirty > 0 || len(m.problems) > 0 {
