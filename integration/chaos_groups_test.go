@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +49,11 @@ import (
 //   - check_dirty counts the Checks, one after every fault, that were not
 //     clean.
 //
-// FENCEQ_CHAOS_DURATION sets the fault window (default 30s: the CI variant).
+// FENCEQ_CHAOS_DURATION sets the fault window (default 30s: the CI
+// variant). FENCEQ_CHAOS_GROUPS_BREAK=unfile checks the checks: half-way
+// it gives one group a backlog and takes it out of the rotation and the
+// timer by hand (a G2 violation), and the run must fail with
+// stuck_groups above 0.
 func TestChaosGroups(t *testing.T) {
 	client(t) // skips (or fails under CI) without Redis
 	window := chaosWindow(t, 30*time.Second)
@@ -71,8 +76,13 @@ func TestChaosGroups(t *testing.T) {
 	go func() { defer producing.Done(); m.produce(pctx, 40) }()
 
 	end := time.Now().Add(window)
+	broken := os.Getenv("FENCEQ_CHAOS_GROUPS_BREAK") != "unfile"
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Millisecond)
+		if !broken && time.Until(end) < window/2 {
+			broken = true
+			m.unfile(ctx, m.groups[150])
+		}
 		c.fault()
 		m.check("after a fault")
 	}
@@ -247,6 +257,28 @@ func (m *groupMonitor) produce(ctx context.Context, perSecond int) {
 				time.Sleep(50 * time.Millisecond) // Redis restarting or paused: the same id again
 			}
 		}
+	}
+}
+
+// unfile breaks G2 on purpose: it enqueues a backlog of ten jobs to g,
+// then for 3 s keeps g out of grotation and gwait.
+func (m *groupMonitor) unfile(ctx context.Context, g *ggroup) {
+	m.c.t.Logf("FENCEQ_CHAOS_GROUPS_BREAK=unfile: taking group %q out of the rotation and the timer", g.name)
+	for range 10 {
+		m.mu.Lock()
+		id := fmt.Sprintf("break-%03d", len(g.jobs))
+		j := &gjob{id: id, group: g, idx: len(g.jobs)}
+		g.jobs = append(g.jobs, j)
+		m.jobs[id] = j
+		m.ids = append(m.ids, id)
+		m.mu.Unlock()
+		if _, err := m.c.b.Client().Enqueue(ctx, broker.Job{Queue: m.c.queue, Kind: "work", ID: id, MaxAttempts: 1000, Group: g.name}); err != nil {
+			m.c.t.Logf("unfile: enqueue %s: %v", id, err)
+		}
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		m.c.admin.ZRem(ctx, m.base+"grotation", g.name)
+		m.c.admin.ZRem(ctx, m.base+"gwait", g.name)
 	}
 }
 
