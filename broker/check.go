@@ -174,7 +174,19 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 		cmds := make([]*redis.SliceCmd, len(keys))
 		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, key := range keys {
-				cmds[i] = p.HMGet(ctx, key, fieldState, fieldLeaseUntil, fieldPriority)
+				cmds[i] = p.HMGet(ctx, key, fieldState, fieldLeaseUntil, fieldPriority, fieldGroup)
+			}
+			return nil
+		})
+		// A pending job of a group is listed in its group's set.
+		inGroup := map[string]*redis.FloatCmd{}
+		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, key := range keys {
+				if vals, err := cmds[i].Result(); err == nil && len(vals) == 4 && vals[0] == string(StatePending) {
+					if g, _ := vals[3].(string); g != "" {
+						inGroup[key] = p.ZScore(ctx, k.derived(kindGReady, g), strings.TrimPrefix(key, k.job))
+					}
+				}
 			}
 			return nil
 		})
@@ -193,6 +205,9 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 				if p, _ := vals[2].(string); inList[id] && r.state == string(StatePending) && inReady0(p) {
 					r.where = addState(r.where, StatePending)
 					livePending[id] = true
+				}
+				if c := inGroup[key]; c != nil && c.Err() == nil {
+					r.where = addState(r.where, StatePending)
 				}
 			}
 			if p := r.problem(k); p != "" {

@@ -216,21 +216,24 @@ func (b *Inspector) Counts(ctx context.Context, queue string) (Counts, error) {
 
 // countPending queues on p the reads of the pending count (lib.lua's
 // ready_count): the lengths of the parts of the ready index, less ready0's
-// tombstones, plus an earlier version's index still to be moved. The
+// tombstones, plus an earlier version's index still to be moved, plus the
+// pending jobs of the groups (the settings' g_pending counts them). The
 // function answers it once p ran. p must be a transaction (TxPipelined):
 // a claim between the LLEN and the read of the tombstones, which pops
 // some, would make them count as pending jobs.
 func countPending(ctx context.Context, p redis.Pipeliner, k *queueKeys) func() int64 {
 	list := p.LLen(ctx, k.ready0())
-	tombs := p.HMGet(ctx, k.limits(), "tombs") // HMGET: an absent field is no error
+	flags := p.HMGet(ctx, k.limits(), "tombs", "g_pending") // HMGET: an absent field is no error
 	sets := []*redis.IntCmd{p.ZCard(ctx, k.readyHi()), p.ZCard(ctx, k.readyLo()), p.ZCard(ctx, k.legacy())}
 	return func() int64 {
-		var t int64
-		if v := tombs.Val(); len(v) == 1 {
+		var t, g int64
+		if v := flags.Val(); len(v) == 2 {
 			s, _ := v[0].(string)
 			t, _ = strconv.ParseInt(s, 10, 64) // absent: none
+			s, _ = v[1].(string)
+			g, _ = strconv.ParseInt(s, 10, 64)
 		}
-		n := max(0, list.Val()-max(0, t))
+		n := max(0, list.Val()-max(0, t)) + max(0, g)
 		for _, c := range sets {
 			n += c.Val()
 		}

@@ -1007,10 +1007,11 @@ func (m *model) took(t *rapid.T, op string, res broker.ClaimResult, n int, lease
 		j.renewals, j.resent = 0, false
 		m.claims = append(m.claims, l)
 	}
-	// Higher priorities first: no job left pending outranks one taken.
+	// Higher priorities first: no job left pending outranks one taken of
+	// its group (the ungrouped jobs are one); the groups take turns.
 	for _, l := range res.Leases {
 		for id, j := range m.jobs {
-			if j.state == broker.StatePending && j.priority > m.jobs[l.ID].priority {
+			if j.state == broker.StatePending && j.group == m.jobs[l.ID].group && j.priority > m.jobs[l.ID].priority {
 				t.Fatalf("%s took %s of priority %d and left %s of priority %d pending", op, l.ID, m.jobs[l.ID].priority, id, j.priority)
 			}
 		}

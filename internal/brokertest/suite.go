@@ -24,6 +24,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"GiveBackRetryStartsAFreshWait", testGiveBackRetryStartsAFreshWait},
 		{"GiveBackFreesItsStart", testGiveBackFreesItsStart},
 		{"Cancel", testCancel},
+		{"GroupCore", testGroupCore},
 		{"Retry", testRetry},
 		{"Pause", testPause},
 		{"FlagScheduled", testFlagScheduled},

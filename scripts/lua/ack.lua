@@ -20,15 +20,20 @@ local settled_now = 0
 -- The jobs settled here leave leases and enter done in one call each,
 -- after the loop (zrem_all, zadd_all).
 local done_ids = {}
+local frees = {} -- group → its slots these acks free (lease_end, batched)
 for i = 7, #ARGV, 4 do
   local id, token = ARGV[i], ARGV[i + 2]
   local key = JOB .. id
   -- The guard's fields, then finish()'s OWED ones, in one read.
-  local f = read(key, F.state, F.gen, F.token, F.settled, F.unique_until_done, F.waited, F.has_children, F.wait_until)
+  local f = read(key, F.state, F.gen, F.token, F.settled, F.unique_until_done, F.waited, F.has_children, F.wait_until,
+    F.group)
   if holds(f, ARGV[i + 1], token) then
     finish(id, key, 'done', now, {F.result, ARGV[i + 3], F.settled, 'ack done'}, {f[2], f[5], f[6], f[7], f[8]}, done_ids)
     table.insert(out, STATUS.ok)
     settled_now = settled_now + 1
+    if f[9] and f[9] ~= '' then
+      frees[f[9]] = (frees[f[9]] or 0) + 1
+    end
   elseif resettled(key, f, token, 'ack') then
     table.insert(out, STATUS.ok)
   else
@@ -37,6 +42,7 @@ for i = 7, #ARGV, 4 do
   end
 end
 zrem_all(K.leases, done_ids)
+group_free(frees)
 zadd_all(K.done, now, done_ids)
 count_settled('d', settled_now, now)
 settle_cascade(now)

@@ -13,17 +13,20 @@
 -- {STATUS missing}, or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
-local f, none = read_job(key, F.state, F.priority)
+local f, none = read_job(key, F.state, F.priority, F.group)
 if none then
   return none
 end
-local state = f[1]
+local state, group = f[1], f[3] or ''
 if state == 'pending' or state == 'scheduled' or state == 'blocked' then
   local now = now_ms()
-  if state == 'pending' then
+  if state == 'pending' and not (group ~= '' and group_pulled(id, group)) then
     ready_remove(id, f[2]) -- in ready0, a tombstone the claim skips
-  else
+  elseif state ~= 'pending' then
     redis.call('ZREM', INDEX[state], id)
+  end
+  if group ~= '' then
+    group_unhold(id, group) -- an ordered group held for it goes on
   end
   finish(id, key, 'cancelled', now)
   settle_cascade(now)

@@ -21,10 +21,10 @@ local id = ARGV[2]
 local key = JOB .. id
 local t = redis.call('TYPE', key).ok
 local out = {t, '', ''}
-local priority
+local priority, group
 if t == 'hash' then
-  local f = redis.call('HMGET', key, F.state, F.lease_until, F.priority)
-  out[2], out[3], priority = f[1] or '', f[2] or '', f[3]
+  local f = redis.call('HMGET', key, F.state, F.lease_until, F.priority, F.group)
+  out[2], out[3], priority, group = f[1] or '', f[2] or '', f[3], f[4]
 end
 for i = 3, #ARGV do
   local index = INDEX[ARGV[i]]
@@ -33,7 +33,7 @@ for i = 3, #ARGV do
   end
   if ARGV[i] == 'pending' then
     local at = redis.call('ZSCORE', K.ready_hi, id) or redis.call('ZSCORE', K.ready_lo, id)
-      or redis.call('ZSCORE', LEGACY_READY, id)
+      or redis.call('ZSCORE', LEGACY_READY, id) or group and redis.call('ZSCORE', derived('gready', group), id)
     if not at and ready_live(out[2], priority) then
       if redis.call('LPOS', K.ready0, id, 'MAXLEN', CHECK_SPAN) then
         at = 'list'

@@ -119,6 +119,6 @@ if run_at > now then
   event('enqueued', id, 0, 'scheduled')
   return {STATUS.ok, 'scheduled'}
 end
-to_ready(id, key, ARGV[6], true)
+to_ready(id, key, ARGV[6], true, ARGV[14], now)
 event('enqueued', id, 0, 'pending')
 return {STATUS.ok, 'pending'}

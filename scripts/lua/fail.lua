@@ -53,7 +53,8 @@ local now
 local function settle()
   local id, mode, backoff = ARGV[2], ARGV[5], tonumber(ARGV[7])
   local key = JOB .. id
-  local f = read(key, F.state, F.gen, F.token, F.settled, F.cancel, F.attempt, F.max_attempts, F.priority)
+  local f = read(key, F.state, F.gen, F.token, F.settled, F.cancel, F.attempt, F.max_attempts, F.priority, F.group,
+    F.claimed_at)
   if not holds(f, ARGV[3], ARGV[4]) then
     local again = resettled(key, f, ARGV[4], mode)
     if again then
@@ -63,11 +64,18 @@ local function settle()
     return STATUS.stale, ''
   end
   now = now_ms()
-  redis.call('ZREM', K.leases, id)
+  local group = f[9] or ''
   if mode == 'unhandled' then
     -- The claim ran nothing: its start does not count against the
-    -- queue's rate limit (take.lua keeps starts by token, unique to it).
+    -- queue's rate limit (take.lua keeps starts by token, unique to it),
+    -- nor its group's, when it was that group's last start.
     redis.call('ZREM', K.starts, ARGV[4])
+    if group ~= '' and f[10] then
+      local rate_key = derived('grate', group)
+      if redis.call('GET', rate_key) == f[10] then
+        redis.call('DEL', rate_key)
+      end
+    end
   end
   local state
   if f[5] == '1' then
@@ -81,6 +89,7 @@ local function settle()
     end
     backoff = math.min(math.max(3 * waited, backoff), tonumber(ARGV[13]))
   end
+  lease_end(id, group, not state)
   local failed = mode == 'retry' or mode == 'dead' or (mode == 'unhandled' and state == 'dead')
   if failed then
     redis.call('HSET', key, F.last_error, ARGV[6])
@@ -103,7 +112,7 @@ local function settle()
   event(({retry = 'retried', snooze = 'snoozed', unhandled = 'unhandled'})[mode], id, ARGV[3], ARGV[6])
   if backoff <= 0 then
     settled(key, mode, 'pending')
-    to_ready(id, key, f[8])
+    to_ready(id, key, f[8], false, group, now)
     return STATUS.ok, 'pending'
   end
   redis.call('HSET', key, F.state, 'scheduled')

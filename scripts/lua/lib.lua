@@ -144,10 +144,13 @@ end
 local function setting(name)
   if not settings then
     local v = redis.call('HMGET', K.limits, 'events', 'max_running', 'rate', 'period_ms', 'tombs', 'hi', 'lo', 'legacy',
-      'paused', 'sched_min', 'cascade', 'recheck_at')
+      'paused', 'sched_min', 'cascade', 'recheck_at', 'groups', 'g_pending', 'g_max_running', 'g_rate', 'g_period_ms',
+      'g_ordered', 'g_overrides', 'gwait_min')
     settings = {events = tonumber(v[1]) or 0, max_running = tonumber(v[2]), rate = tonumber(v[3]), period_ms = tonumber(v[4]),
       tombs = math.max(0, tonumber(v[5]) or 0), hi = v[6], lo = v[7], legacy = v[8],
-      paused = v[9], sched_min = v[10], cascade = v[11], recheck_at = v[12]}
+      paused = v[9], sched_min = v[10], cascade = v[11], recheck_at = v[12],
+      groups = v[13], g_pending = math.max(0, tonumber(v[14]) or 0), g_max_running = tonumber(v[15]),
+      g_rate = tonumber(v[16]), g_period_ms = tonumber(v[17]), g_ordered = v[18], g_overrides = v[19], gwait_min = v[20]}
   end
   return settings[name]
 end
@@ -361,10 +364,259 @@ local function ready_any()
 end
 
 -- ready_count is the number of pending jobs, exactly, for the readers
--- (overview): four lengths and the tombstones.
+-- (overview): four lengths and the tombstones, and the groups' count.
 local function ready_count()
   return math.max(0, redis.call('LLEN', K.ready0) - setting('tombs')) + redis.call('ZCARD', K.ready_hi)
-    + redis.call('ZCARD', K.ready_lo) + redis.call('ZCARD', LEGACY_READY)
+    + redis.call('ZCARD', K.ready_lo) + redis.call('ZCARD', LEGACY_READY) + setting('g_pending')
+end
+
+-- Groups (Job.Group). A pending job of a group waits in the group's own
+-- sorted set, gready:<group> (priority, then FIFO, scored as ready_hi), in
+-- place of the ready index. A claim takes turns over the groups in
+-- grotation (scored by tickets from seq: lowest next), the ungrouped jobs
+-- taking theirs as the member ''; a group that may not start a job now
+-- waits in gwait, the timer, scored by when to look again. grunning counts
+-- each group's valid leases (invariant 11): take raises it, and every
+-- branch that ends a lease lowers it (lease_end), in the script that ends
+-- the lease, so a slot is exactly as correct as the lease that holds it.
+-- Being in grotation or gwait is a hint a claim re-checks, so a spare
+-- entry costs one skipped step; but a group with a pending job is always
+-- in one of them (G2), or it would never run again.
+-- All of it is off the paths of a queue without groups: the settings'
+-- flag 'groups' says when a claim takes turns, and every other step here
+-- is taken only for a job that has a group.
+
+-- GROUP_PARK_MS is when a group found full as a job joins it is looked
+-- at again, should no slot of it free before (a safety net: a freed slot
+-- brings it back at once, lease_end).
+local GROUP_PARK_MS = 30000
+
+-- group_limits answers a group's effective limits from the queue's
+-- defaults and its override ov (glimits' field "<max> <rate> <period_ms>
+-- <ordered>", each '-' for the default; false for none): max running (nil
+-- for none), rate and period_ms (nil for none), ordered. An ordered group
+-- runs one job at a time.
+local function group_limits(ov)
+  local max, rate, per = setting('g_max_running'), setting('g_rate'), setting('g_period_ms')
+  local ordered = setting('g_ordered') == '1'
+  local m, r, p, o = string.match(ov or '', '^(%S+) (%S+) (%S+) (%S+)$')
+  if m then
+    if m ~= '-' then
+      max = tonumber(m)
+    end
+    if r ~= '-' then
+      rate, per = tonumber(r), tonumber(p)
+    end
+    if o ~= '-' then
+      ordered = o == '1'
+    end
+  end
+  if not max or max <= 0 then
+    max = nil
+  end
+  if not (rate and per and rate > 0 and per > 0) then
+    rate, per = nil, nil
+  end
+  if ordered then
+    max = 1
+  end
+  return max, rate, per, ordered
+end
+
+-- group_override reads a group's override, when the queue has any.
+local function group_override(g)
+  if setting('g_overrides') == '1' then
+    return redis.call('HGET', K.glimits, g)
+  end
+  return false
+end
+
+-- group_spacing is how far apart a rate lets a group's starts be: rate
+-- starts per period at most, as starts at least ceil(period / rate) apart.
+local function group_spacing(rate, per)
+  return math.max(1, math.ceil(per / rate))
+end
+
+-- gwait_lower keeps gwait_min a lower bound after a group is filed in gwait
+-- at score at, as sched_lower does for scheduled.
+local function gwait_lower(at)
+  local gm = setting('gwait_min')
+  if gm == 'none' or is_int(gm) and tonumber(gm) > at then
+    set_flag('gwait_min', int(at))
+  end
+end
+
+-- rotate_in files group g ('' for the ungrouped jobs) at the back of the
+-- rotation, unless it is in it already, with ticket, or one drawn now.
+local function rotate_in(g, ticket)
+  redis.call('ZADD', K.grotation, 'NX', ticket or redis.call('INCR', K.seq), g)
+end
+
+-- rotate_back files the groups of gs that were parked in gwait back in the
+-- rotation, and wakes a pool: a slot of each freed, or its limits changed.
+-- Only while gwait may hold groups.
+local function rotate_back(gs)
+  if setting('gwait_min') == 'none' or #gs == 0 then
+    return
+  end
+  local back = {}
+  for i = 1, #gs, BATCH_CHUNK do
+    local chunk = {unpack(gs, i, math.min(i + BATCH_CHUNK - 1, #gs))}
+    local scores = redis.call('ZMSCORE', K.gwait, unpack(chunk))
+    for j, g in ipairs(chunk) do
+      if scores[j] then
+        table.insert(back, g)
+      end
+    end
+  end
+  if #back == 0 then
+    return
+  end
+  zrem_all(K.gwait, back)
+  local t = redis.call('INCRBY', K.seq, #back) - #back
+  for i = 1, #back, BATCH_CHUNK do
+    local args = {}
+    for j = i, math.min(i + BATCH_CHUNK - 1, #back) do
+      table.insert(args, t + j)
+      table.insert(args, back[j])
+    end
+    redis.call('ZADD', K.grotation, 'NX', unpack(args))
+  end
+  wake()
+end
+
+-- groups_on sets the flag 'groups' as a grouped job joins the queue; the
+-- ungrouped jobs ready then take their turns from now on.
+local function groups_on()
+  if setting('groups') ~= '1' then
+    set_flag('groups', '1')
+    if ready_any() then
+      rotate_in('')
+    end
+  end
+end
+
+-- group_place files group g, which has just got its first pending job, in
+-- the rotation, or in gwait when it may not start one now: full (at
+-- GROUP_PARK_MS), or cooling down for its rate (at when the rate lets it).
+-- ticket: the job's own seq, unique, for its turn.
+local function group_place(g, now, ticket)
+  local max, rate, per = group_limits(group_override(g))
+  local at
+  if max and (tonumber(redis.call('HGET', K.grunning, g)) or 0) >= max then
+    at = now + GROUP_PARK_MS
+  elseif rate then
+    local last = tonumber(redis.call('GET', derived('grate', g)))
+    if last and last + group_spacing(rate, per) > now then
+      at = last + group_spacing(rate, per)
+    end
+  end
+  if at then
+    redis.call('ZADD', K.gwait, int(at), g)
+    gwait_lower(at)
+  else
+    rotate_in(g, ticket)
+  end
+  wake() -- a blocked worker claims it, or learns when to look (next_due)
+end
+
+-- group_push files a pending job of group g in gready:<g>, counts it in
+-- g_pending, and places the group when the job is its first.
+local function group_push(id, g, priority, now)
+  groups_on()
+  local seq = redis.call('INCR', K.seq)
+  local ready = derived('gready', g)
+  redis.call('ZADD', ready, int((100 - (tonumber(priority) or 0)) * PRIORITY_BAND + seq), id)
+  redis.call('HINCRBY', K.limits, 'g_pending', 1)
+  settings.g_pending = settings.g_pending + 1
+  if redis.call('ZCARD', ready) == 1 then
+    group_place(g, now or now_ms(), seq)
+  end
+end
+
+-- group_pulled takes a pending job of group g out of gready:<g> (a cancel,
+-- or a claim of an ordered group's held job), and the group out of the
+-- rotation and the timer when that empties it. It answers whether the job
+-- was there.
+local function group_pulled(id, g)
+  local ready = derived('gready', g)
+  if redis.call('ZREM', ready, id) == 0 then
+    return false
+  end
+  local left = setting('g_pending') - 1 -- loads settings, which the next line writes
+  redis.call('HINCRBY', K.limits, 'g_pending', -1)
+  settings.g_pending = math.max(0, left)
+  if redis.call('EXISTS', ready) == 0 then
+    redis.call('ZREM', K.grotation, g)
+    redis.call('ZREM', K.gwait, g)
+  end
+  return true
+end
+
+-- group_free frees the slots of leases that ended in this call: frees maps
+-- a group to how many (invariant 11; a count that would go below 0, a
+-- lease taken before the queue counted groups, ends at 0). Groups parked
+-- full go back in the rotation, in this same script, so no crash can fall
+-- between a freed slot and the group's next turn.
+local function group_free(frees)
+  local gs = {}
+  for g in pairs(frees) do
+    table.insert(gs, g)
+  end
+  if #gs == 0 then
+    return
+  end
+  table.sort(gs) -- the same writes in the same order on every server
+  for i = 1, #gs, BATCH_CHUNK do
+    local chunk = {unpack(gs, i, math.min(i + BATCH_CHUNK - 1, #gs))}
+    local cur = redis.call('HMGET', K.grunning, unpack(chunk))
+    local set, del = {}, {}
+    for j, g in ipairs(chunk) do
+      local left = (tonumber(cur[j]) or 0) - frees[g]
+      if left > 0 then
+        table.insert(set, g)
+        table.insert(set, int(left))
+      else
+        table.insert(del, g)
+      end
+    end
+    if #set > 0 then
+      redis.call('HSET', K.grunning, unpack(set))
+    end
+    if #del > 0 then
+      redis.call('HDEL', K.grunning, unpack(del))
+    end
+  end
+  rotate_back(gs)
+end
+
+-- lease_end ends the lease of a job of group g ('' or nil: none) in the
+-- leases index and its group's count: every branch that ends a lease calls
+-- it, once, after it has read state=running from the hash. back: the job
+-- goes back to wait in its group (pending or scheduled), which an ordered
+-- group then holds for (ghold: the claim takes that job next).
+local function lease_end(id, g, back)
+  redis.call('ZREM', K.leases, id)
+  if not g or g == '' then
+    return
+  end
+  group_free({[g] = 1})
+  if back then
+    local _, _, _, ordered = group_limits(group_override(g))
+    if ordered then
+      redis.call('HSET', K.ghold, g, id)
+    end
+  end
+end
+
+-- group_unhold lets an ordered group go on without job id, when it holds
+-- for it: the job is cancelled. The group goes back in the rotation if it
+-- waited in gwait for the job's retry.
+local function group_unhold(id, g)
+  if redis.call('HGET', K.ghold, g) == id then
+    redis.call('HDEL', K.ghold, g)
+    rotate_back({g})
+  end
 end
 
 -- to_ready files a job as pending at the tail of its priority and wakes a
@@ -373,12 +625,20 @@ end
 -- behind wakes the next), so a busy queue's enqueue reads no wake list.
 -- state_written: the caller wrote state=pending already (enqueue does,
 -- with the job's other fields).
-local function to_ready(id, key, priority, state_written)
-  local first = ready_push(id, priority)
+-- group: the job's group ('' or nil: none), whose own set it joins
+-- (group_push); now: the caller's Redis time, or nil.
+local function to_ready(id, key, priority, state_written, group, now)
   if not state_written then
     redis.call('HSET', key, F.state, 'pending')
   end
-  if first then
+  if group and group ~= '' then
+    group_push(id, group, priority, now)
+    return
+  end
+  if ready_push(id, priority) then
+    if setting('groups') == '1' then
+      rotate_in('') -- the ungrouped jobs take their turn again
+    end
     wake()
   end
 end
@@ -388,19 +648,19 @@ end
 -- operator did). A wait for a handler (fail.lua's unhandled_since) starts
 -- again: the claim ended other than by a give-back, most likely in a pool
 -- that has the kind.
-local function requeue(id, key, priority, refund)
+local function requeue(id, key, priority, refund, group, now)
   if refund then
     redis.call('HINCRBY', key, F.attempt, -1)
   end
   redis.call('HDEL', key, F.lease_until, F.unhandled_since)
-  to_ready(id, key, priority)
+  to_ready(id, key, priority, false, group, now)
 end
 
 -- release_blocked files a job whose dependencies are met: scheduled when
 -- its run_at is still ahead, else pending.
 local function release_blocked(id, key, now)
   redis.call('ZREM', K.blocked, id)
-  local f = redis.call('HMGET', key, F.run_at, F.priority)
+  local f = redis.call('HMGET', key, F.run_at, F.priority, F.group)
   local run_at = tonumber(f[1]) or now
   if run_at > now then
     redis.call('HSET', key, F.state, 'scheduled')
@@ -408,7 +668,7 @@ local function release_blocked(id, key, now)
     sched_lower(run_at)
     wake()
   else
-    to_ready(id, key, f[2])
+    to_ready(id, key, f[2], false, f[3], now)
   end
   event('unblocked', id, 0)
 end
@@ -791,8 +1051,8 @@ local function misfiled(id, key, index_name, problems, now)
       score = tonumber(f[3]) or now
     end
     if f[1] == 'pending' then
-      local pri = redis.call('HGET', key, F.priority)
-      to_ready(id, key, pri)
+      local p = redis.call('HMGET', key, F.priority, F.group)
+      to_ready(id, key, p[1], false, p[2], now)
     else
       redis.call('ZADD', INDEX[f[1]], int(score), id)
       if f[1] == 'scheduled' then

@@ -26,7 +26,7 @@ end
 local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(ids) do
   local key = JOB .. id
-  local f = read(key, F.state, F.lease_until, F.attempt, F.max_attempts, F.cancel, F.priority, F.gen)
+  local f = read(key, F.state, F.lease_until, F.attempt, F.max_attempts, F.cancel, F.priority, F.gen, F.group)
   if not f or f[1] ~= 'running' then
     redis.call('ZREM', K.leases, id)
     misfiled(id, key, 'leases', problems, now)
@@ -34,21 +34,22 @@ for _, id in ipairs(ids) do
     -- Renewed in the hash but not in the index: repair the index, keep the lease.
     redis.call('ZADD', K.leases, f[2], id)
   else
-    redis.call('ZREM', K.leases, id)
+    local spent = (tonumber(f[3]) or 0) >= (tonumber(f[4]) or 0)
+    lease_end(id, f[8], f[5] ~= '1' and not spent)
     local gen = next_gen(f[7])
     redis.call('HSET', key, F.gen, int(gen), F.token, '', F.settled, '')
     local state
     if f[5] == '1' then
       state = 'cancelled'
       finish(id, key, state, now)
-    elseif (tonumber(f[3]) or 0) >= (tonumber(f[4]) or 0) then
+    elseif spent then
       state = 'dead'
       redis.call('HSET', key, F.last_error,
         'lease expired without renewal (worker lost) on attempt ' .. tostring(f[3]) .. ' of ' .. tostring(f[4]))
       finish(id, key, state, now)
     else
       state = 'pending'
-      requeue(id, key, f[6], false)
+      requeue(id, key, f[6], false, f[8], now)
     end
     if state ~= 'cancelled' then
       charged = charged + 1

@@ -8,7 +8,7 @@
 -- Reply: {STATUS ok, 'pending' or 'cancelled'} or {STATUS stale, ''}
 local id = ARGV[2]
 local key = JOB .. id
-local f = read(key, F.state, F.gen, F.token, F.settled, F.cancel, F.priority)
+local f = read(key, F.state, F.gen, F.token, F.settled, F.cancel, F.priority, F.group)
 if not holds(f, ARGV[3], ARGV[4]) then
   local again = resettled(key, f, ARGV[4], 'release')
   if again then
@@ -17,7 +17,7 @@ if not holds(f, ARGV[3], ARGV[4]) then
   event('stale_rejected', id, ARGV[3], 'release')
   return {STATUS.stale, ''}
 end
-redis.call('ZREM', K.leases, id)
+lease_end(id, f[7], f[5] ~= '1')
 redis.call('HSET', key, F.gen, int(next_gen(f[2])))
 if f[5] == '1' then
   local now = now_ms()
@@ -27,6 +27,6 @@ if f[5] == '1' then
   return {STATUS.ok, 'cancelled'}
 end
 settled(key, 'release', 'pending')
-requeue(id, key, f[6], true)
+requeue(id, key, f[6], true, f[7])
 event('released', id, ARGV[3])
 return {STATUS.ok, 'pending'}

@@ -9,7 +9,7 @@
 -- or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
-local f, none = read_job(key, F.state, F.gen, F.cancel, F.priority)
+local f, none = read_job(key, F.state, F.gen, F.cancel, F.priority, F.group)
 if none then
   return none
 end
@@ -21,7 +21,7 @@ redis.call('HSET', key, F.gen, int(gen))
 if f[1] ~= 'running' then
   return {STATUS.ok, f[1], f[1], gen}
 end
-redis.call('ZREM', K.leases, id)
+lease_end(id, f[5], f[3] ~= '1')
 redis.call('HSET', key, F.token, '', F.settled, '')
 if f[3] == '1' then
   local now = now_ms()
@@ -29,6 +29,6 @@ if f[3] == '1' then
   settle_cascade(now)
   return {STATUS.ok, 'running', 'cancelled', gen}
 end
-requeue(id, key, f[4], true)
+requeue(id, key, f[4], true, f[5])
 event('force_released', id, gen)
 return {STATUS.ok, 'running', 'pending', gen}

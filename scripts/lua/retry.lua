@@ -27,7 +27,7 @@ for i = 3, #ARGV do
   local id = ARGV[i]
   local key = JOB .. id
   local f, bad = read(key, F.state, F.priority, F.retried, F.gen, F.depends_on, F.on_parent_failure,
-    F.blocked_on, F.unique_until_done, F.token, F.settled, F.prev_settled, F.prev_settled_2)
+    F.blocked_on, F.unique_until_done, F.token, F.settled, F.prev_settled, F.prev_settled_2, F.group)
   local before = f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2)
   if bad then
     answer(STATUS.corrupt, '', bad)
@@ -88,7 +88,7 @@ for i = 3, #ARGV do
         block(id, key, open, now)
       else
         redis.call('HSET', key, F.blocked_on, 0) -- its dependencies are met
-        to_ready(id, key, f[2])
+        to_ready(id, key, f[2], false, f[13], now)
       end
       redis.call('HSET', key, F.retried, nonce .. ' ' .. f[1] .. ' ' .. state)
       answer(STATUS.ok, f[1], state)
