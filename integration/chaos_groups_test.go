@@ -36,7 +36,10 @@ import (
 // Its counts:
 //   - over_limit counts the starts that took a group's open leases past its
 //     effective max, the starts of a rate-limited group closer than
-//     ceil(period/rate) to its previous one, and the starts of an ordered
+//     ceil(period/rate) to its previous one (an XADD's time trails its
+//     script's clock, so a pair the events put closer is judged on the two
+//     claims' claimed_at, read from their hashes; rate_unjudged counts the
+//     pairs whose hashes had moved on), and the starts of an ordered
 //     group's job while an earlier job of the group was not final (a job
 //     sent back to retry must run again before the later ones);
 //   - stuck_groups counts the groups that had a pending job they could
@@ -130,6 +133,8 @@ type ggroup struct {
 	open      int
 	peak      int
 	lastStart int64 // Redis ms of its last start, -1 before the first
+	lastID    string
+	lastGen   int64
 	starts    int
 	minGap    int64 // the least time between two of its starts, -1 before the second
 
@@ -157,6 +162,8 @@ type groupMonitor struct {
 	starts    int
 	closes    map[string]int // closing events by name
 	overLimit int
+	suspects  []rateSuspect // starts of a rated group that the events put too close
+	unjudged  int           // suspects whose claims' times were gone (the job claimed again)
 	stuck     int
 	problems  []string // what the events said that cannot be
 
@@ -291,7 +298,7 @@ func (m *groupMonitor) enqueued() int {
 
 // apply follows one event. Events come in the order the scripts ran, so
 // a group's open leases here are its valid leases at that point.
-func (m *groupMonitor) apply(id string, at int64, event string) {
+func (m *groupMonitor) apply(id string, gen, at int64, event string) {
 	j := m.jobs[id]
 	if j == nil {
 		if event != "enqueued" {
@@ -327,10 +334,13 @@ func (m *groupMonitor) apply(id string, at int64, event string) {
 				g.minGap = gap
 			}
 			if g.spacing > 0 && gap < g.spacing {
-				m.over("group %q (%s) started %s %d ms after its previous start, under its spacing of %d ms", g.name, g.class, id, gap, g.spacing)
+				// The events' times are their XADDs', which trail the
+				// claim's own clock (its TIME, the job's claimed_at) by
+				// what the script did before: judged on claimed_at.
+				m.suspects = append(m.suspects, rateSuspect{g: g, prev: g.lastID, prevGen: g.lastGen, id: id, gen: gen, gap: gap})
 			}
 		}
-		g.lastStart = at
+		g.lastStart, g.lastID, g.lastGen = at, id, gen
 		if g.ordered && j.idx != g.next {
 			m.over("ordered group %q started %s (its job %d) while its job %d, %s, was not final", g.name, id, j.idx, g.next, g.jobs[g.next].id)
 		}
@@ -367,11 +377,76 @@ func (m *groupMonitor) problem(format string, args ...any) {
 	}
 }
 
+// rateSuspect is two starts of a rate-limited group whose events are
+// closer than its spacing: prev (its claim gen prevGen), then id.
+type rateSuspect struct {
+	g        *ggroup
+	prev, id string
+	prevGen  int64
+	gen      int64
+	gap      int64 // ms between their events
+}
+
+// judgeSuspects reads the claim time (claimed_at) of each suspect's two
+// starts, still in their hashes unless the job was claimed again since: a
+// pair closer than the spacing on that clock is over the limit. A pair
+// whose time is gone stays to be judged on the next read; at the end it
+// counts as unjudged.
+func (m *groupMonitor) judgeSuspects(ctx context.Context, final bool) error {
+	if len(m.suspects) == 0 {
+		return nil
+	}
+	pipe := m.c.admin.Pipeline()
+	cmds := make([][2]*redis.SliceCmd, len(m.suspects))
+	for i, s := range m.suspects {
+		cmds[i][0] = pipe.HMGet(ctx, m.base+"job:"+s.prev, "gen", "claimed_at")
+		cmds[i][1] = pipe.HMGet(ctx, m.base+"job:"+s.id, "gen", "claimed_at")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	claimedAt := func(c *redis.SliceCmd, gen int64) (int64, bool) {
+		v := c.Val()
+		if len(v) != 2 || fmt.Sprint(v[0]) != strconv.FormatInt(gen, 10) {
+			return 0, false
+		}
+		at, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+		return at, err == nil
+	}
+	var left []rateSuspect
+	for i, s := range m.suspects {
+		a, ok1 := claimedAt(cmds[i][0], s.prevGen)
+		b, ok2 := claimedAt(cmds[i][1], s.gen)
+		switch {
+		case ok1 && ok2:
+			if b-a < s.g.spacing {
+				m.over("group %q (%s) started %s %d ms after %s (claimed_at; events %d ms apart), under its spacing of %d ms",
+					s.g.name, s.g.class, s.id, b-a, s.prev, s.gap, s.g.spacing)
+			}
+		case final:
+			m.unjudged++
+			m.c.t.Logf("rate: group %q started %s %d ms (events) after %s; their claim times are gone", s.g.name, s.id, s.gap, s.prev)
+		default:
+			left = append(left, s)
+		}
+	}
+	m.suspects = left
+	return nil
+}
+
 // catchUp applies the events up to the stream id last ("+": all there
-// are), reading past it at most one batch, which it keeps for next time.
+// are), reading past it at most one batch, which it keeps for next time,
+// and judges the rate suspects found.
 func (m *groupMonitor) catchUp(ctx context.Context, last string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.applyUpTo(ctx, last); err != nil {
+		return err
+	}
+	return m.judgeSuspects(ctx, last == "+")
+}
+
+func (m *groupMonitor) applyUpTo(ctx context.Context, last string) error {
 	for {
 		for len(m.ahead) > 0 {
 			e := m.ahead[0]
@@ -383,7 +458,8 @@ func (m *groupMonitor) catchUp(ctx context.Context, last string) error {
 			ms, _ := strconv.ParseInt(strings.SplitN(e.ID, "-", 2)[0], 10, 64)
 			id, _ := e.Values["id"].(string)
 			ev, _ := e.Values["event"].(string)
-			m.apply(id, ms, ev)
+			gen, _ := strconv.ParseInt(fmt.Sprint(e.Values["gen"]), 10, 64)
+			m.apply(id, gen, ms, ev)
 		}
 		if last != "+" && !streamIDLess(m.cursor, last) {
 			return nil
@@ -621,11 +697,11 @@ func (m *groupMonitor) verify(h *groupHandler) {
 	}
 	c := m.c
 	line := fmt.Sprintf("chaos groups: jobs=%d groups=%d kills=%d pauses=%d redis_restarts=%d proxy_faults=%d starts=%d retried=%d snoozed=%d reaped=%d "+
-		"over_limit=%d stuck_groups=%d lost=%d stale_accepted=%d reexecuted=%d checks=%d check_dirty=%d event_problems=%d samples=%d "+
-		"peak_open max2=%d rate=%d ordered=%d default=%d unlimited=%d rate_min_gap_ms=%d",
+		"over_limit=%d stuck_groups=%d lost=%d stale_accepted=%d reexecuted=%d checks=%d check_dirty=%d event_problems=%d samples=%d rate_unjudged=%d "+
+		"peak_open max2=%d rate=%d ordered=%d default=%d unlimited=%d rate_min_event_gap_ms=%d",
 		len(m.ids), len(m.groups), c.counts.kills.Load(), c.counts.pauses.Load(), c.counts.restarts.Load(), c.counts.proxyFaults.Load(),
 		m.starts, m.closes["retried"], m.closes["snoozed"], m.closes["reaped"],
-		m.overLimit, m.stuck, lost, staleAccepted, reexecuted, m.checks, m.checkDirty, len(m.problems), m.samples,
+		m.overLimit, m.stuck, lost, staleAccepted, reexecuted, m.checks, m.checkDirty, len(m.problems), m.samples, m.unjudged,
 		peak["max2"], peak["rate"], peak["ordered"], peak["default"], peak["unlimited"], rateGap)
 	t.Log(line)
 	fmt.Println(line)
