@@ -166,6 +166,17 @@
 //     that id. The claim token still tells two claims apart whatever their
 //     generations.
 //
+//  11. A group's slots are its valid leases. For every group, the queue's
+//     running count of it (grunning) equals the number of its jobs whose
+//     hash says running (each holds exactly one valid claim, invariant 1),
+//     whenever a script ends. Only the claim raises it, in the script that
+//     writes state=running; every branch that ends a lease (Ack, Fail,
+//     Snooze, GiveBack, Release, ReleaseUnowned, Reap) lowers it in the
+//     script that ends the lease, after reading state=running, so a re-send
+//     frees nothing twice; cancel, retry and retention end no lease and
+//     change no count. A group parked full goes back into the claims'
+//     rotation in that same script. [Inspector.Check] verifies it.
+//
 // Delivery is at least once: a handler may run again after a crash, so
 // handlers must be idempotent. Fencing guarantees that the queue's own state
 // never takes a stale result.

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -104,8 +105,22 @@ func TestBatchPastUnpack(t *testing.T) {
 		clients["redis"] = redis.NewClient(&redis.Options{Addr: addr})
 	}
 	for name, c := range clients {
+		for _, grouped := range []bool{false, true} {
+			batchPastUnpack(t, name, c, sizes[name], grouped)
+		}
+		c.Close()
+	}
+}
+
+// batchPastUnpack is one run of TestBatchPastUnpack; grouped puts every
+// job in a group of its own (at most one running each), so the groups'
+// reads and writes are that large too.
+func batchPastUnpack(t *testing.T, name string, c redis.UniversalClient, n int, grouped bool) {
+	if grouped {
+		name += "/grouped"
+	}
+	{
 		t.Run(name, func(t *testing.T) {
-			defer c.Close()
 			ctx := context.Background()
 			prefix := "fqbig" + broker.NewRequestID()[:8]
 			b, err := broker.New(c, broker.Options{Prefix: prefix})
@@ -120,10 +135,17 @@ func TestBatchPastUnpack(t *testing.T) {
 					c.Del(ctx, it.Val())
 				}
 			}()
-			n := sizes[name]
 			jobs := make([]broker.Job, n)
 			for i := range jobs {
 				jobs[i] = broker.Job{Queue: "q", Kind: "k", Payload: []byte("p"), MaxAttempts: 1}
+				if grouped {
+					jobs[i].Group = fmt.Sprint("g", i)
+				}
+			}
+			if grouped {
+				if err := c.HSet(ctx, prefix+":{q}:limits", "g_max_running", 1).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for _, e := range b.Client().EnqueueMany(ctx, jobs) {
 				if e.Err != nil {

@@ -228,3 +228,49 @@ func miniBroker(t *testing.T) (*Broker, *redis.Client) {
 	}
 	return b, rdb
 }
+
+// A lease ends in one way: lib.lua's lease_end, which frees its group's
+// slot with it (invariant 11), or a batch's zrem_all followed at once by
+// group_free. Any other removal from the leases index must say, on its
+// line, why it is no lease ("-- not a lease"): an entry whose hash is not
+// running was never counted.
+func TestLeasesEndOnlyThroughLeaseEnd(t *testing.T) {
+	removal := regexp.MustCompile(`'ZREM',\s*K\.leases|zrem_all\(K\.leases`)
+	files, err := lua.FS.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, f := range files {
+		src, err := lua.FS.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(src), "\n")
+		fn := ""
+		for i, line := range lines {
+			if m := regexp.MustCompile(`^local function (\w+)`).FindStringSubmatch(line); m != nil {
+				fn = m[1]
+			}
+			code, comment, _ := strings.Cut(line, "--")
+			if !removal.MatchString(code) {
+				continue
+			}
+			found++
+			next := ""
+			if i+1 < len(lines) {
+				next = lines[i+1]
+			}
+			switch {
+			case f.Name() == "lib.lua" && fn == "lease_end":
+			case strings.HasPrefix(strings.TrimSpace(code), "zrem_all(") && strings.Contains(next, "group_free("):
+			case strings.Contains(comment, "not a lease"):
+			default:
+				t.Errorf("%s:%d removes a lease other than through lease_end, so its group's slot would not be freed: %s", f.Name(), i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+	if found < 3 {
+		t.Errorf("found %d removals from the leases index; the scan no longer sees them", found)
+	}
+}

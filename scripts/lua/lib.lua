@@ -106,6 +106,16 @@ local function zrem_all(index, ids)
   end
 end
 
+-- call_chunked sends cmd on key with args, a list of items of width
+-- values each (a ZADD's score and member: 2), in calls of at most
+-- BATCH_CHUNK items.
+local function call_chunked(cmd, key, args, width)
+  local step = BATCH_CHUNK * width
+  for i = 1, #args, step do
+    redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+  end
+end
+
 -- MAX_INT is the largest integer a double (Lua's number) holds exactly;
 -- a counter or generation above it is garbage, not a number to go on from.
 local MAX_INT = 9007199254740991

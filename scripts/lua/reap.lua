@@ -28,7 +28,7 @@ for _, id in ipairs(ids) do
   local key = JOB .. id
   local f = read(key, F.state, F.lease_until, F.attempt, F.max_attempts, F.cancel, F.priority, F.gen, F.group)
   if not f or f[1] ~= 'running' then
-    redis.call('ZREM', K.leases, id)
+    redis.call('ZREM', K.leases, id) -- not a lease (its hash is not running): never counted
     misfiled(id, key, 'leases', problems, now)
   elseif is_int(f[2]) and tonumber(f[2]) > now then
     -- Renewed in the hash but not in the index: repair the index, keep the lease.

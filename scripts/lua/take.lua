@@ -112,9 +112,12 @@ local function take_groups(now, n, until_ms, recheck, problems, c)
   local unhold = {} -- ordered groups whose held job this claim took or dropped
   local pulled = 0 -- jobs taken out of the groups' sets
   local rounds, skips = 0, 0
-  while c.claimed() < n and rounds < GROUP_ROUNDS and skips <= GROUP_SKIP do
+  -- A round pops at most BATCH_CHUNK groups: a claim of more takes as
+  -- many more rounds.
+  local max_rounds = GROUP_ROUNDS + math.floor(n / BATCH_CHUNK)
+  while c.claimed() < n and rounds < max_rounds and skips <= GROUP_SKIP do
     rounds = rounds + 1
-    local popped = redis.call('ZPOPMIN', K.grotation, n - c.claimed())
+    local popped = redis.call('ZPOPMIN', K.grotation, math.min(n - c.claimed(), BATCH_CHUNK))
     if #popped == 0 then
       break
     end
@@ -223,9 +226,9 @@ local function take_groups(now, n, until_ms, recheck, problems, c)
             ids = {l.hold}
             table.insert(unhold, g)
           else
+            -- Not a job of the group waiting to run (it ended, or the group
+            -- was not ordered when it ended): the group goes on without it.
             table.insert(unhold, g)
-            table.insert(problems, l.hold)
-            table.insert(problems, 'held next in ordered group ' .. g .. ' but not a job of it waiting to run; let go')
           end
         end
         if not wait and #ids == 0 then
@@ -293,18 +296,14 @@ local function take_groups(now, n, until_ms, recheck, problems, c)
       redis.call('HINCRBY', K.grunning, g, k) -- a job filed before the queue had groups
     end
   end
-  if #set > 0 then
-    redis.call('HSET', K.grunning, unpack(set))
-  end
-  if #unhold > 0 then
-    redis.call('HDEL', K.ghold, unpack(unhold))
-  end
+  call_chunked('HSET', K.grunning, set, 2)
+  call_chunked('HDEL', K.ghold, unhold, 1)
   if pulled > 0 then
     redis.call('HINCRBY', K.limits, 'g_pending', -pulled)
     settings.g_pending = math.max(0, settings.g_pending - pulled)
   end
   if #park > 0 then
-    redis.call('ZADD', K.gwait, unpack(park))
+    call_chunked('ZADD', K.gwait, park, 2)
     local low
     for i = 1, #park, 2 do
       local at = tonumber(park[i])
@@ -313,7 +312,7 @@ local function take_groups(now, n, until_ms, recheck, problems, c)
     gwait_lower(low)
   end
   -- Cut short by its bounds with slots left: the rotation may hold more.
-  return c.claimed() < n and (rounds >= GROUP_ROUNDS or skips > GROUP_SKIP)
+  return c.claimed() < n and (rounds >= max_rounds or skips > GROUP_SKIP)
 end
 
 local function take(now, lease_ms, n, promote_limit, base, budget)
