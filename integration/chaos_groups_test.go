@@ -79,12 +79,12 @@ func TestChaosGroups(t *testing.T) {
 	go func() { defer producing.Done(); m.produce(pctx, 40) }()
 
 	end := time.Now().Add(window)
-	broken := os.Getenv("FENCEQ_CHAOS_GROUPS_BREAK") != "unfile"
+	toBreak := os.Getenv("FENCEQ_CHAOS_GROUPS_BREAK") == "unfile"
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Millisecond)
-		if !broken && time.Until(end) < window/2 {
-			broken = true
-			m.unfile(ctx, m.groups[150])
+		if toBreak && time.Until(end) < window/2 {
+			toBreak = false
+			m.unfile(ctx, m.groups[150]) // a group of the default class
 		}
 		c.fault()
 		m.check("after a fault")
@@ -94,7 +94,9 @@ func TestChaosGroups(t *testing.T) {
 	c.heal()
 	c.waitAllDone(90*time.Second, m.enqueued())
 	sampling()
-	m.catchUp(ctx, "+")
+	if err := m.catchUp(ctx, "+"); err != nil {
+		t.Fatalf("read the events: %v", err)
+	}
 	m.check("after the drain")
 	m.verify(h)
 }
@@ -153,8 +155,7 @@ type groupMonitor struct {
 	jobs   map[string]*gjob
 	ids    []string
 	groups []*ggroup // the 200 groups; ungrouped is apart
-	byName map[string]*ggroup
-	none   *ggroup // the ungrouped jobs
+	none   *ggroup   // the ungrouped jobs
 
 	cursor    string           // the last stream id applied
 	ahead     []redis.XMessage // read past a sample's last id, applied next time
@@ -167,12 +168,11 @@ type groupMonitor struct {
 	stuck     int
 	problems  []string // what the events said that cannot be
 
-	samples, sampleErrs    int
-	checks, checkDirty     int
-	startsAtSample         int
-	prevSample             int64 // Redis ms of the last sample read, 0 after a failed one
-	sampleScript           *redis.Script
-	errorsLogged, stuckLog int
+	samples, sampleErrs int
+	checks, checkDirty  int
+	startsAtSample      int
+	prevSample          int64 // Redis ms of the last sample read, 0 after a failed one
+	sampleScript        *redis.Script
 }
 
 // The run's 200 groups, by class: overrides in glimits ("<max_running>
@@ -180,7 +180,7 @@ type groupMonitor struct {
 // of max running 3. The last group's name has a space and glob characters,
 // for the key building and Check's SCAN patterns.
 func newGroupMonitor(c *chaos) *groupMonitor {
-	m := &groupMonitor{c: c, base: c.prefix + ":{" + c.queue + "}:", jobs: map[string]*gjob{}, byName: map[string]*ggroup{},
+	m := &groupMonitor{c: c, base: c.prefix + ":{" + c.queue + "}:", jobs: map[string]*gjob{},
 		cursor: "0-0", closes: map[string]int{}, none: &ggroup{lastStart: -1, minGap: -1}}
 	for i := range gchaosGroups {
 		g := &ggroup{name: fmt.Sprintf("g%03d", i), lastStart: -1, minGap: -1}
@@ -200,7 +200,6 @@ func newGroupMonitor(c *chaos) *groupMonitor {
 			g.name = "odd *?[name]:1"
 		}
 		m.groups = append(m.groups, g)
-		m.byName[g.name] = g
 	}
 	m.sampleScript = redis.NewScript(groupSampleLua)
 	return m
@@ -697,11 +696,11 @@ func (m *groupMonitor) verify(h *groupHandler) {
 	}
 	c := m.c
 	line := fmt.Sprintf("chaos groups: jobs=%d groups=%d kills=%d pauses=%d redis_restarts=%d proxy_faults=%d starts=%d retried=%d snoozed=%d reaped=%d "+
-		"over_limit=%d stuck_groups=%d lost=%d stale_accepted=%d reexecuted=%d checks=%d check_dirty=%d event_problems=%d samples=%d rate_unjudged=%d "+
+		"over_limit=%d stuck_groups=%d lost=%d stale_accepted=%d reexecuted=%d checks=%d check_dirty=%d event_problems=%d samples=%d sample_errors=%d rate_unjudged=%d "+
 		"peak_open max2=%d rate=%d ordered=%d default=%d unlimited=%d rate_min_event_gap_ms=%d",
 		len(m.ids), len(m.groups), c.counts.kills.Load(), c.counts.pauses.Load(), c.counts.restarts.Load(), c.counts.proxyFaults.Load(),
 		m.starts, m.closes["retried"], m.closes["snoozed"], m.closes["reaped"],
-		m.overLimit, m.stuck, lost, staleAccepted, reexecuted, m.checks, m.checkDirty, len(m.problems), m.samples, m.unjudged,
+		m.overLimit, m.stuck, lost, staleAccepted, reexecuted, m.checks, m.checkDirty, len(m.problems), m.samples, m.sampleErrs, m.unjudged,
 		peak["max2"], peak["rate"], peak["ordered"], peak["default"], peak["unlimited"], rateGap)
 	t.Log(line)
 	fmt.Println(line)
