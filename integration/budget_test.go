@@ -39,7 +39,15 @@ const (
 	pathPool1   = "one job at concurrency 1"
 	pathClaim50 = "claim of 50"
 	pathAck50   = "ack of 50"
+	// The grouped paths: the same calls, every job in a group, no group
+	// limits.
+	pathGroupEnqueue = "grouped enqueue"
+	pathGroupClaim50 = "grouped claim of 50"
+	pathGroupAck50   = "grouped ack of 50"
 )
+
+// budgetPaths are the rows the budget must have.
+var budgetPaths = []string{pathEnqueue, pathPool1, pathClaim50, pathAck50, pathGroupEnqueue, pathGroupClaim50, pathGroupAck50}
 
 // scriptCommands are the commands that run a script or a function: a
 // script call per job counts them.
@@ -93,6 +101,9 @@ func TestCostBudget(t *testing.T) {
 		{pathPool1, measurePool1},
 		{pathClaim50, measureClaim50},
 		{pathAck50, measureAck50},
+		{pathGroupEnqueue, measureGroupEnqueue},
+		{pathGroupClaim50, measureGroupClaim50},
+		{pathGroupAck50, measureGroupAck50},
 	}
 	type row struct {
 		name             string
@@ -235,34 +246,79 @@ func measureClaim50(t *testing.T, b *broker.Broker, admin *redis.Client, q strin
 // measureAck50: AckMany of 50 leases a call, no claim with them, over
 // budgetJobs claimed jobs.
 func measureAck50(t *testing.T, b *broker.Broker, admin *redis.Client, q string) map[string]int64 {
-	ctx := context.Background()
 	enqueueN(t, b, q, budgetJobs)
 	leases := claimAll(t, b, q)
+	return countCommands(t, admin, func() { ackAll(t, b, leases) })
+}
+
+// ackAll acks leases, 50 a call, no claim with them.
+func ackAll(t *testing.T, b *broker.Broker, leases []broker.Lease) {
+	t.Helper()
+	for batch := range slices.Chunk(leases, 50) {
+		acks := make([]broker.Ack, len(batch))
+		for i, l := range batch {
+			acks[i] = broker.Ack{Lease: l}
+		}
+		out, err := b.Leases().AckMany(context.Background(), acks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			if o != broker.OK {
+				t.Fatalf("ack: %v", o)
+			}
+		}
+	}
+}
+
+// measureGroupEnqueue: budgetJobs jobs over 100 groups (job i in group
+// i mod 100), one Enqueue call each.
+func measureGroupEnqueue(t *testing.T, b *broker.Broker, admin *redis.Client, q string) map[string]int64 {
+	ctx := context.Background()
 	return countCommands(t, admin, func() {
-		for batch := range slices.Chunk(leases, 50) {
-			acks := make([]broker.Ack, len(batch))
-			for i, l := range batch {
-				acks[i] = broker.Ack{Lease: l}
-			}
-			out, err := b.Leases().AckMany(ctx, acks)
-			if err != nil {
+		for i := range budgetJobs {
+			j := broker.Job{Queue: q, Kind: "noop", Payload: []byte(`{}`), Group: budgetGroup(i, 100)}
+			if _, err := b.Client().Enqueue(ctx, j); err != nil {
 				t.Fatal(err)
-			}
-			for _, o := range out {
-				if o != broker.OK {
-					t.Fatalf("ack: %v", o)
-				}
 			}
 		}
 	})
 }
 
+// measureGroupClaim50: Claim of 50 at a time over budgetJobs pending jobs
+// in 50 groups of 40 (enqueued in turn, not counted).
+func measureGroupClaim50(t *testing.T, b *broker.Broker, admin *redis.Client, q string) map[string]int64 {
+	enqueueGroups(t, b, q, budgetJobs, 50)
+	return countCommands(t, admin, func() { claimAll(t, b, q) })
+}
+
+// measureGroupAck50: AckMany of 50 leases a call over budgetJobs claimed
+// jobs in 50 groups of 40.
+func measureGroupAck50(t *testing.T, b *broker.Broker, admin *redis.Client, q string) map[string]int64 {
+	enqueueGroups(t, b, q, budgetJobs, 50)
+	leases := claimAll(t, b, q)
+	return countCommands(t, admin, func() { ackAll(t, b, leases) })
+}
+
+// budgetGroup names job i's group among groups: "g<i mod groups>".
+func budgetGroup(i, groups int) string { return "g" + strconv.Itoa(i%groups) }
+
 // enqueueN enqueues n plain jobs in batches (not counted).
 func enqueueN(t *testing.T, b *broker.Broker, q string, n int) {
+	t.Helper()
+	enqueueGroups(t, b, q, n, 0)
+}
+
+// enqueueGroups enqueues n jobs in batches (not counted): job i in group
+// i mod groups, or in none when groups is 0.
+func enqueueGroups(t *testing.T, b *broker.Broker, q string, n, groups int) {
 	t.Helper()
 	jobs := make([]broker.Job, n)
 	for i := range jobs {
 		jobs[i] = broker.Job{Queue: q, Kind: "noop", Payload: []byte(`{}`)}
+		if groups > 0 {
+			jobs[i].Group = budgetGroup(i, groups)
+		}
 	}
 	for batch := range slices.Chunk(jobs, 500) {
 		for _, r := range b.Client().EnqueueMany(context.Background(), batch) {
@@ -418,7 +474,7 @@ func parseBudget(doc string) (map[string]pathBudget, error) {
 		}
 		budget[cells[0]] = pathBudget{cmds, scripts}
 	}
-	for _, p := range []string{pathEnqueue, pathPool1, pathClaim50, pathAck50} {
+	for _, p := range budgetPaths {
 		if _, ok := budget[p]; !ok {
 			return nil, fmt.Errorf("section %q has no row %q", budgetSection, p)
 		}
@@ -435,14 +491,18 @@ func TestParseBudget(t *testing.T) {
 		"| plain enqueue | 9.01 | 1.01 | 9.001 / 1.000 | |\n" +
 		"| one job at concurrency 1 | 23.16 | 1.07 | | |\n" +
 		"| claim of 50 | 3.27 | 0.03 | | |\n" +
-		"| ack of 50 | 5.09 | 0.03 | | |\n\n" +
+		"| ack of 50 | 5.09 | 0.03 | | |\n" +
+		"| grouped enqueue | 8.01 | 1.01 | | |\n" +
+		"| grouped claim of 50 | 3.5 | 0.03 | | |\n" +
+		"| grouped ack of 50 | 2.2 | 0.03 | | |\n\n" +
 		"| not | the | budget |\n| --- | --- | --- |\n| x | 1 | 2 |\n\n" +
 		"## Next\n\n| plain enqueue | 1 | 1 |\n"
 	got, err := parseBudget(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]pathBudget{pathEnqueue: {9.01, 1.01}, pathPool1: {23.16, 1.07}, pathClaim50: {3.27, 0.03}, pathAck50: {5.09, 0.03}}
+	want := map[string]pathBudget{pathEnqueue: {9.01, 1.01}, pathPool1: {23.16, 1.07}, pathClaim50: {3.27, 0.03}, pathAck50: {5.09, 0.03},
+		pathGroupEnqueue: {8.01, 1.01}, pathGroupClaim50: {3.5, 0.03}, pathGroupAck50: {2.2, 0.03}}
 	if !maps.Equal(got, want) {
 		t.Fatalf("parseBudget = %v, want %v", got, want)
 	}

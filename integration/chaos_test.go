@@ -40,14 +40,7 @@ import (
 // FENCEQ_CHAOS_DURATION sets the fault window (default 40s: the CI variant).
 func TestChaos(t *testing.T) {
 	client(t) // skips (or fails under CI) without Redis
-	window := 40 * time.Second
-	if v := os.Getenv("FENCEQ_CHAOS_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("FENCEQ_CHAOS_DURATION=%q: %v", v, err)
-		}
-		window = d
-	}
+	window := chaosWindow(t, 40*time.Second)
 	c := newChaos(t)
 	c.startWorkers(3)
 
@@ -64,12 +57,26 @@ func TestChaos(t *testing.T) {
 	stopProducing()
 	producing.Wait()
 	c.heal()
-	c.waitAllDone(90 * time.Second)
+	c.waitAllDone(90*time.Second, len(c.ids))
 	c.verify()
+}
+
+// chaosWindow is the fault window: FENCEQ_CHAOS_DURATION, else def.
+func chaosWindow(t *testing.T, def time.Duration) time.Duration {
+	v := os.Getenv("FENCEQ_CHAOS_DURATION")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("FENCEQ_CHAOS_DURATION=%q: %v", v, err)
+	}
+	return d
 }
 
 type chaos struct {
 	t       *testing.T
+	queue   string
 	dir     string
 	redis   *chaosRedis
 	proxy   *faultProxy
@@ -124,7 +131,29 @@ func (r *chaosRedis) kill() {
 	_ = r.cmd.Wait()
 }
 
+// newChaos is the ungrouped run: queue chaos, four slots a worker, each
+// job an exec handler that logs its run to runs.log.
 func newChaos(t *testing.T) *chaos {
+	c := newChaosServer(t, "chaos")
+	script := filepath.Join(c.dir, "job.sh")
+	writeFile(t, script, `#!/bin/sh
+cat > /dev/null
+echo "$FENCEQ_JOB_ID $FENCEQ_FENCING_TOKEN $PPID start" >> `+c.runLog+`
+sleep 0.$(( $$ % 5 + 2 ))
+echo "$FENCEQ_JOB_ID $FENCEQ_FENCING_TOKEN $PPID end" >> `+c.runLog+`
+printf '{"generation":%s,"pid":%s}' "$FENCEQ_FENCING_TOKEN" "$PPID"
+`, 0o755)
+	c.writeConfig(4, fmt.Sprintf(`  work:
+    exec:
+      command: [%s]
+      kill_grace: 500ms
+`, script))
+	return c
+}
+
+// newChaosServer starts the run's Redis and proxy; writeConfig then
+// writes the workers' configuration.
+func newChaosServer(t *testing.T, queue string) *chaos {
 	dir := t.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,40 +165,34 @@ func newChaos(t *testing.T) *chaos {
 	r.start()
 	t.Cleanup(r.kill)
 
-	c := &chaos{t: t, dir: dir, redis: r, proxy: startProxy(t, r.addr()), prefix: "chaos", stopped: map[int]bool{},
+	c := &chaos{t: t, queue: queue, dir: dir, redis: r, proxy: startProxy(t, r.addr()), prefix: "chaos", stopped: map[int]bool{},
 		runLog: filepath.Join(dir, "runs.log")}
 	c.admin = redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.admin.Close() })
 	if c.b, err = broker.New(c.admin, broker.Options{Prefix: c.prefix}); err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(dir, "job.sh")
-	writeFile(t, script, `#!/bin/sh
-cat > /dev/null
-echo "$FENCEQ_JOB_ID $FENCEQ_FENCING_TOKEN $PPID start" >> `+c.runLog+`
-sleep 0.$(( $$ % 5 + 2 ))
-echo "$FENCEQ_JOB_ID $FENCEQ_FENCING_TOKEN $PPID end" >> `+c.runLog+`
-printf '{"generation":%s,"pid":%s}' "$FENCEQ_FENCING_TOKEN" "$PPID"
-`, 0o755)
-	c.config = filepath.Join(dir, "workerd.yaml")
-	writeFile(t, c.config, fmt.Sprintf(`
+	return c
+}
+
+// writeConfig writes the workers' configuration: one pool on c.queue of
+// concurrency slots, a lease of 1 s, polling every 100 ms, and handlers
+// (the YAML under "handlers:", indented by two).
+func (c *chaos) writeConfig(concurrency int, handlers string) {
+	c.config = filepath.Join(c.dir, "workerd.yaml")
+	writeFile(c.t, c.config, fmt.Sprintf(`
 redis: redis://%s
 prefix: %s
 http: "off"
 shutdown_timeout: 2s
 pools:
-  - queues: [chaos]
-    concurrency: 4
+  - queues: [%s]
+    concurrency: %d
     lease: 1s
     poll_interval: 100ms
     backoff: {base: 100ms, max: 1s}
 handlers:
-  work:
-    exec:
-      command: [%s]
-      kill_grace: 500ms
-`, c.proxy.Addr(), c.prefix, script), 0o644)
-	return c
+%s`, c.proxy.Addr(), c.prefix, c.queue, concurrency, handlers), 0o644)
 }
 
 // chaosWorker is one `workerd run` process; its own goroutine waits for it.
@@ -236,7 +259,7 @@ func (c *chaos) produce(ctx context.Context, perSecond int) {
 		}
 		id := fmt.Sprintf("job-%05d", n)
 		for {
-			_, err := c.b.Client().Enqueue(context.Background(), broker.Job{Queue: "chaos", Kind: "work", ID: id, MaxAttempts: 1000})
+			_, err := c.b.Client().Enqueue(context.Background(), broker.Job{Queue: c.queue, Kind: "work", ID: id, MaxAttempts: 1000})
 			if err == nil || errors.Is(err, broker.ErrJobExists) {
 				c.mu.Lock()
 				c.ids = append(c.ids, id)
@@ -320,15 +343,17 @@ func (c *chaos) heal() {
 	}
 }
 
-func (c *chaos) waitAllDone(within time.Duration) {
+// waitAllDone waits until nothing is pending, scheduled or running and n
+// jobs are done.
+func (c *chaos) waitAllDone(within time.Duration, n int) {
 	deadline := time.Now().Add(within)
 	for {
-		counts, err := c.b.Inspector().Counts(context.Background(), "chaos")
-		if err == nil && counts.Pending+counts.Scheduled+counts.Running == 0 && counts.Done >= int64(len(c.ids)) {
+		counts, err := c.b.Inspector().Counts(context.Background(), c.queue)
+		if err == nil && counts.Pending+counts.Scheduled+counts.Running == 0 && counts.Done >= int64(n) {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Logf("not all jobs finished within %v: %+v (of %d)", within, counts, len(c.ids))
+			c.t.Logf("not all jobs finished within %v: %+v (of %d)", within, counts, n)
 			return // verify reports what is missing
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -373,7 +398,7 @@ func (c *chaos) verify() {
 
 	lost, staleAccepted, reexecuted := 0, 0, 0
 	for _, id := range c.ids {
-		j, err := c.b.Inspector().Job(context.Background(), "chaos", id)
+		j, err := c.b.Inspector().Job(context.Background(), c.queue, id)
 		if err != nil || j.State != broker.StateDone {
 			lost++
 			t.Errorf("job %s: %v, state %s, last error %q", id, err, j.State, j.LastError)
@@ -411,10 +436,7 @@ func (c *chaos) verify() {
 		b, _ := os.ReadFile(l)
 		staleRejected += bytes.Count(b, []byte("stale settlement rejected"))
 	}
-	out, _ := exec.Command(workerdBin(t), "check", "chaos", "--redis", "redis://"+c.redis.addr(), "--prefix", c.prefix).CombinedOutput()
-	if !strings.Contains(string(out), "ok: 1 queue") {
-		t.Errorf("workerd check:\n%s", out)
-	}
+	c.workerdCheck()
 	line := fmt.Sprintf("chaos: jobs=%d kills=%d pauses=%d redis_restarts=%d proxy_faults=%d lost=%d stale_accepted=%d stale_rejected=%d reexecuted=%d",
 		len(c.ids), c.counts.kills.Load(), c.counts.pauses.Load(), c.counts.restarts.Load(), c.counts.proxyFaults.Load(),
 		lost, staleAccepted, staleRejected, reexecuted)
@@ -422,5 +444,13 @@ func (c *chaos) verify() {
 	fmt.Println(line)
 	if lost > 0 || staleAccepted > 0 {
 		t.Fatalf("%s\n(handler runs: %d starts)", line, starts)
+	}
+}
+
+// workerdCheck runs `workerd check` on the run's queue: it must be clean.
+func (c *chaos) workerdCheck() {
+	out, _ := exec.Command(workerdBin(c.t), "check", c.queue, "--redis", "redis://"+c.redis.addr(), "--prefix", c.prefix).CombinedOutput()
+	if !strings.Contains(string(out), "ok: 1 queue") {
+		c.t.Errorf("workerd check:\n%s", out)
 	}
 }

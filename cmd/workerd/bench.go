@@ -17,7 +17,7 @@ import (
 	"github.com/fenceq/fenceq/worker"
 )
 
-const benchSynopsis = "[--redis URL] [--json] [--trace] [--jobs N | --soak DURATION [--soak-concurrency N] [--retention default|age-only]]"
+const benchSynopsis = "[--redis URL] [--json] [--trace] [--jobs N] [--groups N [--groups-rounds N] | --soak DURATION [--soak-concurrency N] [--retention default|age-only]]"
 
 // runBench writes only keys under a prefix of its own, new for each run,
 // and deletes them however it ends (an error, Ctrl-C), so it can run
@@ -48,7 +48,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		cfg.Tracing = o.redis.tracing
 	}
 	bn := bench.New(ctx, cfg)
-	r, err := bn.Run(bench.Options{Jobs: o.jobs, JSON: o.asJSON, Soak: o.soak})
+	r, err := bn.Run(bench.Options{Jobs: o.jobs, JSON: o.asJSON, Soak: o.soak, Groups: o.groups})
 	if derr := bn.DeleteOnExit(); derr != nil {
 		return errors.Join(err, derr)
 	}
@@ -69,6 +69,7 @@ type benchFlags struct {
 	trace  bool // trace every job, into an exporter that drops the spans
 	jobs   int  // per throughput measurement
 	soak   bench.SoakOptions
+	groups bench.GroupsOptions
 }
 
 // parseBenchFlags parses and checks bench's flags, refusing those that
@@ -88,6 +89,9 @@ func parseBenchFlags(e *env, args []string) (*benchFlags, error) {
 	fs.IntVar(&so.Backlog, "soak-backlog", 10000, "jobs the soak's producer keeps enqueued and not yet handled")
 	fs.DurationVar(&so.Every, "soak-every", 5*time.Second, "how often the soak reads used_memory")
 	fs.StringVar(&so.RetentionName, "retention", "default", "the soak pool's retention: default (the pool's defaults) or age-only (done and cancelled jobs kept 24h, dead 7d, no count limit: earlier versions' defaults)")
+	fs.IntVar(&o.groups.Groups, "groups", 0, "instead of the measurements, an A/B of a pool of 50 draining --jobs no-op jobs without groups and spread over this many groups (no group limits), alternated --groups-rounds times; prints both medians and their ratio")
+	fs.IntVar(&o.groups.Rounds, "groups-rounds", 3, "the A/B rounds of --groups")
+	o.groups.Concurrency = 50
 	if _, err := parse(fs, benchSynopsis, args, 0, 0); err != nil {
 		return nil, err
 	}
@@ -104,7 +108,28 @@ func parseBenchFlags(e *env, args []string) (*benchFlags, error) {
 	if err := checkSoakFlags(given, so); err != nil {
 		return nil, err
 	}
+	if err := checkGroupsFlags(given, &o.groups); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// checkGroupsFlags refuses --groups values that cannot run and
+// --groups-rounds without --groups.
+func checkGroupsFlags(given map[string]bool, g *bench.GroupsOptions) error {
+	switch {
+	case given["groups-rounds"] && !given["groups"]:
+		return usagef("--groups-rounds applies to --groups: give --groups N too")
+	case !given["groups"]:
+		return nil
+	case given["soak"]:
+		return usagef("--groups and --soak each replace the measurements: give one of them")
+	case g.Groups < 1:
+		return usagef("--groups %d: must be at least 1", g.Groups)
+	case g.Rounds < 1:
+		return usagef("--groups-rounds %d: must be at least 1", g.Rounds)
+	}
+	return nil
 }
 
 // connect connects under a new random prefix, bench's own, and says so.

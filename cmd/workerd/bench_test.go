@@ -64,3 +64,24 @@ func TestBenchSoakUsage(t *testing.T) {
 		})
 	}
 }
+
+// --groups flags that cannot run are usage errors, named, before bench
+// connects to anything.
+func TestBenchGroupsUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--groups-rounds", "5"}, "--groups-rounds applies to --groups: give --groups N too"},
+		{[]string{"--groups", "0"}, "--groups 0: must be at least 1"},
+		{[]string{"--groups", "10", "--groups-rounds", "0"}, "--groups-rounds 0: must be at least 1"},
+		{[]string{"--groups", "10", "--soak", "1m"}, "--groups and --soak each replace the measurements"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runBare(append([]string{"bench", "--redis", "127.0.0.1:1"}, tc.args...)...)
+			if code != 2 || out != "" || !strings.HasPrefix(errOut, "workerd bench: ") || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and a usage error saying %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}

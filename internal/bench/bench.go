@@ -53,17 +53,21 @@ type ProcRun struct {
 	CommandsPerJob   float64 `json:"commands_per_job"`
 }
 
-// Run runs the soak, or else the measurements: a SoakResult or a
-// Result.
+// Run runs the soak, the groups' A/B, or else the measurements: a
+// SoakResult, a GroupsResult or a Result.
 func (bn *Bencher) Run(o Options) (any, error) {
-	if o.Soak.Duration > 0 {
-		return bn.soakReporting(o.Soak, o.JSON)
-	}
-	return bn.measure(o.Jobs, func(what string) {
+	progress := func(what string) {
 		if !o.JSON {
 			fmt.Fprintf(bn.cfg.Stderr, "bench: %s...\n", what)
 		}
-	})
+	}
+	switch {
+	case o.Soak.Duration > 0:
+		return bn.soakReporting(o.Soak, o.JSON)
+	case o.Groups.Groups > 0:
+		return bn.groupsAB(o.Jobs, o.Groups, progress)
+	}
+	return bn.measure(o.Jobs, progress)
 }
 
 // DeleteOnExit deletes bench's keys even when it was interrupted: under a
@@ -212,6 +216,8 @@ type Options struct {
 	Jobs int         // jobs per throughput measurement
 	JSON bool        // the result is printed as JSON: no progress lines, the soak's samples to Stderr
 	Soak SoakOptions // a soak instead of the measurements when Soak.Duration > 0
+	// The groups' A/B instead of the measurements when Groups.Groups > 0.
+	Groups GroupsOptions
 }
 
 // New is a Bencher for cfg.
@@ -342,9 +348,19 @@ func (bn *Bencher) enqueueConcurrent(conc, n int, batcher bool) (perS, meanBatch
 }
 
 func enqueueN(ctx context.Context, b *broker.Broker, q string, n int, payload []byte) error {
+	return enqueueGroups(ctx, b, q, n, payload, 0)
+}
+
+// enqueueGroups enqueues n jobs in batches: job i in group "g<i mod
+// groups>", or in none when groups is 0.
+func enqueueGroups(ctx context.Context, b *broker.Broker, q string, n int, payload []byte, groups int) error {
 	batch := make([]broker.Job, 0, enqueueBatch)
 	for i := 0; i < n; i++ {
-		batch = append(batch, broker.Job{Queue: q, Kind: "noop", Payload: payload})
+		j := broker.Job{Queue: q, Kind: "noop", Payload: payload}
+		if groups > 0 {
+			j.Group = "g" + strconv.Itoa(i%groups)
+		}
+		batch = append(batch, j)
 		if len(batch) == enqueueBatch || i == n-1 {
 			for _, r := range b.Client().EnqueueMany(ctx, batch) {
 				if r.Err != nil {
@@ -393,6 +409,13 @@ func (bn *Bencher) memoryPerJob(n int) (float64, error) {
 // process measures a pool of the given concurrency draining n no-op jobs,
 // counting every round trip of the enqueue (batched) and of the pool.
 func (bn *Bencher) process(conc, n, size int) (ProcRun, error) {
+	return bn.processGroups(conc, n, size, 0, nil)
+}
+
+// processGroups is process with the jobs spread over groups groups (none
+// when 0; no group limits), calling enqueued (when not nil) once the
+// jobs are enqueued, before the pool starts.
+func (bn *Bencher) processGroups(conc, n, size, groups int, enqueued func() error) (ProcRun, error) {
 	c, b, cnt, q, err := bn.client(conc + 10)
 	if err != nil {
 		return ProcRun{}, err
@@ -413,8 +436,13 @@ func (bn *Bencher) process(conc, n, size int) (ProcRun, error) {
 	if size > 0 {
 		payload = []byte(`"` + strings.Repeat("x", size-2) + `"`)
 	}
-	if err := enqueueN(bn.ctx, b, q, n, payload); err != nil {
+	if err := enqueueGroups(bn.ctx, b, q, n, payload, groups); err != nil {
 		return ProcRun{}, err
+	}
+	if enqueued != nil {
+		if err := enqueued(); err != nil {
+			return ProcRun{}, err
+		}
 	}
 	if err := p.Start(bn.ctx); err != nil {
 		return ProcRun{}, err
@@ -527,11 +555,14 @@ func shutdownOnce(ctx context.Context, p *worker.Pool) func() error {
 	})
 }
 
-// PrintTable writes r, a SoakResult or a Result, as a table.
+// PrintTable writes r, a SoakResult, a GroupsResult or a Result, as a
+// table.
 func PrintTable(w io.Writer, r any) {
 	switch r := r.(type) {
 	case SoakResult:
 		printSoak(w, r)
+	case GroupsResult:
+		printGroups(w, r)
 	case Result:
 		printTable(w, r)
 	}

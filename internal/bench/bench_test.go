@@ -135,3 +135,52 @@ func TestSlope(t *testing.T) {
 		}
 	})
 }
+
+// The --groups --json field names are read by other tools too.
+func TestBenchGroupsJSONFieldNames(t *testing.T) {
+	b, err := json.Marshal(GroupsResult{Ungrouped: []GroupsRun{{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"concurrency", "grouped", "grouped_per_s", "groups", "jobs", "ratio", "rounds", "ungrouped", "ungrouped_per_s"}
+	if names := slices.Sorted(maps.Keys(top)); !slices.Equal(names, want) {
+		t.Errorf("bench --groups --json fields\n%v\nwant\n%v", names, want)
+	}
+	var runs []map[string]any
+	if err := json.Unmarshal(top["ungrouped"], &runs); err != nil {
+		t.Fatal(err)
+	}
+	wantRun := []string{"per_s", "redis_commands_per_job", "script_calls_per_job", "script_usec_per_call", "script_usec_per_job"}
+	if names := slices.Sorted(maps.Keys(runs[0])); !slices.Equal(names, wantRun) {
+		t.Errorf("ungrouped entries\n%v\nwant\n%v", names, wantRun)
+	}
+}
+
+// INFO commandstats is read for calls and usec of each command, names as
+// Redis 7 writes them, subcommands included.
+func TestBenchParseCommandStats(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_fcall:calls=40,usec=1200,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=112,usec_per_call=112.00,rejected_calls=0,failed_calls=0\r\n" +
+		"used_memory:5\r\n"
+	got := parseCommandStats(info)
+	want := map[string]commandStat{"fcall": {40, 1200}, "config|resetstat": {1, 112}}
+	if !maps.Equal(got, want) {
+		t.Fatalf("parseCommandStats = %v, want %v", got, want)
+	}
+}
+
+// The A/B's ratio is of the medians of the rounds.
+func TestBenchGroupsMedian(t *testing.T) {
+	runs := []GroupsRun{{PerS: 10}, {PerS: 30}, {PerS: 20}}
+	if m := medianPerS(runs); m != 20 {
+		t.Errorf("median of 10, 30, 20 = %v", m)
+	}
+	if m := medianPerS(runs[:2]); m != 20 {
+		t.Errorf("median of 10, 30 = %v", m)
+	}
+}
