@@ -191,16 +191,20 @@ func (b *Inspector) groupDetail(ctx context.Context, k *queueKeys, names []strin
 	}
 	v, err := b.run(ctx, b.scripts.groups, k, args...).Result()
 	r := newReply("groups", v, err)
-	def := groupLimits{maxRunning: r.str(), rate: r.str(), period: r.str(), ordered: r.str()}
+	def := GroupLimits{MaxRunning: atoi(r.str())}
+	if rate, per := atoi(r.str()), atoi(r.str()); rate > 0 && per > 0 {
+		def.Rate, def.Per = rate, time.Duration(per)*time.Millisecond
+	}
+	def.Ordered = r.str() == "1"
 	page.Ungrouped = r.int()
-	page.Defaults = def.effective("")
+	page.Defaults = groupInfo(def, "")
 	out := make([]GroupInfo, 0, len(names))
 	for _, name := range names {
 		running, ready, override, turn, wait, held := r.str(), r.int(), r.str(), r.str(), r.str(), r.str()
 		if r.err != nil {
 			break
 		}
-		g := def.effective(override)
+		g := groupInfo(def, override)
 		g.Name, g.Ready, g.Held = name, ready, held
 		g.Running, _ = strconv.ParseInt(running, 10, 64)
 		g.InTurn = turn != ""
@@ -218,45 +222,15 @@ func (b *Inspector) groupDetail(ctx context.Context, k *queueKeys, names []strin
 	return out, nil
 }
 
-// groupLimits are the queue's group defaults as the settings hash holds
-// them (g_max_running, g_rate, g_period_ms, g_ordered), "" where absent.
-type groupLimits struct{ maxRunning, rate, period, ordered string }
-
-// effective is a group's limits: each token of its glimits value,
-// "<max_running> <rate> <period_ms> <ordered>", where it is not "-", else
-// the default; "0" is none. An override that is not four tokens is read
-// as none (Check reports it). Ordered forces MaxRunning 1.
-func (d groupLimits) effective(override string) GroupInfo {
-	lim := d
-	var g GroupInfo
-	if tok := strings.Fields(override); len(tok) == 4 {
-		g.Override = true
-		pick := func(own, def string) string {
-			if own == "-" {
-				return def
-			}
-			return own
-		}
-		lim.maxRunning = pick(tok[0], d.maxRunning)
-		if tok[1] != "-" || tok[2] != "-" {
-			lim.rate, lim.period = tok[1], tok[2]
-		}
-		lim.ordered = pick(tok[3], d.ordered)
+// groupInfo is a group's limits: its glimits value override read as
+// GroupLimits reads it (parseOverride), over the queue's defaults def.
+func groupInfo(def GroupLimits, override string) GroupInfo {
+	o := parseOverride(override)
+	set := o.MaxRunning || o.Rate || o.Ordered
+	var ov *GroupOverride
+	if set {
+		ov = &o
 	}
-	num := func(s string) int64 {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return 0
-		}
-		return n
-	}
-	g.MaxRunning = int(num(lim.maxRunning))
-	if rate, per := num(lim.rate), num(lim.period); rate > 0 && per > 0 {
-		g.Rate, g.Per = int(rate), time.Duration(per)*time.Millisecond
-	}
-	g.Ordered = lim.ordered == "1"
-	if g.Ordered {
-		g.MaxRunning = 1
-	}
-	return g
+	e := effective(def, ov)
+	return GroupInfo{MaxRunning: e.MaxRunning, Rate: e.Rate, Per: e.Per, Ordered: e.Ordered, Override: set}
 }
