@@ -22,17 +22,28 @@ type Released struct {
 }
 
 // ReleaseUnowned takes a job's lease away without holding it: the operator's
-// force-release. Whatever the job's state, its generation is bumped, so a
-// worker's ack or renew racing this call is stale from now on. A running job
-// becomes pending again with its attempt refunded (or cancelled when that
-// was requested); a job in any other state keeps it.
+// force-release. The job's generation is bumped, so a worker's ack or renew
+// racing this call is stale from now on. A running job becomes pending
+// again with its attempt refunded (or cancelled when that was requested); a
+// blocked, scheduled or pending job keeps its state. A finished job (done,
+// dead, cancelled) holds no lease: it is refused with a *StateError and
+// left as it is, its generation and result untouched.
 func (b *Inspector) ReleaseUnowned(ctx context.Context, queue, id string) (Released, error) {
 	if err := validID(queue, id); err != nil {
 		return Released{}, err
 	}
 	v, err := b.run(ctx, b.scripts.releaseUnowned, b.queueKeys(queue), id).Result()
 	r := newReply("release_unowned "+queue, v, err)
-	if err := r.job(r.status(), queue, id); err != nil {
+	s := r.status()
+	if s == statusWrongState {
+		st := State(r.str())
+		if r.err != nil {
+			return Released{}, r.err
+		}
+		return Released{Previous: st, State: st}, &StateError{Op: "release", Queue: queue, ID: id, State: st,
+			Hint: "a finished job holds no lease, so there is nothing to release (retry it to run it again)"}
+	}
+	if err := r.job(s, queue, id); err != nil {
 		return Released{}, err
 	}
 	out := Released{Previous: State(r.str()), State: State(r.str()), Generation: r.int()}

@@ -22,7 +22,30 @@ var (
 	ErrCorruptJob = errors.New("corrupt job")
 	// ErrUniqueHeld is wrapped by [UniqueHeldError].
 	ErrUniqueHeld = errors.New("unique key held by another job")
+	// ErrWrongState is wrapped by [StateError].
+	ErrWrongState = errors.New("job is in a state the operation does not take")
 )
+
+// StateError answers an operator's Delete, Promote or ReleaseUnowned of a
+// job whose state the operation does not take (a running job to delete, a
+// pending one to promote, a finished one to release), or that is no longer
+// in the state the caller saw. Nothing was changed.
+type StateError struct {
+	Op        string // "delete", "promote" or "release"
+	Queue, ID string
+	State     State  // the job's state when the operation looked
+	Seen      State  // the state the caller said it saw; "" when it named none
+	Hint      string // what to do instead, e.g. "cancel it first"
+}
+
+func (e *StateError) Error() string {
+	if e.Seen != "" && e.Seen != e.State {
+		return fmt.Sprintf("fenceq: %s job %q in queue %q: it is %s now, not %s as seen; nothing changed, look at it again", e.Op, e.ID, e.Queue, e.State, e.Seen)
+	}
+	return fmt.Sprintf("fenceq: %s job %q in queue %q: it is %s; %s", e.Op, e.ID, e.Queue, e.State, e.Hint)
+}
+
+func (e *StateError) Unwrap() error { return ErrWrongState }
 
 // ValidationError reports an argument the broker refuses before it reaches
 // Redis. Nothing was written.

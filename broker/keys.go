@@ -122,6 +122,11 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	grate     STRING  present while a rate-limited group cools down after a
 //	                  start (id: the group); value = that start's Redis ms;
 //	                  expires at the spacing, ceil(period/rate)
+//	deleted   STRING  "<nonce> <state>" of the Delete that deleted the job,
+//	                  for its re-send (delete.lua); expires after
+//	                  ResendHorizon
+//	purged    STRING  one Purge step's reply, JSON, for its re-send (id: the
+//	                  step's request nonce); expires after ResendHorizon
 const (
 	kindJob      = "job"
 	kindChildren = "children"
@@ -133,9 +138,11 @@ const (
 	kindUnique   = "unique"
 	kindGReady   = "gready"
 	kindGRate    = "grate"
+	kindDeleted  = "deleted"
+	kindPurged   = "purged"
 )
 
-var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate}
+var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate, kindDeleted, kindPurged}
 
 // derivedSep separates a derived key's kind from its id.
 const derivedSep = ":"

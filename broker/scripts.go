@@ -26,7 +26,7 @@ type script struct {
 
 // scripts are the atomic operations and the library that holds them all.
 type scripts struct {
-	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, wait, leases, rangeAfter, browse, overview, throughput, checkOne, checkGroups, limits, glimits, groups *script
+	enqueue, claim, renew, progress, ack, fail, release, releaseUnowned, reap, cancel, retry, trim, del, purge, promote, wait, leases, rangeAfter, browse, overview, throughput, checkOne, checkGroups, limits, glimits, groups *script
 
 	list []*script // every one of the above, as loadScripts made them
 
@@ -46,13 +46,14 @@ var pieces = map[string][]string{
 // functionFlags are the flags of the library's functions (Redis 7): the
 // ones that only read are no-writes, which Redis runs when it is out of
 // memory (as it ran the same scripts by EVALSHA, which declared nothing);
-// trim, which only deletes what retention lets go, is allow-oom for the
-// same reason. The others declare nothing: Redis refuses them whole when
+// trim, which only deletes what retention lets go, and purge and delete,
+// an operator's way to free memory (each writes one small record for its
+// re-send), are allow-oom for the same reason. The others declare nothing: Redis refuses them whole when
 // it is out of memory, before they write anything.
 var functionFlags = map[string]string{
 	"browse": "no-writes", "range": "no-writes", "leases": "no-writes", "overview": "no-writes",
 	"throughput": "no-writes", "check_one": "no-writes", "check_groups": "no-writes", "groups": "no-writes",
-	"trim": "allow-oom",
+	"trim": "allow-oom", "purge": "allow-oom", "delete": "allow-oom",
 }
 
 // versionMark stands for the library's version in its source until the
@@ -76,7 +77,7 @@ func loadScripts() (*scripts, error) {
 	ops := map[string]**script{
 		"enqueue": &s.enqueue, "claim": &s.claim, "renew": &s.renew, "progress": &s.progress,
 		"ack": &s.ack, "fail": &s.fail, "release": &s.release, "release_unowned": &s.releaseUnowned,
-		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "wait": &s.wait, "leases": &s.leases, "range": &s.rangeAfter, "browse": &s.browse, "overview": &s.overview,
+		"reap": &s.reap, "cancel": &s.cancel, "retry": &s.retry, "trim": &s.trim, "delete": &s.del, "purge": &s.purge, "promote": &s.promote, "wait": &s.wait, "leases": &s.leases, "range": &s.rangeAfter, "browse": &s.browse, "overview": &s.overview,
 		"throughput": &s.throughput, "check_one": &s.checkOne, "check_groups": &s.checkGroups, "limits": &s.limits, "glimits": &s.glimits, "groups": &s.groups,
 	}
 	names := slices.Sorted(func(yield func(string) bool) {

@@ -20,6 +20,7 @@ const (
 	statusRefused      status = 8  // retry: the job cannot go back as enqueue would let it in; payload: why
 	statusNotRetryable status = 9  // retry: the job is neither dead nor cancelled
 	statusWaiting      status = 10 // wait: the job has not finished; the caller is registered
+	statusWrongState   status = 11 // delete, promote, release_unowned: the job's state is not one the operation takes; payload: that state
 )
 
 // statusNames are the codes' names in lib.lua's STATUS table.
@@ -27,7 +28,7 @@ var statusNames = map[status]string{
 	statusOK: "ok", statusStale: "stale", statusCancel: "cancel", statusMissing: "missing",
 	statusCorrupt: "corrupt", statusExists: "exists", statusUniqueHeld: "unique_held",
 	statusNoDependency: "no_dependency", statusRefused: "refused", statusNotRetryable: "not_retryable",
-	statusWaiting: "waiting",
+	statusWaiting: "waiting", statusWrongState: "wrong_state",
 }
 
 func (s status) String() string {

@@ -27,9 +27,9 @@ func TestViewsByAudience(t *testing.T) {
 			"FusedSnooze", "GiveBack", "Progress", "Reap", "Release", "Renew", "Snooze",
 			"Trim", "WaitForWork"}},
 		{reflect.TypeFor[*broker.Inspector](), []string{
-			"Cancel", "ChangeGroupLimits", "ChangeLimits", "Check", "Counts", "EndSession", "Events", "EventsKept",
+			"Cancel", "ChangeGroupLimits", "ChangeLimits", "Check", "Counts", "Delete", "EndSession", "Events", "EventsKept",
 			"ExpiredLeases", "Footprint", "GroupLimits", "Groups", "Job", "JobLinks", "JobListed", "JobPage", "Jobs",
-			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "QueueExists",
+			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "Promote", "Purge", "QueueExists",
 			"QueueMemory", "Queues", "RecentEvents", "RedisTime", "ReleaseUnowned", "Resume",
 			"Retry", "RetryDead", "ServerMemory", "SessionActive", "SetEvents", "SetLimits",
 			"SetMaxRunning", "SetRate", "StartSession", "Throughput"}},

@@ -98,7 +98,8 @@ type holder struct {
 
 // model drives every broker operation from several simulated workers,
 // whose claims go stale as others release, reap and reclaim, and from
-// operators (cancel, retry, force release, retention, limits, events), with
+// operators (cancel, retry, force release, delete, purge, promote,
+// retention, limits, events), with
 // lost replies injected: a request runs, its reply is dropped, and it is
 // sent again. It checks every answer against a small reference model, and
 // after each step compares every job with Redis and runs Check.
@@ -173,6 +174,9 @@ func testModel(t *testing.T, nb NewBackend) {
 			"cancel":         m.cancelJob,
 			"retry":          m.retry,
 			"retryDead":      m.retryDead,
+			"delete":         m.deleteJob,
+			"purge":          m.purge,
+			"promote":        m.promote,
 			"pause":          m.pause,
 			"trim":           m.trim,
 			"wait":           m.wait,
@@ -1377,6 +1381,12 @@ func (m *model) releaseUnowned(t *rapid.T) {
 	r, err := m.s.b.Inspector().ReleaseUnowned(m.s.ctx, m.s.q, id)
 	if j == nil {
 		wantErr(t, "ReleaseUnowned of a trimmed job", err, broker.ErrJobNotFound)
+		return
+	}
+	if j.state.Final() {
+		// Refused, and the job left as it is: its gen too.
+		wantErr(t, "ReleaseUnowned of a "+string(j.state)+" job", err, broker.ErrWrongState)
+		want(t, "state ReleaseUnowned answered", r.Previous, j.state)
 		return
 	}
 	noErr(t, "ReleaseUnowned", err)

@@ -8,8 +8,9 @@
 //   - take.lua, a piece: the claim, run by claim.lua, ack.lua and fail.lua.
 //   - one file per atomic operation of the broker package: enqueue, claim,
 //     renew, progress, ack, fail, release, release_unowned, reap, cancel,
-//     retry, trim, wait, leases, range, browse, overview, throughput,
-//     check_one, check_groups, limits, glimits (the group limits) and groups.
+//     retry, delete, purge, promote, trim, wait, leases, range, browse,
+//     overview, throughput, check_one, check_groups, limits, glimits (the
+//     group limits) and groups.
 //   - fence_hset.lua, the fence package's standalone script.
 package lua
 

@@ -66,6 +66,7 @@ local STATUS = {
   refused = 8,       -- retry: the job cannot go back as enqueue would let it in; payload: why
   not_retryable = 9, -- retry: the job is neither dead nor cancelled
   waiting = 10,      -- wait: the job has not finished; the caller is registered
+  wrong_state = 11,  -- delete, promote, release_unowned: the job's state is not one the operation takes; payload: that state
 }
 
 local FINAL = {done = true, dead = true, cancelled = true}
@@ -726,6 +727,23 @@ local function wake_waiters(id, state)
   end
 end
 
+-- detach_children hands the dependents of job id, which ended as state,
+-- to the cascade as one entry (cascade_step settles them in bounded
+-- steps): a done job's count one dependency off, the others' are
+-- cancelled unless they run anyway. The set is detached under a name of
+-- its own, so a job that later reuses the id starts with no dependents.
+-- finish calls it, and delete.lua for a job deleted before it finished.
+local function detach_children(id, state)
+  local children = derived('children', id)
+  if redis.call('EXISTS', children) == 1 then
+    local n = int(redis.call('INCR', K.gen))
+    redis.call('RENAME', children, derived('cascade', n))
+    redis.call('RPUSH', K.cascade, n .. ':' .. state .. ':' .. id)
+    set_flag('cascade', '1')
+    cascading = true
+  end
+end
+
 -- finish moves a job into a final state. The caller has already taken it out
 -- of its previous index. What the job owes others is O(1) here: its unique
 -- key is freed, one wake-up is left for Broker.Wait callers, and its
@@ -792,16 +810,7 @@ local function finish(id, key, state, now, set, owed, filed)
     wake_waiters(id, state)
   end
   if f[4] then
-    local children = derived('children', id)
-    if redis.call('EXISTS', children) == 1 then
-      -- Detached under a name of its own, so a job that later reuses the
-      -- id starts with no dependents.
-      local n = int(redis.call('INCR', K.gen))
-      redis.call('RENAME', children, derived('cascade', n))
-      redis.call('RPUSH', K.cascade, n .. ':' .. state .. ':' .. id)
-      set_flag('cascade', '1')
-      cascading = true
-    end
+    detach_children(id, state)
   end
 end
 
@@ -971,8 +980,9 @@ end
 -- cascade_step settles at most budget dependents of finished jobs, oldest
 -- finish first: each waiting dependent of a done job (or of any finished
 -- job, for a dependent that runs anyway) counts one dependency off and is
--- released at zero; a dependent of a dead or cancelled job is cancelled,
--- and its own dependents join the cascade behind. What is left waits for
+-- released at zero; a dependent of a dead, cancelled or deleted job
+-- (delete.lua) is cancelled, and its own dependents join the cascade
+-- behind. What is left waits for
 -- the next step (claim and reap take one; a step that leaves work wakes a
 -- pool). It answers whether work is left.
 local function cascade_step(budget, now)
@@ -1015,7 +1025,8 @@ local function cascade_step(budget, now)
           end
         else
           redis.call('ZREM', K.blocked, child)
-          redis.call('HSET', ckey, F.last_error, 'dependency ' .. parent .. ' ended ' .. pstate)
+          local why = pstate == 'deleted' and ' was deleted' or ' ended ' .. pstate
+          redis.call('HSET', ckey, F.last_error, 'dependency ' .. parent .. why)
           finish(child, ckey, 'cancelled', now)
         end
       end

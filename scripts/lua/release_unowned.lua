@@ -1,17 +1,23 @@
 -- release_unowned: an operator takes a job's lease away without holding it.
--- Guard: none. The job gets a new gen whatever its state (invariant 3), so
--- any claim in flight, including a worker's ack racing this call, is stale
--- from now on (invariant 2). A running job becomes pending again with its
--- attempt refunded (the worker did not fail; an operator intervened), or
--- cancelled when its cancel was requested. Other states are kept.
+-- Guard: the job has not finished. A finished job (done, dead, cancelled)
+-- is refused (wrong_state) and left exactly as it is: no claim of it can be
+-- valid, and a new gen would only make its stored result look superseded.
+-- Any other job gets a new gen (invariant 3), so any claim in flight,
+-- including a worker's ack racing this call, is stale from now on
+-- (invariant 2). A running job becomes pending again with its attempt
+-- refunded (the worker did not fail; an operator intervened), or cancelled
+-- when its cancel was requested. Other states are kept.
 -- ARGV[2] id
--- Reply: {STATUS ok, previous state, new state, new gen}, {STATUS missing},
--- or {STATUS corrupt, why}.
+-- Reply: {STATUS ok, previous state, new state, new gen},
+-- {STATUS wrong_state, its state}, {STATUS missing}, or {STATUS corrupt, why}.
 local id = ARGV[2]
 local key = JOB .. id
 local f, none = read_job(key, F.state, F.gen, F.cancel, F.priority, F.group)
 if none then
   return none
+end
+if FINAL[f[1]] then
+  return {STATUS.wrong_state, f[1]}
 end
 if not is_int(f[2] or 0) then
   return {STATUS.corrupt, 'corrupt job hash: field gen is "' .. f[2] .. '", not an integer'}
