@@ -25,7 +25,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if r.Previous == broker.StateRunning {
 		fmt.Fprintf(e.stdout, "released %s: was running, now %s (generation %d); its worker's late results will be rejected\n", pos[1], r.State, r.Generation)
 	} else {
-		fmt.Fprintf(e.stdout, "%s was not running (%s); its generation is now %d, so no old claim can settle it\n", pos[1], r.Previous, r.Generation)
+		fmt.Fprintf(e.stdout, "%s was not running (%s, not finished); its generation is now %d, so no old claim can settle it\n", pos[1], r.Previous, r.Generation)
 	}
 	return nil
 }
@@ -205,7 +205,7 @@ func jobError(ctx context.Context, e *env, in *broker.Inspector, queue string, e
 // notFoundIsFailure prints a missing job as a failure (exit 1), and passes
 // other errors on.
 func notFoundIsFailure(e *env, err error) error {
-	if errors.Is(err, broker.ErrJobNotFound) || errors.Is(err, broker.ErrCorruptJob) {
+	if errors.Is(err, broker.ErrJobNotFound) || errors.Is(err, broker.ErrCorruptJob) || errors.Is(err, broker.ErrWrongState) {
 		fmt.Fprintln(e.stderr, err)
 		return errFailed
 	}

@@ -8,6 +8,9 @@
 //	workerd release QUEUE ID                 force-release a running job
 //	workerd retry QUEUE ID | --dead          send dead jobs back
 //	workerd cancel QUEUE ID                  cancel a job
+//	workerd delete QUEUE ID [--state S]      delete a job no worker holds
+//	workerd purge QUEUE --state S [--yes]    delete every done, dead or cancelled job
+//	workerd promote QUEUE ID                 run a scheduled job (or retry) now
 //	workerd pause QUEUE / resume QUEUE       stop and restart claiming from a queue
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
 //	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
@@ -58,6 +61,9 @@ func commands() []command {
 		{"release", "force-release a running job (it runs again elsewhere)", runRelease},
 		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},
 		{"cancel", "cancel a job", runCancel},
+		{"delete", "delete a job no worker holds (finished, pending, scheduled or blocked)", runDelete},
+		{"purge", "delete every done, dead or cancelled job of a queue, in bounded steps", runPurge},
+		{"promote", "run a scheduled job, or a retry in backoff, now", runPromote},
 		{"pause", "stop claiming from a queue (enqueues still accepted)", runPause},
 		{"resume", "resume a paused queue", runResume},
 		{"limit", "set or show a queue's rate and concurrency limits, and its groups' (shared by every worker)", runLimit},
