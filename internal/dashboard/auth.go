@@ -233,53 +233,72 @@ type action func(w http.ResponseWriter, r *http.Request) (queue, id, outcome str
 // the action, logs it, and sends the user back with its outcome.
 func (s *Server) act(do action) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, Mount), "act/")
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		if err := r.ParseForm(); err != nil {
-			s.refuse(w, r, name, "", "", "The form could not be read: "+err.Error())
+		name, ok := s.allowed(w, r)
+		if !ok {
 			return
-		}
-		queue, id := r.PostForm.Get("queue"), r.PostForm.Get("id")
-		if s.auth == nil {
-			s.refuse(w, r, name, queue, id, readOnlyText)
-			return
-		}
-		sid, signedIn, err := s.signedIn(r)
-		switch {
-		case err != nil:
-			s.failErr(w, r, "check your sign-in (sessions are kept in Redis)", err)
-			return
-		case !signedIn:
-			s.refuse(w, r, name, queue, id, "You are not signed in (or your sign-in expired). Sign in with the admin token, then try again.")
-			return
-		case !sameOrigin(r):
-			s.refuse(w, r, name, queue, id, "The request came from another site's page. Use the dashboard's own buttons.")
-			return
-		case !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.auth.csrf(sid))):
-			s.refuse(w, r, name, queue, id, "The form's CSRF token is missing or wrong (the page may be from an earlier sign-in). Reload the page and try again.")
-			return
-		}
-		if name != "logout" {
-			ctx, cancel := reqCtx(r)
-			ok, err := s.queueExists(ctx, queue)
-			cancel()
-			switch {
-			case err != nil:
-				s.failErr(w, r, "list queues", err)
-				return
-			case !ok:
-				s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-					logged("queue", queue), logged("id", id), slog.String("reason", "unknown queue"))
-				s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue)+" Nothing was changed.")
-				return
-			}
 		}
 		queue, id, outcome := do(w, r)
-		s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),
-			logged("queue", queue), logged("id", id), slog.String("outcome", cut(outcome, flashMax)))
-		s.setFlash(w, outcome)
-		http.Redirect(w, r, localPath(r.PostForm.Get("next")), http.StatusSeeOther)
+		s.acted(w, r, name, queue, id, outcome)
 	}
+}
+
+// allowed reads an action's form and answers the action's name and
+// whether the request may act: a signed-in session, a request from the
+// dashboard's own pages with the session's CSRF token, on a queue that
+// exists. When it may not, it has answered the request (and changed
+// nothing).
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, Mount), "act/")
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		s.refuse(w, r, name, "", "", "The form could not be read: "+err.Error())
+		return name, false
+	}
+	queue, id := r.PostForm.Get("queue"), r.PostForm.Get("id")
+	if s.auth == nil {
+		s.refuse(w, r, name, queue, id, readOnlyText)
+		return name, false
+	}
+	sid, signedIn, err := s.signedIn(r)
+	switch {
+	case err != nil:
+		s.failErr(w, r, "check your sign-in (sessions are kept in Redis)", err)
+		return name, false
+	case !signedIn:
+		s.refuse(w, r, name, queue, id, "You are not signed in (or your sign-in expired). Sign in with the admin token, then try again.")
+		return name, false
+	case !sameOrigin(r):
+		s.refuse(w, r, name, queue, id, "The request came from another site's page. Use the dashboard's own buttons.")
+		return name, false
+	case !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(s.auth.csrf(sid))):
+		s.refuse(w, r, name, queue, id, "The form's CSRF token is missing or wrong (the page may be from an earlier sign-in). Reload the page and try again.")
+		return name, false
+	}
+	if name != "logout" {
+		ctx, cancel := reqCtx(r)
+		ok, err := s.queueExists(ctx, queue)
+		cancel()
+		switch {
+		case err != nil:
+			s.failErr(w, r, "list queues", err)
+			return name, false
+		case !ok:
+			s.log.Warn("dashboard: action refused", slog.String("remote", r.RemoteAddr), slog.String("action", name),
+				logged("queue", queue), logged("id", id), slog.String("reason", "unknown queue"))
+			s.fail(w, r, http.StatusNotFound, "Queue not found", s.unknownQueueText(queue)+" Nothing was changed.")
+			return name, false
+		}
+	}
+	return name, true
+}
+
+// acted logs an action's outcome, shows it on the next page, and sends the
+// browser to the form's next page.
+func (s *Server) acted(w http.ResponseWriter, r *http.Request, name, queue, id, outcome string) {
+	s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),
+		logged("queue", queue), logged("id", id), slog.String("outcome", cut(outcome, flashMax)))
+	s.setFlash(w, outcome)
+	http.Redirect(w, r, localPath(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
 // refuse answers 403 to an action, logs it, and changes nothing.

@@ -19,7 +19,7 @@ const shownMax = 64 << 10
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"queueURL": queueURL, "leasesURL": leasesURL, "groupsURL": groupsURL, "groupJobsURL": groupJobsURL, "groupFindURL": groupFindURL, "jobURL": jobURL, "releaseURL": releaseURL,
+		"queueURL": queueURL, "leasesURL": leasesURL, "groupsURL": groupsURL, "groupJobsURL": groupJobsURL, "groupFindURL": groupFindURL, "jobURL": jobURL, "releaseURL": releaseURL, "deleteURL": deleteURL,
 		"count": count, "age": age, "when": when, "clip": clip,
 		"int64": func(n int) int64 { return int64(n) },
 		"ago":   func(s string) string { return strings.TrimPrefix(s, "-") },
@@ -28,7 +28,7 @@ func parsePages() (map[string]*template.Template, error) {
 		},
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "job", "leases", "groups", "release", "login", "error"} {
+	for _, name := range []string{"overview", "queue", "job", "leases", "groups", "release", "confirm", "login", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: parse the %s page: %w", name, err)

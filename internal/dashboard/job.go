@@ -37,6 +37,8 @@ type jobView struct {
 	Events         []broker.Event
 	Retryable      bool
 	Cancelable     bool
+	Deletable      bool // no worker holds it
+	Promotable     bool // scheduled: it can run now
 	Here           string
 	EventsSearched int
 }
@@ -45,8 +47,12 @@ type jobView struct {
 func (jobView) Key(field string) string { return "job|" + field }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("view") == "release" {
+	switch r.URL.Query().Get("view") {
+	case "release":
 		s.confirmRelease(w, r)
+		return
+	case "delete":
+		s.confirmDelete(w, r)
 		return
 	}
 	ctx, cancel := reqCtx(r)
@@ -81,6 +87,8 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 	jv.Payload, jv.Result, jv.Progress = show(jv.Job.Payload), show(jv.Job.Result), show(jv.Job.Progress)
 	jv.Retryable = jv.Job.State == broker.StateDead || jv.Job.State == broker.StateCancelled
 	jv.Cancelable = !jv.Job.State.Final() && !jv.Job.CancelRequested
+	jv.Deletable = jv.Job.State != broker.StateRunning
+	jv.Promotable = jv.Job.State == broker.StateScheduled
 	jv.Here = jobURL(queue, id)
 	s.render(w, r, http.StatusOK, "job", page{Title: "Job " + id, Queue: queue, Live: liveURL(queue, id), Data: jv})
 }

@@ -28,15 +28,17 @@ type queueView struct {
 	Prefix     string
 	Group      string // the group filter: for pending jobs, the group's own index
 	Page       broker.Page
-	First      bool   // the page starts at the head of the index
-	NextURL    string // the next page, "" at the end
-	FirstURL   string // the first page with the same filters
-	Here       string // this page, for the forms' return
-	Cancelable bool   // jobs in this state can be cancelled
-	FormAction string // the filter form's action
-	FormQueue  bool   // the form carries the queue in a field (see queueURL)
-	WhenLabel  string // what the time column shows
-	Grouped    bool   // a job of the page has a group: the Group column shows
+	First      bool     // the page starts at the head of the index
+	NextURL    string   // the next page, "" at the end
+	FirstURL   string   // the first page with the same filters
+	Here       string   // this page, for the forms' return
+	Cancelable bool     // jobs in this state can be cancelled
+	Bulk       []bulkOp // the actions on selected rows this state offers
+	PurgeURL   string   // the purge confirmation of a finished state; "" for the others
+	FormAction string   // the filter form's action
+	FormQueue  bool     // the form carries the queue in a field (see queueURL)
+	WhenLabel  string   // what the time column shows
+	Grouped    bool     // a job of the page has a group: the Group column shows
 	Groups     groupLimitsView
 }
 
@@ -79,6 +81,9 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	case "groups":
 		s.groups(w, r)
+		return
+	case "purge":
+		s.confirmPurge(w, r)
 		return
 	}
 	ctx, cancel := reqCtx(r)
@@ -196,6 +201,10 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		qv.WhenLabel = "Finished"
 	}
 	qv.Cancelable = !qv.State.Final()
+	qv.Bulk = bulkOps(qv.State)
+	if qv.State.Final() {
+		qv.PurgeURL = purgeURL(queue, qv.State)
+	}
 	qv.Grouped = qv.Group == "" && slices.ContainsFunc(qv.Page.Jobs, func(j broker.JobInfo) bool { return j.Group != "" })
 	s.render(w, r, http.StatusOK, "queue", page{Title: queue, Queue: queue, Live: liveURL(queue, ""), Data: qv})
 }

@@ -112,6 +112,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /ui/queues/{queue}/groups", s.groups)
 	m.HandleFunc("GET /ui/queues/{queue}/jobs/{id}", s.job)
 	m.HandleFunc("GET /ui/queues/{queue}/jobs/{id}/release", s.confirmRelease)
+	m.HandleFunc("GET /ui/queues/{queue}/jobs/{id}/delete", s.confirmDelete)
+	m.HandleFunc("GET /ui/queues/{queue}/purge", s.confirmPurge)
 	// Names that a browser would read as a path's "." or ".." segment
 	// travel in the query instead (see queueURL).
 	m.HandleFunc("GET /ui/queue", s.queue)
@@ -122,6 +124,10 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /ui/act/retry", s.act(s.retry))
 	m.HandleFunc("POST /ui/act/cancel", s.act(s.cancel))
 	m.HandleFunc("POST /ui/act/release", s.act(s.release))
+	m.HandleFunc("POST /ui/act/delete", s.act(s.deleteJob))
+	m.HandleFunc("POST /ui/act/promote", s.act(s.promote))
+	m.HandleFunc("POST /ui/act/purge", s.act(s.purge))
+	m.HandleFunc("POST /ui/act/bulk", s.bulk)
 	m.HandleFunc("POST /ui/act/retry-dead", s.act(s.retryDead))
 	m.HandleFunc("POST /ui/act/pause", s.act(s.pause))
 	m.HandleFunc("POST /ui/act/resume", s.act(s.resume))
@@ -343,6 +349,22 @@ func releaseURL(queue, id string) string {
 		return Mount + "queues/" + qs + "/jobs/" + is + "/release"
 	}
 	return Mount + "job?" + url.Values{"queue": {queue}, "id": {id}, "view": {"release"}}.Encode()
+}
+
+func deleteURL(queue, id string) string {
+	qs, ok1 := segment(queue)
+	is, ok2 := segment(id)
+	if ok1 && ok2 {
+		return Mount + "queues/" + qs + "/jobs/" + is + "/delete"
+	}
+	return Mount + "job?" + url.Values{"queue": {queue}, "id": {id}, "view": {"delete"}}.Encode()
+}
+
+func purgeURL(queue string, st broker.State) string {
+	if seg, ok := segment(queue); ok {
+		return Mount + "queues/" + seg + "/purge?" + url.Values{"state": {string(st)}}.Encode()
+	}
+	return Mount + "queue?" + url.Values{"queue": {queue}, "state": {string(st)}, "view": {"purge"}}.Encode()
 }
 
 // localPath accepts a return address only when it is a path of this
