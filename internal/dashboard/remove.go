@@ -73,6 +73,7 @@ func (s *Server) confirmDelete(w http.ResponseWriter, r *http.Request) {
 		Back:    jobURL(queue, id),
 	}
 	if st == broker.StateRunning {
+		v.Explain = ""
 		v.Refusal = "A running job is not deleted: its worker holds a valid lease. Cancel it first (its worker stops it at the next heartbeat and settles it as cancelled), then delete it."
 	}
 	s.render(w, r, http.StatusOK, "confirm", page{Title: "Delete job " + id, Queue: queue, Data: v})
@@ -99,8 +100,8 @@ func (s *Server) confirmPurge(w http.ResponseWriter, r *http.Request) {
 	n := map[broker.State]int64{broker.StateDone: c.Done, broker.StateDead: c.Dead, broker.StateCancelled: c.Cancelled}[st]
 	back := stateURL(queue, st)
 	v := confirmView{
-		Heading: fmt.Sprintf("Purge the %s %s jobs of %s?", count(n), st, queue),
-		Facts:   []string{fmt.Sprintf("%s jobs are %s now.", count(n), st)},
+		Heading: fmt.Sprintf("Purge the %s %s job(s) of %s?", count(n), st, queue),
+		Facts:   []string{fmt.Sprintf("%s job(s) are %s now.", count(n), st)},
 		Explain: "Every job that is " + string(st) + " when the purge begins is deleted for good, in steps of " +
 			fmt.Sprint(broker.PurgeStep) + " so Redis stays free for the workers. A job that leaves the state meanwhile (retried) is kept, and so is one that finishes after the purge began.",
 		Action: Mount + "act/purge",
@@ -160,7 +161,7 @@ func (s *Server) purge(_ http.ResponseWriter, r *http.Request) (string, string, 
 	ctx, cancel := context.WithTimeout(r.Context(), purgeTimeout)
 	defer cancel()
 	p, err := s.in.Purge(ctx, queue, st, nil)
-	msg := fmt.Sprintf("Purged %s %s jobs of %s.", count(int64(p.Deleted)), st, queue)
+	msg := fmt.Sprintf("Purged %s %s job(s) of %s.", count(int64(p.Deleted)), st, queue)
 	if p.Skipped > 0 {
 		msg += fmt.Sprintf(" %s were kept: no longer %s when the purge reached them.", count(int64(p.Skipped)), st)
 	}

@@ -110,14 +110,14 @@ func TestPurgePage(t *testing.T) {
 		t.Fatal("the pending tab offers a purge")
 	}
 	code, body := r.get(c, "/ui/queues/q/purge?state=dead")
-	if code != 200 || !strings.Contains(body, "Purge the 3 dead jobs of q?") {
+	if code != 200 || !strings.Contains(body, "Purge the 3 dead job(s) of q?") {
 		t.Fatalf("purge confirmation: %d %s", code, body)
 	}
 	if code, _ := r.get(c, "/ui/queues/q/purge?state=pending"); code != http.StatusBadRequest {
 		t.Fatalf("purge confirmation of pending: %d", code)
 	}
 	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead")
-	if !strings.Contains(body, "Purged 3 dead jobs of q.") || !r.gone("d0") || r.gone("p") {
+	if !strings.Contains(body, "Purged 3 dead job(s) of q.") || !r.gone("d0") || r.gone("p") {
 		t.Fatalf("purge: %s", flash(body))
 	}
 	_, body = r.act(c, csrf, "/ui/act/purge", "state", "pending")
