@@ -125,7 +125,9 @@
 //     wait). A unique key is freed and Wait callers are woken in O(1).
 //     An operation that takes a count (RetryDead, Reap, Trim, Leases,
 //     ExpiredLeases) steps itself, at most 100 jobs per script call,
-//     whatever count its caller gives. A step goes on just after the
+//     whatever count its caller gives; Purge steps itself at most
+//     [PurgeStep] jobs per call, and a job deleted with 100,000 dependents
+//     hands them to the cascade in O(1), as a finished one does. A step goes on just after the
 //     entry the one before read last, never from a rank kept since, so
 //     entries that leave meanwhile hide none that stayed; RetryDead reads
 //     no further than the newest death its first step saw, so it sends
@@ -138,8 +140,10 @@
 //     token and the outcome, and the records of its last three claims'
 //     settlements once it is claimed again, so a re-send may come after
 //     up to three later claims); Enqueue recognises its own request and
-//     answers its job, not a duplicate; Retry and Cancel answer as the
-//     first call did. None changes anything the second time, so a lost
+//     answers its job, not a duplicate; Retry, Cancel, Promote, Delete and
+//     each step of Purge answer as the first call did (Delete from a
+//     record kept for [ResendHorizon], so a re-send never deletes a job
+//     enqueued under the id since). None changes anything the second time, so a lost
 //     reply never costs a job an attempt and never makes a stored result
 //     look stale. The broker sends these again itself while a reply is
 //     lost (a timeout, a connection reset; never after an error reply),
