@@ -134,6 +134,32 @@ func testDelete(t *testing.T, nb NewBackend) {
 		s.consistent(t)
 	})
 
+	t.Run("ManyDependentsInBoundedSteps", func(t *testing.T) {
+		s := setup(t, nb)
+		parent := s.enqueue(t, broker.Job{Delay: time.Hour})
+		const n = 180 // more than the 50 a script settles inline
+		jobs := make([]broker.Job, n)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: s.q, Kind: "k", DependsOn: []string{parent}}
+		}
+		for i, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
+			noErr(t, fmt.Sprintf("EnqueueMany job %d", i), e.Err)
+		}
+		_, err := s.b.Inspector().Delete(s.ctx, s.q, parent, broker.StateScheduled)
+		noErr(t, "Delete of a parent of many", err)
+		c, err := s.b.Inspector().Counts(s.ctx, s.q)
+		noErr(t, "Counts", err)
+		if c.Cancelled == 0 || c.Cancelled >= n {
+			t.Fatalf("%d of %d dependents cancelled by the delete itself; want some, in a bounded step", c.Cancelled, n)
+		}
+		s.settleCascade(t)
+		c, err = s.b.Inspector().Counts(s.ctx, s.q)
+		noErr(t, "Counts", err)
+		want(t, "dependents cancelled once the cascade ran", c.Cancelled, int64(n))
+		want(t, "blocked left", c.Blocked, int64(0))
+		s.consistent(t)
+	})
+
 	t.Run("FreesUniqueKeyAndGroup", func(t *testing.T) {
 		s := setup(t, nb)
 		id := s.enqueue(t, broker.Job{UniqueKey: "u"})
@@ -417,5 +443,25 @@ func testPurge(t *testing.T, nb NewBackend) {
 		if s.Client.ZScore(s.ctx, s.queueKey("dead"), "ghost").Err() == nil {
 			t.Fatal("an entry without a hash stayed in dead")
 		}
+	})
+
+	// More entries that stay than a step reads, all at one score (a
+	// frozen clock finishes every job in the same millisecond): the steps
+	// go on past them, each counted once, and the purge ends.
+	t.Run("SkippedBeyondAStep", func(t *testing.T) {
+		s := setup(t, nb)
+		var kept []string
+		for i := range broker.PurgeStep + 30 {
+			id := s.deadJob(t, broker.Job{})
+			if i < broker.PurgeStep+10 {
+				noErr(t, "HSET", s.Client.HSet(s.ctx, s.queueKey("job:"+id), "state", "done").Err())
+				kept = append(kept, id)
+			}
+		}
+		p, err := s.b.Inspector().Purge(s.ctx, s.q, broker.StateDead, nil)
+		noErr(t, "Purge", err)
+		want(t, "deleted", p.Deleted, 20)
+		want(t, "skipped", p.Skipped, len(kept))
+		want(t, "a job left in dead's index", s.job(t, kept[0]).State, broker.StateDone)
 	})
 }
