@@ -14,7 +14,8 @@ import (
 // Event is one lifecycle event of a queue's stream: enqueued, started,
 // done, retried, snoozed, unhandled (given back by a worker without a
 // handler for its kind), dead, cancelled, cancel_requested, released,
-// force_released, reaped, lease_lost, stale_rejected.
+// force_released, reaped, lease_lost, stale_rejected, deleted (Detail: the
+// state it was in; by Delete or Purge) and promoted.
 type Event struct {
 	StreamID   string    // the stream entry's id: pass it as after to read on
 	Time       time.Time // Redis time of the event

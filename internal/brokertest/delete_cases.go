@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,6 +241,38 @@ func testDelete(t *testing.T, nb NewBackend) {
 		want(t, "the new job under the id", s.job(t, "r").State, broker.StatePending)
 		s.consistent(t)
 	})
+}
+
+// Delete, Purge and Promote each record their event once, a re-send
+// none more.
+func testRemoveEvents(t *testing.T, nb NewBackend) {
+	be := nb(t)
+	be.Client.AddHook(dropReplies{})
+	s, cleanup := on(t, be)
+	t.Cleanup(cleanup)
+	noErr(t, "SetEvents", s.b.Inspector().SetEvents(s.ctx, s.q, 100))
+	d1 := s.deadJob(t, broker.Job{})
+	d2 := s.deadJob(t, broker.Job{})
+	later := s.enqueue(t, broker.Job{Delay: time.Hour})
+	_, err := s.b.Inspector().Delete(dropping(s.ctx, 1), s.q, d1, "")
+	noErr(t, "Delete", err)
+	noErr(t, "Promote", s.b.Inspector().Promote(dropping(s.ctx, 1), s.q, later))
+	_, err = s.b.Inspector().Purge(s.ctx, s.q, broker.StateDead, nil)
+	noErr(t, "Purge", err)
+	evs, err := s.b.Inspector().RecentEvents(s.ctx, s.q, 100)
+	noErr(t, "RecentEvents", err)
+	var got []string
+	for _, e := range evs {
+		if e.Event == "deleted" || e.Event == "promoted" {
+			got = append(got, e.Event+" "+e.JobID+" "+e.Detail)
+		}
+	}
+	slices.Sort(got)
+	wantList := []string{"deleted " + d1 + " dead", "deleted " + d2 + " dead", "promoted " + later + " "}
+	slices.Sort(wantList)
+	if !slices.Equal(got, wantList) {
+		t.Fatalf("events %q, want %q", got, wantList)
+	}
 }
 
 func testPromote(t *testing.T, nb NewBackend) {

@@ -27,6 +27,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Delete", testDelete},
 		{"Purge", testPurge},
 		{"Promote", testPromote},
+		{"RemoveEvents", testRemoveEvents},
 		{"ReleaseUnownedRefusesFinished", testReleaseUnownedRefusesFinished},
 		{"GroupCore", testGroupCore},
 		{"Retry", testRetry},
