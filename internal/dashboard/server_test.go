@@ -603,6 +603,28 @@ func TestHostileNames(t *testing.T) {
 			if form == nil || html.UnescapeString(form[1]) != html.UnescapeString(title[1]) {
 				t.Errorf("job page %s: the retry form does not carry its id %q: %v", u, html.UnescapeString(title[1]), form)
 			}
+			// So does its delete confirmation, reached by its link.
+			del := regexp.MustCompile(`href="([^"]+)" id="delete"`).FindStringSubmatch(jbody)
+			if del == nil {
+				t.Errorf("job page %s has no delete link", u)
+				continue
+			}
+			code, dbody := r.get(c, html.UnescapeString(del[1]))
+			check(del[1], dbody)
+			dform := regexp.MustCompile(`name="id" value="([^"]*)"`).FindStringSubmatch(dbody)
+			if code != http.StatusOK || dform == nil || html.UnescapeString(dform[1]) != html.UnescapeString(title[1]) ||
+				!strings.Contains(dbody, `name="state" value="dead"`) {
+				t.Errorf("delete confirmation %s: %d, form %v", del[1], code, dform)
+			}
+		}
+		// The purge link of the dead tab leads to its confirmation.
+		if m := regexp.MustCompile(`href="([^"]+)" id="purge"`).FindStringSubmatch(qbody); m == nil {
+			t.Errorf("queue %q: the dead tab has no purge link", q)
+		} else if code, pbody := r.get(c, html.UnescapeString(m[1])); code != http.StatusOK || !strings.Contains(pbody, `name="state" value="dead"`) ||
+			!strings.Contains(pbody, `name="queue" value="`+html.EscapeString(q)+`"`) {
+			t.Errorf("purge confirmation of queue %q via %s: %d", q, m[1], code)
+		} else {
+			check(m[1], pbody)
 		}
 		for _, id := range ids {
 			if !seen[id] {
