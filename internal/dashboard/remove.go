@@ -137,7 +137,7 @@ func (s *Server) deleteJob(_ http.ResponseWriter, r *http.Request) (string, stri
 	defer cancel()
 	st, err := s.in.Delete(ctx, queue, id, seen)
 	if err != nil {
-		return queue, id, "Job " + id + " not deleted: " + why(err) + "."
+		return queue, id, "Job " + id + " not deleted: " + why(err, queue, id) + "."
 	}
 	return queue, id, fmt.Sprintf("Job %s (%s) deleted.", id, st)
 }
@@ -147,7 +147,7 @@ func (s *Server) promote(_ http.ResponseWriter, r *http.Request) (string, string
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	if err := s.in.Promote(ctx, queue, id); err != nil {
-		return queue, id, "Job " + id + " not promoted: " + why(err) + "."
+		return queue, id, "Job " + id + " not promoted: " + why(err, queue, id) + "."
 	}
 	return queue, id, "Job " + id + " is pending now: it runs at the next free slot."
 }
@@ -263,7 +263,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 			err = s.in.Promote(ctx, queue, id)
 		}
 		if err != nil {
-			refused = append(refused, fmt.Sprintf("%s %s", clip(id, 40), why(err)))
+			refused = append(refused, fmt.Sprintf("%s %s", clip(id, 40), why(err, queue, id)))
 			continue
 		}
 		done++
@@ -280,11 +280,12 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		msg += "."
 	}
-	s.acted(w, r, name, queue, strings.Join(ids[:min(len(ids), 5)], ","), msg)
+	s.acted(w, r, name+" "+op, queue, strings.Join(ids[:min(len(ids), 5)], ","), msg)
 }
 
-// why is a short reason an operation on one job was refused.
-func why(err error) string {
+// why is a short reason an operation on job id of queue was refused, to
+// follow the job's id in a message.
+func why(err error, queue, id string) string {
 	var se *broker.StateError
 	var ve *broker.ValidationError
 	switch {
@@ -301,11 +302,11 @@ func why(err error) string {
 	case errors.As(err, &ve):
 		return ve.Field + " " + ve.Reason
 	}
-	msg := err.Error()
-	if i := strings.Index(msg, " stays "); i >= 0 { // Retry's refusal: "… stays dead: why"
-		msg = msg[i+1:]
-	}
-	return clip(strings.TrimPrefix(msg, "fenceq: "), 160)
+	// Retry's refusals: "fenceq: job "x" in queue "q" is pending; only …",
+	// "… stays dead: its unique key is held by job y".
+	msg := strings.TrimPrefix(err.Error(), "fenceq: ")
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("job %q in queue %q ", id, queue))
+	return clip(msg, 160)
 }
 
 // stateURL is the page of queue's jobs in state st.

@@ -160,7 +160,7 @@ func TestBulkActions(t *testing.T) {
 		t.Fatal("bulk delete deleted the wrong jobs")
 	}
 	_, body = r.act(c, csrf, "/ui/act/bulk", "op", "retry", "state", "dead", "id", "d2", "id", "d1")
-	if !strings.Contains(body, "Retried 1 of 2. Refused 1: d1") {
+	if !strings.Contains(body, "Retried 1 of 2. Refused 1: d1 is pending; only dead or cancelled jobs can be retried.") {
 		t.Fatalf("bulk retry: %s", flash(body))
 	}
 
