@@ -48,7 +48,6 @@ const (
 	fieldWaitTag         = "wait_tag"
 	fieldWaitUntil       = "wait_until"
 	fieldWaited          = "waited"
-	fieldPromoted        = "promoted" // the request nonce of the Promote that last ran it early
 )
 
 // jobFields is the catalogue: every field of a job hash, once.
@@ -59,7 +58,7 @@ var jobFields = []string{
 	fieldRenewals, fieldMeta, fieldReq, fieldSettled, fieldPrevSettled, fieldPrevSettled2,
 	fieldPrevSettled3, fieldRetried, fieldUnhandledSince, fieldDependsOn, fieldOnParentFailure,
 	fieldBlockedOn, fieldHasChildren, fieldInc, fieldUniqueUntilDone, fieldWaitTag,
-	fieldWaitUntil, fieldWaited, fieldGroup, fieldPromoted,
+	fieldWaitUntil, fieldWaited, fieldGroup,
 }
 
 // The values of one claimed job in a claim's reply (take.lua), at these

@@ -127,6 +127,9 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	                  ResendHorizon
 //	purged    STRING  one Purge step's reply, JSON, for its re-send (id: the
 //	                  step's request nonce); expires after ResendHorizon
+//	promoted  STRING  the nonce of the Promote that last ran the job early,
+//	                  for its re-send (promote.lua); expires after
+//	                  ResendHorizon
 const (
 	kindJob      = "job"
 	kindChildren = "children"
@@ -140,9 +143,10 @@ const (
 	kindGRate    = "grate"
 	kindDeleted  = "deleted"
 	kindPurged   = "purged"
+	kindPromoted = "promoted"
 )
 
-var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate, kindDeleted, kindPurged}
+var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate, kindDeleted, kindPurged, kindPromoted}
 
 // derivedSep separates a derived key's kind from its id.
 const derivedSep = ":"

@@ -371,6 +371,19 @@ func testPromote(t *testing.T, nb NewBackend) {
 		want(t, "claimed meanwhile", l.ID, id2)
 		want(t, "still running", s.job(t, id2).State, broker.StateRunning)
 		s.consistent(t)
+
+		// Deleted, and its id enqueued again as another scheduled job,
+		// between the lost reply and its re-send: the re-send leaves the
+		// new job scheduled.
+		s.enqueue(t, broker.Job{ID: "again", Delay: time.Hour})
+		fn = func() {
+			_, err := s.b.Inspector().Delete(s.ctx, s.q, "again", "")
+			noErr(t, "Delete meanwhile", err)
+			s.enqueue(t, broker.Job{ID: "again", Delay: time.Hour})
+		}
+		noErr(t, "Promote whose reply was lost", s.b.Inspector().Promote(h.lose(s.ctx, 1), s.q, "again"))
+		want(t, "the new job under the id", s.job(t, "again").State, broker.StateScheduled)
+		s.consistent(t)
 	})
 }
 

@@ -7,19 +7,21 @@
 -- Guard: the job is scheduled; any other state is refused, unchanged
 -- (wrong_state). Invariant 6: it moves from scheduled to the ready index
 -- in this one call. A re-send (invariant 9) finds the nonce this call
--- wrote in the job's 'promoted' field and answers ok again, changing
--- nothing, whatever the job did since.
+-- leaves under derived('promoted', id) for RESEND_HORIZON_MS and answers
+-- ok again, changing nothing, whatever the job did since: claimed, or
+-- deleted and its id enqueued again as another scheduled job.
 -- ARGV[2] request nonce  [3] id
 -- Reply: {STATUS ok, 'scheduled' (the state it was in)},
 -- {STATUS wrong_state, its state}, {STATUS missing}, or {STATUS corrupt, why}.
 local nonce, id = ARGV[2], ARGV[3]
 local key = JOB .. id
-local f, none = read_job(key, F.state, F.priority, F.group, F.promoted, F.gen)
+local record = derived('promoted', id)
+if redis.pcall('GET', record) == nonce then
+  return {STATUS.ok, 'scheduled'}
+end
+local f, none = read_job(key, F.state, F.priority, F.group, F.gen)
 if none then
   return none
-end
-if f[4] == nonce then
-  return {STATUS.ok, 'scheduled'}
 end
 if f[1] ~= 'scheduled' then
   return {STATUS.wrong_state, f[1]}
@@ -27,10 +29,11 @@ end
 local now = now_ms()
 local group = f[3] or ''
 redis.call('ZREM', K.scheduled, id)
-redis.call('HSET', key, F.run_at, int(now), F.promoted, nonce)
+redis.call('HSET', key, F.run_at, int(now))
 to_ready(id, key, f[2], false, group, now)
 if group ~= '' and redis.call('HGET', K.ghold, group) == id then
   rotate_back({group}) -- parked until the retry was due
 end
-event('promoted', id, f[5])
+redis.call('SET', record, nonce, 'PX', RESEND_HORIZON_MS)
+event('promoted', id, f[4])
 return {STATUS.ok, 'scheduled'}
