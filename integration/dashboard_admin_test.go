@@ -159,6 +159,13 @@ func TestDashboardRemoveInBrowser(t *testing.T) {
 		if state("nightly-0") != broker.StatePending || state("nightly-1") != broker.StateScheduled || state("nightly-2") != broker.StatePending {
 			t.Fatalf("after the promote: %s %s %s", state("nightly-0"), state("nightly-1"), state("nightly-2"))
 		}
+		// And one from its own page.
+		open(jobPath(q, "nightly-1"), "#promote")
+		both("job-scheduled", "a scheduled job's page")
+		click("Run it now", "#promote")
+		if f := flash(); !strings.Contains(f, "Job nightly-1 is pending now") || state("nightly-1") != broker.StatePending {
+			t.Fatalf("after Run it now the page says %q, the job is %s", f, state("nightly-1"))
+		}
 	})
 
 	t.Run("one job deleted from its page", func(t *testing.T) {
