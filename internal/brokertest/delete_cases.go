@@ -1,9 +1,11 @@
 package brokertest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -509,5 +511,96 @@ func testPurge(t *testing.T, nb NewBackend) {
 		want(t, "deleted", p.Deleted, 20)
 		want(t, "skipped", p.Skipped, len(kept))
 		want(t, "a job left in dead's index", s.job(t, kept[0]).State, broker.StateDone)
+	})
+}
+
+// Two operators purge one state at once, and deletes race a claiming
+// worker: every job goes exactly once, none is both claimed and deleted,
+// and the queue checks clean.
+func testRemoveRaces(t *testing.T, nb NewBackend) {
+	t.Run("TwoPurges", func(t *testing.T) {
+		s := setup(t, nb)
+		n := broker.PurgeStep*2 + 40
+		jobs := make([]broker.Job, n)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: s.q, Kind: "k", Delay: time.Hour}
+		}
+		for i, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
+			noErr(t, fmt.Sprintf("EnqueueMany job %d", i), e.Err)
+			_, err := s.b.Inspector().Cancel(s.ctx, s.q, e.ID)
+			noErr(t, "Cancel", err)
+		}
+		var wg sync.WaitGroup
+		got := make([]broker.PurgeProgress, 2)
+		errs := make([]error, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], errs[i] = s.b.Inspector().Purge(s.ctx, s.q, broker.StateCancelled, nil)
+			}()
+		}
+		wg.Wait()
+		noErr(t, "first Purge", errs[0])
+		noErr(t, "second Purge", errs[1])
+		want(t, "deleted by the two", got[0].Deleted+got[1].Deleted, n)
+		c, err := s.b.Inspector().Counts(s.ctx, s.q)
+		noErr(t, "Counts", err)
+		want(t, "cancelled left", c.Cancelled, int64(0))
+		s.consistent(t)
+	})
+
+	t.Run("DeletesBesideAClaim", func(t *testing.T) {
+		s := setup(t, nb)
+		const n = 300
+		ids := make([]string, n)
+		jobs := make([]broker.Job, n)
+		for i := range jobs {
+			jobs[i] = broker.Job{Queue: s.q, Kind: "k"}
+		}
+		for i, e := range s.b.Client().EnqueueMany(s.ctx, jobs) {
+			noErr(t, fmt.Sprintf("EnqueueMany job %d", i), e.Err)
+			ids[i] = e.ID
+		}
+		var claimed []broker.Lease
+		var claimErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for len(claimed) < n {
+				res, err := s.b.Leases().Claim(s.ctx, s.q, 7, long)
+				if err != nil {
+					claimErr = err
+					return
+				}
+				if len(res.Leases) == 0 {
+					return
+				}
+				claimed = append(claimed, res.Leases...)
+			}
+		}()
+		deleted := map[string]bool{}
+		for i := len(ids) - 1; i >= 0; i-- {
+			st, err := s.b.Inspector().Delete(s.ctx, s.q, ids[i], broker.StatePending)
+			switch {
+			case err == nil:
+				want(t, "state deleted", st, broker.StatePending)
+				deleted[ids[i]] = true
+			case errors.Is(err, broker.ErrWrongState):
+				want(t, "state refused", st, broker.StateRunning)
+			default:
+				t.Fatalf("Delete: %v", err)
+			}
+		}
+		<-done
+		noErr(t, "Claim", claimErr)
+		for _, l := range claimed {
+			if deleted[l.ID] {
+				t.Fatalf("job %s was both claimed and deleted", l.ID)
+			}
+		}
+		want(t, "claimed and deleted", len(claimed)+len(deleted), n)
+		t.Logf("%d claimed, %d deleted", len(claimed), len(deleted))
+		s.consistent(t)
 	})
 }

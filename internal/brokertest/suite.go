@@ -28,6 +28,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Purge", testPurge},
 		{"Promote", testPromote},
 		{"RemoveEvents", testRemoveEvents},
+		{"RemoveRaces", testRemoveRaces},
 		{"ReleaseUnownedRefusesFinished", testReleaseUnownedRefusesFinished},
 		{"GroupCore", testGroupCore},
 		{"Retry", testRetry},
