@@ -79,7 +79,7 @@ func TestLiveRefreshMatchesThePage(t *testing.T) {
 	errs := map[string]string{
 		"short":  "card declined",
 		"none":   "",
-		"edge-a": strings.Repeat("é", 253),          // 506 bytes
+		"edge-a": strings.Repeat("é", 253),         // 506 bytes
 		"edge-b": strings.Repeat("x", 507) + "日本語", // 516 bytes, a character across the cut
 		"long":   strings.Repeat("upstream said no; ", 400),
 	}
