@@ -137,7 +137,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	addr := clientAddr(r, s.addrHeader)
-	if wait := s.signIns.wait(addr, s.now()); wait > 0 {
+	if wait := s.signIns.try(addr, s.now()); wait > 0 {
 		if n, ok := s.limitedSignIns.add(s.now()); ok {
 			s.log.Warn("dashboard: sign-in refused: too many wrong tokens from the client's address", slog.String("remote", r.RemoteAddr),
 				logged("client", addr), slog.Int("count", n))
@@ -149,7 +149,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.auth.tokenOK(r.PostFormValue("token")) {
-		s.signIns.failed(addr, s.now())
 		if n, ok := s.wrongTokens.add(s.now()); ok {
 			// At most a line a second: count is the wrong sign-ins since the
 			// last line, this one (whose remote it names) included.

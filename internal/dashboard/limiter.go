@@ -26,8 +26,9 @@ const (
 // of SignInBurst tries that refills one try each SignInEvery. An address
 // whose bucket is full again is forgotten, so memory holds only the
 // addresses that failed lately, at most signInAddrsMax and a shared one.
-// Only wrong tokens spend a try; while an address has none, its sign-ins
-// are refused before the token is even compared.
+// Every sign-in spends a try before its token is compared, and one that
+// succeeds gives them all back: in effect only wrong tokens count. While
+// an address has none left, its sign-ins are refused uncompared.
 type signInLimiter struct {
 	mu      sync.Mutex
 	addrs   map[string]*tries
@@ -59,26 +60,12 @@ func (l *signInLimiter) refill(b *tries, now time.Time) {
 	}
 }
 
-// wait answers how long addr must wait before its next sign-in: 0 when it
-// may try now.
-func (l *signInLimiter) wait(addr string, now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.addrs[addr]
-	if b == nil {
-		if b = l.addrs[overflow]; b == nil || len(l.addrs) < l.maxKept {
-			return 0
-		}
-	}
-	l.refill(b, now)
-	if b.left >= 1 {
-		return 0
-	}
-	return time.Duration(math.Ceil((1-b.left)*l.every.Seconds())) * time.Second // whole seconds, as Retry-After
-}
-
-// failed spends one of addr's tries.
-func (l *signInLimiter) failed(addr string, now time.Time) {
+// try spends one of addr's tries and answers 0, or, when it has none
+// left, answers how long until it has one (spending nothing). The try is
+// spent before the token is compared, in one step with the check, so
+// that requests sent at once cannot all pass the check first; a sign-in
+// that succeeds gives the address its tries back (succeeded).
+func (l *signInLimiter) try(addr string, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.addrs[addr]
@@ -96,7 +83,11 @@ func (l *signInLimiter) failed(addr string, now time.Time) {
 		}
 	}
 	l.refill(b, now)
-	b.left = math.Max(0, b.left-1)
+	if b.left < 1 {
+		return time.Duration(math.Ceil((1-b.left)*l.every.Seconds())) * time.Second // whole seconds, as Retry-After
+	}
+	b.left--
+	return 0
 }
 
 // succeeded forgets addr: a user who signed in starts afresh.

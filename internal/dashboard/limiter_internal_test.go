@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,11 +175,9 @@ func TestSignInLimiterBoundedMemory(t *testing.T) {
 	refused := 0
 	for i := range 100_000 {
 		addr := fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
-		if l.wait(addr, now) > 0 {
+		if l.try(addr, now) > 0 {
 			refused++
-			continue
 		}
-		l.failed(addr, now)
 	}
 	if len(l.addrs) > l.maxKept+1 {
 		t.Fatalf("the limiter holds %d addresses, want at most %d", len(l.addrs), l.maxKept+1)
@@ -187,7 +186,7 @@ func TestSignInLimiterBoundedMemory(t *testing.T) {
 		t.Fatalf("%d of 100,000 guesses refused, want at least %d: the addresses past the limit share one allowance", refused, want)
 	}
 	now = now.Add(SignInBurst * SignInEvery)
-	l.failed("192.0.2.1", now) // a sweep: every bucket is full again
+	l.try("192.0.2.1", now) // a sweep: every bucket is full again
 	if len(l.addrs) > 2 {
 		t.Fatalf("after every address's tries came back the limiter holds %d addresses, want 2 at most", len(l.addrs))
 	}
@@ -211,5 +210,31 @@ func TestSecureCookie(t *testing.T) {
 				t.Errorf("SecureCookie %v: cookie %s is Secure %v, HttpOnly %v, SameSite %v", secure, c.Name, c.Secure, c.HttpOnly, c.SameSite)
 			}
 		}
+	}
+}
+
+// Wrong tokens sent all at once from one address get SignInBurst
+// comparisons, not one each: the try is spent in the same step as the
+// check (a regression: a check, then the token, then the count let 200
+// parallel guesses through).
+func TestSignInRateLimitParallel(t *testing.T) {
+	r := newLimitRig(t, Config{})
+	codes := make(chan int, 200)
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes <- r.signIn("guess", "203.0.113.9:5000").Code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	n := map[int]int{}
+	for c := range codes {
+		n[c]++
+	}
+	if n[http.StatusForbidden] != SignInBurst || n[http.StatusTooManyRequests] != 200-SignInBurst {
+		t.Fatalf("200 parallel wrong tokens: %v, want %d compared (403) and the rest 429", n, SignInBurst)
 	}
 }
