@@ -159,3 +159,60 @@ func TestQueueMetricsBounded(t *testing.T) {
 		t.Errorf("%d queues read, want %d", got, metrics.QueuesMax)
 	}
 }
+
+// Scrapes at once (two Prometheus servers) count each settlement once:
+// they take turns at the queues' counters.
+func TestQueueMetricsConcurrentScrapes(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := broker.New(rdb, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.New(b.Inspector(), "q"))
+	_ = one(t, reg, "fenceq_queue_succeeded_total", "queue=q") // the baseline
+	for i := range 20 {
+		if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.Leases().Claim(ctx, "q", 20, time.Minute)
+	if err != nil || len(res.Leases) != 20 {
+		t.Fatalf("claim: %v", err)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := reg.Gather(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for _, l := range res.Leases {
+		if _, err := b.Leases().Ack(ctx, l, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := one(t, reg, "fenceq_queue_succeeded_total", "queue=q"); got != 20 {
+		t.Fatalf("succeeded %v after 20 acks under concurrent scrapes, want 20", got)
+	}
+}
