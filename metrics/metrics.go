@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -11,15 +12,19 @@ import (
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/version"
 	"github.com/fenceq/fenceq/middleware"
 	"github.com/fenceq/fenceq/worker"
 )
 
-// Reader is what the collector reads from Redis at scrape time: the
-// counts of a queue and the memory of each server. *broker.Inspector
-// (Broker.Inspector) has both methods.
+// Reader is what the collector reads from Redis at scrape time: a queue's
+// overview (its counts and the age of its oldest pending job), its
+// per-minute settlements, its newest deaths, and the memory of each
+// server. *broker.Inspector (Broker.Inspector) has every method.
 type Reader interface {
-	Counts(ctx context.Context, queue string) (broker.Counts, error)
+	Overview(ctx context.Context, queue string) (broker.Overview, error)
+	Throughput(ctx context.Context, queue string, minutes int) ([]broker.Minute, error)
+	DeadSince(ctx context.Context, queue string, after int64) (n, newest int64, err error)
 	ServerMemory(ctx context.Context) ([]broker.ServerMemory, error)
 }
 
@@ -32,28 +37,49 @@ type Pool interface {
 // scrapeTimeout bounds the Redis reads of one scrape.
 const scrapeTimeout = 2 * time.Second
 
+// QueuesMax bounds the queues a scrape reads: three round trips each, so
+// that a scrape stays well within scrapeTimeout. A collector named more
+// reads the first QueuesMax and says how many it left out
+// (fenceq_scrape_queues_left_out).
+const QueuesMax = 200
+
 // Collector is a prometheus.Collector of fenceq's metrics. Its pools are
 // labelled "pool" by the order AddPool was called in, from "0".
 type Collector struct {
 	r        Reader
 	queues   []string
+	leftOut  int // queues named past QueuesMax
 	runs     *prometheus.CounterVec
+	claimed  *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	renew    prometheus.Histogram
 
 	mu    sync.Mutex
 	pools []Pool
+
+	// scrape serialises the Redis reads of concurrent scrapes: each moves
+	// the queues' counters on from what the one before it read.
+	scrape sync.Mutex
+	totals map[string]*queueTotals
 }
 
 // New returns a collector that reads queue depth and Redis memory through
 // r, for the queues named. A nil r reads nothing from Redis.
 func New(r Reader, queues ...string) *Collector {
+	var leftOut int
+	if len(queues) > QueuesMax {
+		queues, leftOut = queues[:QueuesMax], len(queues)-QueuesMax
+	}
 	return &Collector{
-		r: r, queues: queues,
+		r: r, queues: queues, leftOut: leftOut, totals: map[string]*queueTotals{},
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenceq_handler_runs_total",
 			Help: "Handler runs by queue, kind and result (ok, error).",
 		}, []string{"queue", "kind", "result"}),
+		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenceq_queue_claimed_total",
+			Help: "Jobs this process's pools claimed and handed to their handlers, by queue (counted by Middleware).",
+		}, []string{"queue"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fenceq_job_duration_seconds",
 			Help:    "Handler run time by queue and kind.",
@@ -92,6 +118,7 @@ func (c *Collector) AddPool(p Pool) {
 func (c *Collector) Middleware() middleware.Middleware {
 	return func(next handlers.Handler) handlers.Handler {
 		return handlers.HandlerFunc(func(ctx context.Context, job *handlers.Job) error {
+			c.claimed.WithLabelValues(job.Queue).Inc()
 			start := time.Now()
 			err := next.ProcessJob(ctx, job)
 			if handlers.NoHandler(job, err) {
@@ -134,7 +161,19 @@ var (
 	}
 	runningDesc = prometheus.NewDesc("fenceq_jobs_running", "Handlers running now.", []string{"pool"}, nil)
 	depthDesc   = prometheus.NewDesc("fenceq_queue_jobs", "Jobs in a queue by state, read from Redis at scrape time.", []string{"queue", "state"}, nil)
-	usedDesc    = prometheus.NewDesc("fenceq_redis_used_memory_bytes",
+	oldestDesc  = prometheus.NewDesc("fenceq_queue_oldest_pending_age_seconds",
+		"How long the queue's next job to be claimed has been due, read from Redis at scrape time; 0 when nothing is pending.", []string{"queue"}, nil)
+	succeededDesc = prometheus.NewDesc("fenceq_queue_succeeded_total",
+		"Jobs of the queue settled done by any pool, from the queue's per-minute counters in Redis, since this process's first scrape.", []string{"queue"}, nil)
+	failedDesc = prometheus.NewDesc("fenceq_queue_failed_total",
+		"Attempts of the queue's jobs that failed (retried or dead) on any pool, from the queue's per-minute counters in Redis, since this process's first scrape.", []string{"queue"}, nil)
+	deadDesc = prometheus.NewDesc("fenceq_queue_dead_total",
+		"Jobs of the queue that became dead on any pool, from the queue's dead index in Redis, since this process's first scrape (a job retried or deleted before the next scrape is not counted).", []string{"queue"}, nil)
+	leftOutDesc = prometheus.NewDesc("fenceq_scrape_queues_left_out",
+		"Queues named to the collector past metrics.QueuesMax, which no scrape reads.", nil, nil)
+	buildDesc = prometheus.NewDesc("fenceq_build_info",
+		"Always 1: the fenceq version (a release tag, or devel for a checkout) and the Go version it was built with.", []string{"version", "goversion"}, nil)
+	usedDesc = prometheus.NewDesc("fenceq_redis_used_memory_bytes",
 		"Redis used_memory (INFO memory) of each server that holds data (each Cluster master), read at scrape time.", []string{"node"}, nil)
 	maxDesc = prometheus.NewDesc("fenceq_redis_maxmemory_bytes",
 		"Redis maxmemory of each server that holds data, read at scrape time; 0 means no limit. With noeviction, writes fail once used_memory reaches it.", []string{"node"}, nil)
@@ -147,6 +186,7 @@ func poolDesc(name, help string) *prometheus.Desc {
 // Describe sends the descriptions of every metric the collector exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.runs.Describe(ch)
+	c.claimed.Describe(ch)
 	c.duration.Describe(ch)
 	c.renew.Describe(ch)
 	for _, pc := range poolCounters {
@@ -154,6 +194,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- runningDesc
 	ch <- depthDesc
+	ch <- oldestDesc
+	ch <- succeededDesc
+	ch <- failedDesc
+	ch <- deadDesc
+	ch <- leftOutDesc
+	ch <- buildDesc
 	ch <- usedDesc
 	ch <- maxDesc
 }
@@ -163,8 +209,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // read from Redis now.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.runs.Collect(ch)
+	c.claimed.Collect(ch)
 	c.duration.Collect(ch)
 	c.renew.Collect(ch)
+	ch <- prometheus.MustNewConstMetric(buildDesc, prometheus.GaugeValue, 1, version.String(), runtime.Version())
+	ch <- prometheus.MustNewConstMetric(leftOutDesc, prometheus.GaugeValue, float64(c.leftOut))
 	c.mu.Lock()
 	pools := append([]Pool(nil), c.pools...)
 	c.mu.Unlock()
@@ -180,20 +229,50 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
+	c.scrape.Lock()
+	defer c.scrape.Unlock()
 	for _, q := range c.queues {
-		n, err := c.r.Counts(ctx, q)
-		if err != nil {
+		if err := c.collectQueue(ctx, ch, q); err != nil {
 			ch <- prometheus.NewInvalidMetric(depthDesc, errors.Join(errors.New("read queue "+q), err))
-			continue
-		}
-		for state, v := range map[broker.State]int64{
-			broker.StateScheduled: n.Scheduled, broker.StatePending: n.Pending, broker.StateRunning: n.Running,
-			broker.StateDone: n.Done, broker.StateDead: n.Dead, broker.StateCancelled: n.Cancelled,
-		} {
-			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(v), q, string(state))
 		}
 	}
 	c.collectMemory(ctx, ch)
+}
+
+// collectQueue exports a queue's depth by state, the age of its oldest
+// pending job and its settlement counters: three round trips (the
+// overview, the minutes since the last scrape, the newest deaths).
+func (c *Collector) collectQueue(ctx context.Context, ch chan<- prometheus.Metric, q string) error {
+	o, err := c.r.Overview(ctx, q)
+	if err != nil {
+		return err
+	}
+	t := c.totals[q]
+	if t == nil {
+		t = &queueTotals{}
+		c.totals[q] = t
+	}
+	minutes, err := c.r.Throughput(ctx, q, t.minutesToRead(time.Now()))
+	if err != nil {
+		return err
+	}
+	died, newest, err := c.r.DeadSince(ctx, q, t.deadAfter)
+	if err != nil {
+		return err
+	}
+	t.add(minutes, time.Now())
+	t.addDead(died, newest)
+	for state, v := range map[broker.State]int64{
+		broker.StateBlocked: o.Blocked, broker.StateScheduled: o.Scheduled, broker.StatePending: o.Pending, broker.StateRunning: o.Running,
+		broker.StateDone: o.Done, broker.StateDead: o.Dead, broker.StateCancelled: o.Cancelled,
+	} {
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(v), q, string(state))
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, o.HeadAge.Seconds(), q)
+	ch <- prometheus.MustNewConstMetric(succeededDesc, prometheus.CounterValue, float64(t.done), q)
+	ch <- prometheus.MustNewConstMetric(failedDesc, prometheus.CounterValue, float64(t.failed), q)
+	ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.CounterValue, float64(t.dead), q)
+	return nil
 }
 
 // collectMemory exports each server's used_memory and maxmemory. A server

@@ -127,4 +127,8 @@ func TestMetricsUnknownKindInsideAHandler(t *testing.T) {
 	if want := []string{"kind=report,queue=q,result=error 1"}; strings.Join(runs, ";") != strings.Join(want, ";") {
 		t.Fatalf("runs %v, want %v", runs, want)
 	}
+	// Both were claimed, and handed to the handler chain.
+	if claimed := samples(t, reg, "fenceq_queue_claimed_total"); strings.Join(claimed, ";") != "queue=q 2" {
+		t.Fatalf("claimed %v, want queue=q 2", claimed)
+	}
 }

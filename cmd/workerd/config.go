@@ -39,6 +39,12 @@ type fileConfig struct {
 	Periodic        []periodicConfig         `yaml:"periodic"`
 	Handlers        map[string]handlerConfig `yaml:"handlers"`
 
+	// For a dashboard behind a proxy that terminates TLS: its cookies
+	// Secure, and the header holding the client's address for the
+	// sign-in rate limit (dashboard.Config's SecureCookie, ClientAddrHeader).
+	UISecureCookie     bool   `yaml:"ui_secure_cookie"`
+	UIClientAddrHeader string `yaml:"ui_client_addr_header"`
+
 	file  string        // the file it was loaded from
 	index yamlerr.Index // where each field is in it
 }

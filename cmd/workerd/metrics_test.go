@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
+	"github.com/fenceq/fenceq/internal/version"
 )
 
 // infoMemory answers INFO memory with a canned reply, or an error, in
@@ -104,4 +105,42 @@ func TestMetricsRedisMemory(t *testing.T) {
 			t.Fatalf("scrape error %v, want the failed read", err)
 		}
 	})
+}
+
+// /metrics carries the fenceq version and, per configured queue, the age
+// of its oldest pending job and its counters read from Redis.
+func TestMetricsVersionAndQueueFigures(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := broker.New(rdb, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Client().Enqueue(t.Context(), broker.Job{Queue: "q", Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics(b, []string{"q"})
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]string{}
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			found[mf.GetName()] = strings.Join(labels, ",")
+		}
+	}
+	if l, ok := found["fenceq_build_info"]; !ok || !strings.Contains(l, "version="+version.String()) {
+		t.Errorf("fenceq_build_info %q (present %v), want version=%s", l, ok, version.String())
+	}
+	for _, name := range []string{"fenceq_queue_oldest_pending_age_seconds", "fenceq_queue_succeeded_total", "fenceq_queue_failed_total", "fenceq_queue_dead_total"} {
+		if l := found[name]; l != "queue=q" {
+			t.Errorf("%s labels %q, want queue=q", name, l)
+		}
+	}
 }

@@ -184,7 +184,12 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, er
 	if len(hosts) == 0 {
 		hosts = hostList(r.e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))
 	}
-	dash, err := mountDashboard(h, r.b, cmp.Or(r.cfg.UIToken, r.e.getenv("FENCEQ_UI_TOKEN")), hosts, r.log)
+	proxy, err := uiProxyOf(r.e, r.cfg.UISecureCookie, r.cfg.UIClientAddrHeader)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	dash, err := mountDashboard(h, r.b, cmp.Or(r.cfg.UIToken, r.e.getenv("FENCEQ_UI_TOKEN")), hosts, proxy, r.log)
 	if err != nil {
 		ln.Close()
 		return nil, err

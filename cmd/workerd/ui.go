@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +20,8 @@ const uiDefault = "127.0.0.1:8080"
 // runUI serves the dashboard alone, for a deployment whose workers run
 // elsewhere (or under another runner).
 func runUI(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "ui", "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN] [--ui-allowed-hosts NAME,...]")
+	const usage = "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN] [--ui-allowed-hosts NAME,...] [--ui-secure-cookie] [--ui-client-addr-header NAME]"
+	fs := newFlags(e, "ui", usage)
 	var rf redisFlags
 	rf.register(fs)
 	var lf logFlags
@@ -27,7 +29,13 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	addr := fs.String("addr", uiDefault, "address to serve the dashboard on (loopback by default: put it behind a proxy with TLS to share it)")
 	token := fs.String("ui-token", "", "admin token that allows actions once signed in (default $FENCEQ_UI_TOKEN; none: read-only)")
 	hosts := fs.String("ui-allowed-hosts", "", "host names the dashboard answers to beside its address and localhost, comma-separated: a proxy's or a DNS name (name or name:port; * for any) (default $FENCEQ_UI_ALLOWED_HOSTS)")
-	if _, err := parse(fs, "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN] [--ui-allowed-hosts NAME,...]", args, 0, 0); err != nil {
+	secure := fs.Bool("ui-secure-cookie", false, "mark the sign-in cookies Secure (HTTPS only): for a dashboard behind a proxy that terminates TLS (default $FENCEQ_UI_SECURE_COOKIE)")
+	addrHeader := fs.String("ui-client-addr-header", "", "header in which the proxy in front writes the client's address (X-Forwarded-For, X-Real-IP): the sign-in rate limit counts against its last address; set it only behind such a proxy (default $FENCEQ_UI_CLIENT_ADDR_HEADER; none: the connection's address)")
+	if _, err := parse(fs, usage, args, 0, 0); err != nil {
+		return err
+	}
+	proxy, err := uiProxyOf(e, *secure, *addrHeader)
+	if err != nil {
 		return err
 	}
 	log, err := lf.logger(e.stderr)
@@ -44,9 +52,10 @@ func runUI(ctx context.Context, e *env, args []string) error {
 		return &configError{fmt.Errorf("%w (from --ui-token or FENCEQ_UI_TOKEN)", err)}
 	}
 	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: tok, Logger: log,
-		AllowedHosts: hostList(cmp.Or(*hosts, e.getenv("FENCEQ_UI_ALLOWED_HOSTS")))})
+		AllowedHosts: hostList(cmp.Or(*hosts, e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))),
+		SecureCookie: proxy.secure, ClientAddrHeader: proxy.addrHeader})
 	if err != nil {
-		return &configError{fmt.Errorf("%w (from --ui-allowed-hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
+		return &configError{fmt.Errorf("%w (from --ui-allowed-hosts or FENCEQ_UI_ALLOWED_HOSTS, or --ui-client-addr-header or FENCEQ_UI_CLIENT_ADDR_HEADER)", err)}
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -88,6 +97,28 @@ func uiMode(token string, e *env) string {
 	return "actions allowed once signed in with the admin token"
 }
 
+// uiProxy is how the dashboard stands behind a proxy that terminates TLS:
+// whether its cookies are Secure, and the header that carries the
+// client's address (dashboard.Config's SecureCookie and ClientAddrHeader).
+type uiProxy struct {
+	secure     bool
+	addrHeader string
+}
+
+// uiProxyOf is the setting given (a flag or workerd.yaml), else
+// FENCEQ_UI_SECURE_COOKIE and FENCEQ_UI_CLIENT_ADDR_HEADER.
+func uiProxyOf(e *env, secure bool, addrHeader string) (uiProxy, error) {
+	p := uiProxy{secure: secure, addrHeader: cmp.Or(addrHeader, e.getenv("FENCEQ_UI_CLIENT_ADDR_HEADER"))}
+	if v := e.getenv("FENCEQ_UI_SECURE_COOKIE"); !secure && v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return p, &configError{fmt.Errorf("FENCEQ_UI_SECURE_COOKIE=%q: give true or false", v)}
+		}
+		p.secure = b
+	}
+	return p, nil
+}
+
 // hostList is a comma-separated list of allowed hosts, as the flag and
 // FENCEQ_UI_ALLOWED_HOSTS give it.
 func hostList(s string) []string {
@@ -99,13 +130,14 @@ func hostList(s string) []string {
 
 // mountDashboard adds the dashboard to a mux of workerd's HTTP endpoints,
 // and answers it: its Host check guards /metrics too.
-func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, log *slog.Logger) (*dashboard.Server, error) {
+func mountDashboard(mux *http.ServeMux, b *broker.Broker, token string, hosts []string, proxy uiProxy, log *slog.Logger) (*dashboard.Server, error) {
 	if err := dashboard.CheckToken(token); err != nil {
 		return nil, &configError{fmt.Errorf("%w (from ui_token or FENCEQ_UI_TOKEN)", err)}
 	}
-	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, AllowedHosts: hosts, Logger: log})
+	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, AllowedHosts: hosts, Logger: log,
+		SecureCookie: proxy.secure, ClientAddrHeader: proxy.addrHeader})
 	if err != nil {
-		return nil, &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS)", err)}
+		return nil, &configError{fmt.Errorf("%w (from ui_allowed_hosts or FENCEQ_UI_ALLOWED_HOSTS, or ui_client_addr_header or FENCEQ_UI_CLIENT_ADDR_HEADER)", err)}
 	}
 	mux.Handle(dashboard.Mount, dash)
 	return dash, nil
@@ -130,10 +162,16 @@ func devDashboard(e *env, b *broker.Broker, log *slog.Logger) (string, func(), e
 		_ = ln.Close()
 		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_TOKEN)", err)}
 	}
-	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, Logger: log, AllowedHosts: hostList(e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))})
+	proxy, err := uiProxyOf(e, false, "")
 	if err != nil {
 		_ = ln.Close()
-		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_ALLOWED_HOSTS)", err)}
+		return "", nil, err
+	}
+	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: token, Logger: log, AllowedHosts: hostList(e.getenv("FENCEQ_UI_ALLOWED_HOSTS")),
+		SecureCookie: proxy.secure, ClientAddrHeader: proxy.addrHeader})
+	if err != nil {
+		_ = ln.Close()
+		return "", nil, &configError{fmt.Errorf("%w (from FENCEQ_UI_ALLOWED_HOSTS or FENCEQ_UI_CLIENT_ADDR_HEADER)", err)}
 	}
 	srv := newHTTPServer(uiOnly(dash))
 	go func() { _ = srv.Serve(ln) }()

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -135,11 +136,23 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	addr := clientAddr(r, s.addrHeader)
+	if wait := s.signIns.try(addr, s.now()); wait > 0 {
+		if n, ok := s.limitedSignIns.add(s.now()); ok {
+			s.log.Warn("dashboard: sign-in refused: too many wrong tokens from the client's address", slog.String("remote", r.RemoteAddr),
+				logged("client", addr), slog.Int("count", n))
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		s.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+			Flash: fmt.Sprintf("Too many wrong admin tokens from your address (%s): wait %s, then sign in again. The token was not checked; nothing was changed.", cut(addr, echoMax), wait),
+			Data:  localPath(r.PostFormValue("next"))})
+		return
+	}
 	if !s.auth.tokenOK(r.PostFormValue("token")) {
 		if n, ok := s.wrongTokens.add(s.now()); ok {
 			// At most a line a second: count is the wrong sign-ins since the
 			// last line, this one (whose remote it names) included.
-			s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr), slog.Int("count", n))
+			s.log.Warn("dashboard: sign-in refused: wrong token", slog.String("remote", r.RemoteAddr), logged("client", addr), slog.Int("count", n))
 		}
 		s.render(w, r, http.StatusForbidden, "login", page{Title: "Sign in", Flash: "That is not the admin token. Nothing was changed.", Data: localPath(r.PostFormValue("next"))})
 		return
@@ -162,12 +175,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, "sign in (the session is kept in Redis)", err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: cookie, Path: Mount, MaxAge: int(sessionLife.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
-	s.log.Info("dashboard: signed in", slog.String("remote", r.RemoteAddr))
-	s.setFlash(w, "Signed in: actions are enabled.")
+	s.setCookie(w, r, sessionCookie, cookie, int(sessionLife.Seconds()))
+	s.signIns.succeeded(addr)
+	s.log.Info("dashboard: signed in", slog.String("remote", r.RemoteAddr), slog.String("client", addr))
+	s.setFlash(w, r, "Signed in: actions are enabled.")
 	http.Redirect(w, r, localPath(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -183,7 +194,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) (string, string,
 	if err != nil {
 		return "", "", "Not signed out: the session could not be ended in Redis (" + err.Error() + "). Sign out again."
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Mount, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	s.setCookie(w, r, sessionCookie, "", -1)
 	return "", "", "Signed out."
 }
 
@@ -297,7 +308,7 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request) (string, bool) 
 func (s *Server) acted(w http.ResponseWriter, r *http.Request, name, queue, id, outcome string) {
 	s.log.Info("dashboard: action", slog.String("remote", r.RemoteAddr), slog.String("action", name),
 		logged("queue", queue), logged("id", id), slog.String("outcome", cut(outcome, flashMax)))
-	s.setFlash(w, outcome)
+	s.setFlash(w, r, outcome)
 	http.Redirect(w, r, localPath(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
@@ -315,13 +326,21 @@ const flashMax = 2000
 
 // setFlash leaves a message for the next page, signed so that no one else
 // can put words there, cut to flashMax bytes.
-func (s *Server) setFlash(w http.ResponseWriter, msg string) {
+func (s *Server) setFlash(w http.ResponseWriter, r *http.Request, msg string) {
 	if s.auth == nil || msg == "" {
 		return
 	}
 	v := base64.RawURLEncoding.EncodeToString([]byte(cut(msg, flashMax)))
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: v + "." + s.auth.sign("flash", v), Path: Mount, MaxAge: 60,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	s.setCookie(w, r, flashCookie, v+"."+s.auth.sign("flash", v), 60)
+}
+
+// setCookie sets one of the dashboard's cookies (maxAge -1 deletes it):
+// for its paths only, out of scripts' reach, never sent along from
+// another site, and Secure when the dashboard serves TLS or
+// Config.SecureCookie says a proxy in front does.
+func (s *Server) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: Mount, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie || r.TLS != nil})
 }
 
 func (s *Server) takeFlash(w http.ResponseWriter, r *http.Request) string {
@@ -329,7 +348,7 @@ func (s *Server) takeFlash(w http.ResponseWriter, r *http.Request) string {
 	if err != nil || s.auth == nil {
 		return ""
 	}
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: Mount, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	s.setCookie(w, r, flashCookie, "", -1)
 	v, mac, ok := strings.Cut(c.Value, ".")
 	if !ok || !hmac.Equal([]byte(mac), []byte(s.auth.sign("flash", v))) {
 		return ""

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,7 @@ func (l *lockedBuffer) String() string {
 // TestWrongSignInsLoggedOncePerSecond: a flood of wrong tokens (thousands
 // a second from one client) writes at most one log line a second, with
 // how many were refused since the last line; none is lost from the count.
+// Each comes from an address of its own, under the rate limit.
 func TestWrongSignInsLoggedOncePerSecond(t *testing.T) {
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -51,11 +53,14 @@ func TestWrongSignInsLoggedOncePerSecond(t *testing.T) {
 	}
 	now := time.Unix(1_700_000_000, 0)
 	s.now = func() time.Time { return now }
+	sent := 0
 	wrong := func(n int) {
 		for range n {
 			req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/ui/login", strings.NewReader(url.Values{"token": {"guess"}}.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Host = "localhost"
+			req.RemoteAddr = fmt.Sprintf("198.51.%d.%d:40000", sent/250, sent%250)
+			sent++
 			w := httptest.NewRecorder()
 			s.login(w, req)
 			if w.Code != http.StatusForbidden {

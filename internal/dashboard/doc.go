@@ -14,5 +14,7 @@
 // the session's CSRF token, write anything a template did not escape,
 // answer a Host that is not its listener's or an allowed name (host.go),
 // or pass the broker a queue name that is not in the queues set, so that
-// no visitor can make the process or Redis keep anything.
+// no visitor can make the process or Redis keep anything. The one thing
+// it keeps per visitor is the sign-in rate limit's allowance (limiter.go),
+// for at most signInAddrsMax client addresses.
 package dashboard

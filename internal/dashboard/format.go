@@ -20,7 +20,7 @@ const shownMax = 64 << 10
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"queueURL": queueURL, "leasesURL": leasesURL, "groupsURL": groupsURL, "groupJobsURL": groupJobsURL, "groupFindURL": groupFindURL, "jobURL": jobURL, "releaseURL": releaseURL, "deleteURL": deleteURL,
-		"count": count, "age": age, "when": when, "clip": clip,
+		"count": count, "age": age, "when": when, "clip": clip, "lastError": lastError,
 		"int64": func(n int) int64 { return int64(n) },
 		"ago":   func(s string) string { return strings.TrimPrefix(s, "-") },
 		"rows": func(l []broker.LeaseInfo, s session, queue string) leaseRows {
@@ -104,6 +104,22 @@ func clip(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// errorShown bounds the last error a job's page shows in its box, which
+// the live refresh rewrites: the refresh reads the first
+// broker.ListedErrorBytes of the error, cut at a character boundary (up to
+// utf8.UTFMax-1 bytes fewer), so both cut the error at this length to
+// the same text. The page shows the whole error below the box.
+const errorShown = broker.ListedErrorBytes - utf8.UTFMax
+
+// lastError is a job's last error as the box of its page shows it, both
+// when the page is rendered and at each live refresh: "—" for none.
+func lastError(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return cut(s, errorShown)
 }
 
 // echoMax bounds the bytes of a value a user sent that a message or a log

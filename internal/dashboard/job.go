@@ -43,6 +43,9 @@ type jobView struct {
 	EventsSearched int
 }
 
+// ErrorCut says whether the last error is longer than its box shows.
+func (jv jobView) ErrorCut() bool { return len(jv.Job.LastError) > errorShown }
+
 // Key names a figure of the job for the live updates (live.go).
 func (jobView) Key(field string) string { return "job|" + field }
 

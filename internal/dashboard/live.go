@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -53,14 +54,16 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 			fail(http.StatusBadGateway, err)
 			return
 		}
+		// Each value is written as the page writes it (job.html), so a
+		// refresh changes only what changed.
 		j := jv.Job
 		values[jv.Key("state")] = string(j.State)
-		values[jv.Key("attempt")] = count(int64(j.Attempt))
-		values[jv.Key("generation")] = count(j.Generation)
+		values[jv.Key("attempt")] = strconv.Itoa(j.Attempt)
+		values[jv.Key("generation")] = strconv.FormatInt(j.Generation, 10) // a fencing token, copied as is
 		values[jv.Key("lease")] = jv.LeaseText()
 		values[jv.Key("finished")] = when(j.FinishedAt)
-		values[jv.Key("error")] = clip(j.LastError, 300)
-		values[jv.Key("renewals")] = count(int64(j.Renewals))
+		values[jv.Key("error")] = lastError(j.LastError) // as the page's box shows it
+		values[jv.Key("renewals")] = strconv.Itoa(j.Renewals)
 	default:
 		names := []string{queue}
 		if queue == "" {

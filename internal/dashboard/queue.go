@@ -38,6 +38,7 @@ type queueView struct {
 	FormAction string   // the filter form's action
 	FormQueue  bool     // the form carries the queue in a field (see queueURL)
 	WhenLabel  string   // what the time column shows
+	ErrorFirst bool     // the last error is the key column (dead jobs), else the time is
 	Grouped    bool     // a job of the page has a group: the Group column shows
 	Groups     groupLimitsView
 }
@@ -205,6 +206,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	if qv.State.Final() {
 		qv.PurgeURL = purgeURL(queue, qv.State)
 	}
+	qv.ErrorFirst = qv.State == broker.StateDead
 	qv.Grouped = qv.Group == "" && slices.ContainsFunc(qv.Page.Jobs, func(j broker.JobInfo) bool { return j.Group != "" })
 	s.render(w, r, http.StatusOK, "queue", page{Title: queue, Queue: queue, Live: liveURL(queue, ""), Data: qv})
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -46,6 +47,21 @@ type Config struct {
 	// any port, "name:port" on that port only, and "*" every host (no
 	// check: for a proxy that checks the host itself). Default none.
 	AllowedHosts []string
+	// SecureCookie marks the session and flash cookies Secure, so that a
+	// browser sends them over HTTPS only: set it when a proxy in front
+	// terminates TLS and the dashboard itself is reached over plain HTTP.
+	// The dashboard marks them Secure by itself only on a TLS connection.
+	// Default false.
+	SecureCookie bool
+	// ClientAddrHeader names the header a proxy in front writes the
+	// client's address into (X-Forwarded-For, X-Real-IP): the sign-in rate
+	// limit (SignInBurst wrong tokens per address, then one each
+	// SignInEvery) counts against the last address in it, the one the
+	// proxy nearest the dashboard wrote. Set it only when every request
+	// comes through such a proxy: otherwise a client writes any address it
+	// likes there. Empty (the default): the connection's peer address, so
+	// behind a proxy every client shares the proxy's.
+	ClientAddrHeader string
 }
 
 // Server is the dashboard, an http.Handler for the paths under Mount.
@@ -57,9 +73,16 @@ type Server struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 
-	wrongTokens everySecond      // wrong sign-ins, logged at most once a second
-	now         func() time.Time // time.Now; a test's clock
+	wrongTokens    everySecond      // wrong sign-ins, logged at most once a second
+	limitedSignIns everySecond      // sign-ins refused by the rate limit, likewise
+	signIns        *signInLimiter   // wrong sign-ins per client address
+	addrHeader     string           // Config.ClientAddrHeader
+	secureCookie   bool             // Config.SecureCookie
+	now            func() time.Time // time.Now; a test's clock
 }
+
+// headerName is what an HTTP header's name may be (RFC 9110's token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
 
 // TokenMinBytes is the shortest admin token the dashboard accepts: a
 // token anyone could guess in a few tries would sign them in.
@@ -83,7 +106,11 @@ func New(cfg Config) (*Server, error) {
 	if err := CheckToken(cfg.Token); err != nil {
 		return nil, err
 	}
-	s := &Server{in: cfg.Inspector, log: cfg.Logger, now: time.Now}
+	if h := cfg.ClientAddrHeader; h != "" && !headerName.MatchString(h) {
+		return nil, fmt.Errorf("dashboard: the client address header %q is not a header name: give one such as X-Forwarded-For or X-Real-IP, or none to count the connection's address", cut(h, echoMax))
+	}
+	s := &Server{in: cfg.Inspector, log: cfg.Logger, now: time.Now, signIns: newSignInLimiter(),
+		addrHeader: cfg.ClientAddrHeader, secureCookie: cfg.SecureCookie}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -37,7 +37,8 @@
         failures = 0;
         apply(body.values || {});
         if (status) {
-          status.textContent = "Figures refreshed at " + new Date().toLocaleTimeString() + ".";
+          // UTC and 24-hour, as every time the pages show.
+          status.textContent = "Figures refreshed at " + new Date().toISOString().slice(11, 19) + " UTC.";
         }
       })
       .catch(function (err) {
