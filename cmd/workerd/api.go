@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/fenceq/fenceq/api"
 	"github.com/fenceq/fenceq/broker"
@@ -40,7 +41,7 @@ func runAPI(ctx context.Context, e *env, args []string) error {
 	}
 	tok := cmp.Or(*token, e.getenv("FENCEQ_API_TOKEN"))
 	if err := api.CheckToken(tok); err != nil {
-		return &configError{fmt.Errorf("%w (give it with --api-token or FENCEQ_API_TOKEN)", err)}
+		return &configError{fmt.Errorf("%s (give it with --api-token or FENCEQ_API_TOKEN)", strings.TrimPrefix(err.Error(), "api: "))}
 	}
 	rdb, b, err := connectForRun(ctx, e, &rf)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +58,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	if o.apiToken != "" {
 		if err := api.CheckToken(o.apiToken); err != nil {
-			return &configError{fmt.Errorf("%w (from --api-token, FENCEQ_API_TOKEN or api_token)", err)}
+			return &configError{fmt.Errorf("%s (from --api-token, FENCEQ_API_TOKEN or api_token)", strings.TrimPrefix(err.Error(), "api: "))}
 		}
 	}
 	rdb, b, err := connectForRun(ctx, e, &o.redis)
