@@ -473,3 +473,59 @@ func urlEscape(s string) string {
 	}
 	return b.String()
 }
+
+// Waits must not take every connection of the broker's pool: with 20
+// waiting on a pool of 4, an enqueue still answers at once, and every
+// wait, blocking or polling, answers when the job ends. (Without
+// MaxBlockingWaits, the enqueue waited 2.7 s for a connection.)
+func TestWaitsDoNotStarveThePool(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: 4})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := broker.New(rdb, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Broker: b, Token: testToken, MaxBlockingWaits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &bundle{srv: httptest.NewServer(s), b: b, mr: mr}
+	t.Cleanup(x.srv.Close)
+	ctx := context.Background()
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan string, 20)
+	for range 20 {
+		go func() {
+			_, out := x.do(t, "GET", "/v1/queues/q/jobs/w/wait?timeout=20s", "")
+			var j jobJSON
+			_ = json.Unmarshal(out, &j)
+			answers <- j.State
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the waits are under way
+	for i := range 5 {
+		start := time.Now()
+		if status, out := x.do(t, "POST", "/v1/queues/q/jobs", `{"kind":"k"}`); status != 201 {
+			t.Fatalf("enqueue %d: %d %s", i, status, out)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Fatalf("enqueue %d took %v beside 20 waits: they hold the pool's connections", i, d)
+		}
+	}
+	if _, err := b.Inspector().Cancel(ctx, "q", "w"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		select {
+		case st := <-answers:
+			if st != "cancelled" {
+				t.Fatalf("wait %d answered %q, want cancelled", i, st)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of 20 waits answered within 5 s of the cancel", i)
+		}
+	}
+}

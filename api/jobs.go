@@ -163,23 +163,50 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, *e)
 		return
 	}
-	if timeout > 0 {
-		// The server's write timeout is for short answers; this one may
-		// take the whole timeout.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout + 10*time.Second))
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		j, err := s.b.Client().Wait(ctx, queue, id)
-		cancel()
-		switch {
-		case err == nil:
-			writeJSON(w, http.StatusOK, jobView(j))
-			return
-		case !errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil:
-			s.fail(w, r, err, "")
-			return
+	if timeout == 0 {
+		s.job(w, r)
+		return
+	}
+	// The server's write timeout is for short answers; this one may take
+	// the whole timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout + 10*time.Second))
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	var j broker.JobInfo
+	var err error
+	select {
+	case s.blocking <- struct{}{}:
+		j, err = s.b.Client().Wait(ctx, queue, id)
+		<-s.blocking
+	default:
+		j, err = s.poll(ctx, queue, id)
+	}
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, jobView(j))
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+		s.job(w, r) // the timeout ended: the job as it stands
+	default:
+		s.fail(w, r, err, "")
+	}
+}
+
+// poll is Wait for a wait beyond MaxBlockingWaits: it reads the job every
+// waitPollInterval until it is final, holding no connection in between.
+func (s *Server) poll(ctx context.Context, queue, id string) (broker.JobInfo, error) {
+	t := time.NewTicker(waitPollInterval)
+	defer t.Stop()
+	for {
+		j, err := s.b.Inspector().Job(ctx, queue, id)
+		if err != nil || j.State.Final() {
+			return j, err
+		}
+		select {
+		case <-ctx.Done():
+			return broker.JobInfo{}, ctx.Err()
+		case <-t.C:
 		}
 	}
-	s.job(w, r) // the timeout ended: the job as it stands
 }
 
 // waitTimeout reads the wait's timeout parameter: a duration with a unit

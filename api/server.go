@@ -28,6 +28,11 @@ const (
 	// timeout, and MaxWaitDefault Config.MaxWait when 0.
 	WaitDefault    = 30 * time.Second
 	MaxWaitDefault = 60 * time.Second
+	// MaxBlockingWaitsDefault is Config.MaxBlockingWaits when 0.
+	MaxBlockingWaitsDefault = 8
+	// waitPollInterval is how often a wait beyond MaxBlockingWaits reads
+	// the job.
+	waitPollInterval = 250 * time.Millisecond
 	// TokenMinBytes is the shortest token New accepts.
 	TokenMinBytes = 16
 	// requestTimeout bounds each request's Redis work but a wait's.
@@ -52,6 +57,14 @@ type Config struct {
 	// with 400. Default MaxWaitDefault (60s). The server's write timeout
 	// is lifted for a wait request, to its timeout and 10 s more.
 	MaxWait time.Duration
+	// MaxBlockingWaits bounds the waits that block in Redis at once. Each
+	// holds a connection of the broker's pool (its go-redis PoolSize) for
+	// up to a second at a time, so waits without a bound would starve
+	// every other request on that pool, a worker pool's heartbeats
+	// included. Beyond the bound, a wait reads the job every
+	// waitPollInterval instead (one short HGETALL each), so it answers a
+	// little later but holds nothing. Default MaxBlockingWaitsDefault (8).
+	MaxBlockingWaits int
 	// Logger receives a line for each answer of status 500 or more.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -77,6 +90,7 @@ type Server struct {
 	maxBody  int64
 	maxBatch int
 	maxWait  time.Duration
+	blocking chan struct{} // a slot per wait that may block in Redis
 	log      *slog.Logger
 	mux      *http.ServeMux
 }
@@ -89,8 +103,8 @@ func New(cfg Config) (*Server, error) {
 	if err := CheckToken(cfg.Token); err != nil {
 		return nil, err
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.MaxWait < 0 {
-		return nil, errors.New("api: Config.MaxBodyBytes, MaxBatch and MaxWait must not be negative (0 means the default)")
+	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.MaxWait < 0 || cfg.MaxBlockingWaits < 0 {
+		return nil, errors.New("api: Config.MaxBodyBytes, MaxBatch, MaxWait and MaxBlockingWaits must not be negative (0 means the default)")
 	}
 	s := &Server{
 		b:        cfg.Broker,
@@ -98,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody:  cmp.Or(cfg.MaxBodyBytes, MaxBodyBytesDefault),
 		maxBatch: cmp.Or(cfg.MaxBatch, MaxBatchDefault),
 		maxWait:  cmp.Or(cfg.MaxWait, MaxWaitDefault),
+		blocking: make(chan struct{}, cmp.Or(cfg.MaxBlockingWaits, MaxBlockingWaitsDefault)),
 		log:      cmp.Or(cfg.Logger, slog.Default()),
 		mux:      http.NewServeMux(),
 	}
