@@ -529,3 +529,49 @@ func TestWaitsDoNotStarveThePool(t *testing.T) {
 		}
 	}
 }
+
+// Two clients sending the same job at once: one creates it, the other is
+// told it exists; one job in all.
+func TestSameIDAtOnce(t *testing.T) {
+	x := setup(t, Config{})
+	statuses := make(chan int, 20)
+	for range 20 {
+		go func() {
+			status, _ := x.do(t, "POST", "/v1/queues/q/jobs", `{"id":"same","kind":"k"}`)
+			statuses <- status
+		}()
+	}
+	created := 0
+	for range 20 {
+		switch s := <-statuses; s {
+		case 201:
+			created++
+		case 200:
+		default:
+			t.Fatalf("status %d", s)
+		}
+	}
+	if c, _ := x.b.Inspector().Counts(context.Background(), "q"); created != 1 || c.Pending != 1 {
+		t.Fatalf("%d created, %d pending; want one of each", created, c.Pending)
+	}
+}
+
+// A full batch of one id: the first item creates it, the 999 others
+// answer it; and a batch of 100,000 small jobs is refused whole.
+func TestBatchBounds(t *testing.T) {
+	x := setup(t, Config{})
+	one := strings.TrimSuffix(strings.Repeat(`{"id":"dup","kind":"k"},`, MaxBatchDefault), ",")
+	status, out := x.do(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[`+one+`]}`)
+	r := decode[batchResponse](t, out)
+	if status != 200 || r.Created != 1 || len(r.Jobs) != MaxBatchDefault || r.Jobs[0].Status != 201 || r.Jobs[999].Status != 200 {
+		t.Fatalf("%d: %d created of %d", status, r.Created, len(r.Jobs))
+	}
+	many := strings.TrimSuffix(strings.Repeat(`{"kind":"k"},`, 100_000), ",")
+	e := x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[`+many+`]}`, 413, CodeTooLarge, "jobs")
+	if !strings.Contains(e.Message, "100000 jobs") || !strings.Contains(e.Message, "at most 1000") {
+		t.Errorf("message %q", e.Message)
+	}
+	if c, _ := x.b.Inspector().Counts(context.Background(), "q"); c.Pending != 1 {
+		t.Fatalf("pending %d after the refused batch, want 1", c.Pending)
+	}
+}
