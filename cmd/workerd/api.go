@@ -58,7 +58,7 @@ func runAPI(ctx context.Context, e *env, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(api.Mount, h)
-	srv := newHTTPServer(mux)
+	srv := logServerErrors(newHTTPServer(mux), log)
 	go func() { _ = srv.Serve(ln) }()
 	url := baseURL(ln.Addr(), tc != nil) + api.Mount
 	fmt.Fprintf(e.stdout, "workerd api: serving the API at %s (OpenAPI document at %sopenapi.json)\n", url, url)

@@ -100,6 +100,14 @@ func isLoopback(a net.Addr) bool {
 	return ok && t.IP.IsLoopback()
 }
 
+// logServerErrors sends srv's own errors (a TLS handshake a client
+// broke off, a port scanner's garbage) to log at debug level, in its
+// format, instead of unformatted lines on standard error.
+func logServerErrors(srv *http.Server, log *slog.Logger) *http.Server {
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	return srv
+}
+
 // baseURL is the address a person or a client opens, https:// with TLS.
 // A listener on every address prints its loopback one (dashboardURL says
 // why).

@@ -223,7 +223,7 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient, apiToken string, 
 		h.Handle(api.Mount, a)
 		apiURL = base + api.Mount
 	}
-	srv := newHTTPServer(h)
+	srv := logServerErrors(newHTTPServer(h), r.log)
 	go func() { _ = srv.Serve(ln) }()
 	r.log.Info("workerd serving /healthz, /readyz, /metrics, the dashboard at /ui/ and the API at /v1/", slog.String("addr", ln.Addr().String()),
 		slog.String("dashboard", base+dashboard.Mount), slog.String("api", apiURL), slog.Bool("tls", tc != nil))

@@ -60,7 +60,7 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(uiOnly(dash))
+	srv := logServerErrors(newHTTPServer(uiOnly(dash)), log)
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(e.stdout, "workerd ui: dashboard at %s (%s)\n", baseURL(ln.Addr(), tc != nil)+dashboard.Mount, uiMode(*token, e))
 	log.Info("workerd ui serving the dashboard", slog.String("addr", ln.Addr().String()), slog.String("prefix", b.Prefix()))
