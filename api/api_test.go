@@ -310,9 +310,16 @@ func TestRefusals(t *testing.T) {
 		}
 	})
 	t.Run("404 job", func(t *testing.T) {
-		for _, p := range []string{"/v1/queues/q/jobs/nope", "/v1/queues/q/jobs/nope/wait?timeout=0", "/v1/queues/unknownq/jobs/nope/wait?timeout=1s"} {
+		for _, p := range []string{"/v1/queues/q/jobs/nope", "/v1/queues/q/jobs/nope/wait?timeout=0", "/v1/queues/q/jobs/nope/wait?timeout=1s"} {
 			x.refusal(t, "GET", p, ``, 404, CodeNotFound, "id")
 		}
+		// A queue no job was ever enqueued to is named as such.
+		for _, p := range []string{"/v1/queues/unknownq/jobs/nope", "/v1/queues/unknownq/jobs/nope/wait?timeout=1s"} {
+			if e := x.refusal(t, "GET", p, ``, 404, CodeNotFound, "queue"); !strings.Contains(e.Message, `no queue "unknownq"`) {
+				t.Errorf("message %q", e.Message)
+			}
+		}
+		x.refusal(t, "POST", "/v1/queues/unknownq/jobs/nope/cancel", ``, 404, CodeNotFound, "queue")
 		x.refusal(t, "POST", "/v1/queues/q/jobs/nope/cancel", ``, 404, CodeNotFound, "id")
 		x.refusal(t, "POST", "/v1/queues/q/jobs/nope/retry", ``, 404, CodeNotFound, "id")
 	})

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
@@ -70,6 +71,17 @@ func writeError(w http.ResponseWriter, status int, e apiError) {
 // fail answers err, from the broker, with its status; id is the job's id
 // when the request named or made one.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, id string) {
+	if q := r.PathValue("queue"); errors.Is(err, broker.ErrJobNotFound) && q != "" {
+		// Say which is unknown: one SISMEMBER, on this path only.
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		known, qerr := s.b.Inspector().QueueExists(ctx, q)
+		cancel()
+		if qerr == nil && !known {
+			writeError(w, http.StatusNotFound, apiError{Code: CodeNotFound, Field: "queue",
+				Message: fmt.Sprintf("no queue %q: no job was ever enqueued to it under this key prefix; check the queue's name (and workerd's --prefix)", q)})
+			return
+		}
+	}
 	status, e := classify(err, id)
 	if status >= 500 && r.Context().Err() == nil { // not for a client that left
 		s.log.Warn("api: answered "+http.StatusText(status), slog.String("method", r.Method), slog.String("path", r.URL.Path),
