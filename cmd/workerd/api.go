@@ -24,7 +24,7 @@ func runAPI(ctx context.Context, e *env, args []string) error {
 	var lf logFlags
 	lf.register(fs)
 	var tf tlsFlags
-	tf.register(fs)
+	tf.register(fs, false)
 	addr := fs.String("listen", apiDefault, "address to serve the API on (loopback by default; beyond it, give --tls-cert and --tls-key or put it behind a proxy with TLS)")
 	token := fs.String("api-token", "", "bearer token every request must carry, at least 16 bytes (openssl rand -hex 32) (default $FENCEQ_API_TOKEN)")
 	if _, err := parse(fs, synopsis, args, 0, 0); err != nil {

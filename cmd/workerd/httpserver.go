@@ -45,9 +45,15 @@ func newHTTPServer(h http.Handler) *http.Server {
 // (run, api, ui): both given, it serves HTTPS; neither, plain HTTP.
 type tlsFlags struct{ cert, key string }
 
-func (f *tlsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS, with --tls-key (default $FENCEQ_TLS_CERT)")
-	fs.StringVar(&f.key, "tls-key", "", "PEM private key file of --tls-cert (default $FENCEQ_TLS_KEY)")
+// register adds the flags; fromConfig says that the config file's
+// tls_cert and tls_key come after the environment (workerd run).
+func (f *tlsFlags) register(fs *flag.FlagSet, fromConfig bool) {
+	certDefault, keyDefault := "$FENCEQ_TLS_CERT", "$FENCEQ_TLS_KEY"
+	if fromConfig {
+		certDefault, keyDefault = certDefault+", else the config's tls_cert", keyDefault+", else the config's tls_key"
+	}
+	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS, with --tls-key (default "+certDefault+")")
+	fs.StringVar(&f.key, "tls-key", "", "PEM private key file of --tls-cert (default "+keyDefault+")")
 }
 
 // fill takes what the flags leave empty from FENCEQ_TLS_CERT and

@@ -98,9 +98,9 @@ func parseRunFlags(e *env, args []string) (*runFlags, error) {
 	o.redis.register(fs)
 	o.log.register(fs)
 	fs.StringVar(&o.path, "config", "workerd.yaml", "config file")
-	fs.StringVar(&o.httpAddr, "http", "", `address of /healthz, /readyz and /metrics (default: the config's "http", else `+httpDefault+`; "off" disables)`)
+	fs.StringVar(&o.httpAddr, "http", "", `address of /healthz, /readyz, /metrics, the dashboard (/ui/) and, with an API token, the API (/v1/) (default: the config's "http", else `+httpDefault+`; "off" disables)`)
 	fs.StringVar(&o.apiToken, "api-token", "", "bearer token of the HTTP API at /v1/ on the --http listener; none: the API is off (default $FENCEQ_API_TOKEN, else the config's api_token)")
-	o.tls.register(fs)
+	o.tls.register(fs, true)
 	if _, err := parse(fs, synopsis, args, 0, 0); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	var lf logFlags
 	lf.register(fs)
 	var tf tlsFlags
-	tf.register(fs)
+	tf.register(fs, false)
 	addr := fs.String("addr", uiDefault, "address to serve the dashboard on (loopback by default: put it behind a proxy with TLS to share it)")
 	token := fs.String("ui-token", "", "admin token that allows actions once signed in (default $FENCEQ_UI_TOKEN; none: read-only)")
 	hosts := fs.String("ui-allowed-hosts", "", "host names the dashboard answers to beside its address and localhost, comma-separated: a proxy's or a DNS name (name or name:port; * for any) (default $FENCEQ_UI_ALLOWED_HOSTS)")
