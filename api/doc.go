@@ -22,6 +22,9 @@
 //
 // The package is exported so that a Go service that already runs a
 // worker.Pool can serve the same API on its own mux (Mount) without
-// running workerd. It holds no goroutines beyond the requests it serves,
-// and never runs jobs: it imports neither worker nor any command.
+// running workerd. Single enqueues go through a broker.Batcher, so the
+// jobs of concurrent requests share round trips (its one goroutine runs
+// only while jobs are in flight); beyond that it holds no goroutines but
+// the requests it serves. It never runs jobs: it imports neither worker
+// nor any command.
 package api

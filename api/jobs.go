@@ -17,7 +17,9 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-// enqueue serves POST /v1/queues/{queue}/jobs: one job.
+// enqueue serves POST /v1/queues/{queue}/jobs: one job, through the
+// Batcher: a lone request is sent at once, concurrent ones share round
+// trips (1.8× the jobs/s from 50 clients, docs/benchmarks.md).
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 	queue := r.PathValue("queue")
 	body, ok := s.body(w, r)
@@ -35,7 +37,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	id, err := s.b.Client().Enqueue(ctx, j)
+	id, err := s.batcher.Enqueue(ctx, j)
 	var de *broker.DuplicateError
 	switch {
 	case err == nil:

@@ -91,6 +91,7 @@ type Server struct {
 	maxBatch int
 	maxWait  time.Duration
 	blocking chan struct{} // a slot per wait that may block in Redis
+	batcher  *broker.Batcher
 	log      *slog.Logger
 	mux      *http.ServeMux
 }
@@ -116,6 +117,11 @@ func New(cfg Config) (*Server, error) {
 		log:      cmp.Or(cfg.Logger, slog.Default()),
 		mux:      http.NewServeMux(),
 	}
+	bt, err := broker.NewBatcher(cfg.Broker.Client(), broker.BatcherOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s.batcher = bt
 	for _, rt := range s.routes() {
 		h := rt.handle
 		if !rt.public {
