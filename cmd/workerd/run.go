@@ -225,7 +225,11 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient, apiToken string, 
 	}
 	srv := logServerErrors(newHTTPServer(h), r.log)
 	go func() { _ = srv.Serve(ln) }()
-	r.log.Info("workerd serving /healthz, /readyz, /metrics, the dashboard at /ui/ and the API at /v1/", slog.String("addr", ln.Addr().String()),
+	what := "workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/"
+	if apiToken != "" {
+		what = "workerd serving /healthz, /readyz, /metrics, the dashboard at /ui/ and the API at /v1/"
+	}
+	r.log.Info(what, slog.String("addr", ln.Addr().String()),
 		slog.String("dashboard", base+dashboard.Mount), slog.String("api", apiURL), slog.Bool("tls", tc != nil))
 	return srv, nil
 }
