@@ -14,6 +14,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -181,4 +183,39 @@ func TestWarnBeyondLoopbackWithoutTLS(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "workerd.yaml")
 	writeTestFile(t, cfg, []byte("http: 0.0.0.0:0\npools:\n  - queues: [q]\nhandlers:\n  k:\n    exec: {command: [\"true\"]}\n"))
 	waitFor(t, c.serveUI(env, "run", "--config", cfg), `listens beyond loopback without TLS`)
+}
+
+// workerd ui serves the dashboard over TLS: signing in works, and the
+// session cookie is marked Secure.
+func TestUICommandTLS(t *testing.T) {
+	c := newCLI(t)
+	cert, key, client := selfSigned(t)
+	out := c.serveUI(func(string) string { return "" }, "ui", "--addr", "127.0.0.1:0", "--ui-token", apiTestToken, "--tls-cert", cert, "--tls-key", key)
+	base := waitFor(t, out, `dashboard at (https://\S+/ui/)`)[1]
+	jar, _ := cookiejar.New(nil)
+	client.Jar = jar
+	resp, err := client.PostForm(base+"login", url.Values{"token": {apiTestToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.Path != "/ui/" {
+		t.Fatalf("sign-in over TLS ended at %s with %d", resp.Request.URL, resp.StatusCode)
+	}
+	cookies := 0
+	for r := resp.Request.Response; r != nil; r = r.Request.Response {
+		for _, ck := range r.Cookies() {
+			// The flash cookie (a message shown once) is the dashboard's
+			// to mark too; the session cookie is what a thief would want.
+			if ck.Name == "fenceq_ui_session" {
+				cookies++
+				if !ck.Secure {
+					t.Errorf("the session cookie %s set over TLS is not Secure", ck.Name)
+				}
+			}
+		}
+	}
+	if cookies == 0 {
+		t.Error("signing in set no session cookie")
+	}
 }
