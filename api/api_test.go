@@ -582,3 +582,28 @@ func TestBatchBounds(t *testing.T) {
 		t.Fatalf("pending %d after the refused batch, want 1", c.Pending)
 	}
 }
+
+// A wait longer than the server's read and write timeouts still answers:
+// the wait lifts its own write deadline, and the read deadline ends no
+// request whose body was read.
+func TestWaitOutlastsServerTimeouts(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, _ := broker.New(rdb, broker.Options{})
+	s, err := New(Config{Broker: b, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(s)
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	x := &bundle{srv: srv, b: b, mr: mr}
+	_, _ = b.Client().Enqueue(context.Background(), broker.Job{Queue: "q", Kind: "k", ID: "w"})
+	start := time.Now()
+	status, out := x.do(t, "GET", "/v1/queues/q/jobs/w/wait?timeout=700ms", "")
+	if j := decode[jobJSON](t, out); status != 200 || j.State != "pending" || time.Since(start) < 700*time.Millisecond {
+		t.Fatalf("a 700 ms wait under 200 ms server timeouts: %d %s after %v", status, out, time.Since(start))
+	}
+}
