@@ -28,8 +28,15 @@ type openAPIDoc struct {
 }
 
 type openAPIOperation struct {
-	Security  *[]map[string][]string    `json:"security"`
-	Responses map[string]map[string]any `json:"responses"`
+	OperationID string                    `json:"operationId"`
+	Security    *[]map[string][]string    `json:"security"`
+	Responses   map[string]map[string]any `json:"responses"`
+	Parameters  []openAPIParam            `json:"parameters"`
+}
+
+type openAPIParam struct {
+	Name, In string
+	Required bool
 }
 
 type openAPISchema struct {
@@ -77,6 +84,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			documented[strings.ToUpper(method)+" "+path] = op
 		}
 	}
+	ids := map[string]bool{}
 	for _, rt := range s.routes() {
 		op, ok := documented[rt.pattern()]
 		if !ok {
@@ -93,9 +101,26 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if public != rt.public {
 			t.Errorf("%s: public %v in openapi.json (security: []), %v in the routes", rt.pattern(), public, rt.public)
 		}
-		for status := range op.Responses {
+		for status, resp := range op.Responses {
 			if n, err := strconv.Atoi(status); err != nil || n < 200 || n > 599 {
 				t.Errorf("%s: response %q is not a status", rt.pattern(), status)
+			}
+			if d, _ := resp["description"].(string); d == "" {
+				t.Errorf("%s: response %s has no description (OpenAPI requires one)", rt.pattern(), status)
+			}
+		}
+		if op.OperationID == "" || ids[op.OperationID] {
+			t.Errorf("%s: operationId %q is empty or used twice", rt.pattern(), op.OperationID)
+		}
+		ids[op.OperationID] = true
+		// Each wildcard of the path is a required path parameter.
+		for _, seg := range strings.Split(rt.path, "/") {
+			if !strings.HasPrefix(seg, "{") {
+				continue
+			}
+			name := strings.Trim(seg, "{}")
+			if !slices.Contains(op.Parameters, openAPIParam{Name: name, In: "path", Required: true}) {
+				t.Errorf("%s: the path parameter %s is not declared (in: path, required)", rt.pattern(), name)
 			}
 		}
 		if !rt.public && op.Responses["401"] == nil {
