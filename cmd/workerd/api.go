@@ -58,6 +58,7 @@ func runAPI(ctx context.Context, e *env, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(api.Mount, h)
+	probes(mux, rdb, b)
 	srv := logServerErrors(newHTTPServer(mux), log)
 	go func() { _ = srv.Serve(ln) }()
 	url := baseURL(ln.Addr(), tc != nil) + api.Mount

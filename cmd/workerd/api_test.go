@@ -137,6 +137,12 @@ func TestAPICommandTLS(t *testing.T) {
 	if code, body = apiDo(t, client, "GET", base+"openapi.json", ""); code != 200 || !strings.Contains(body, `"openapi"`) {
 		t.Fatalf("openapi.json: %d %.100s", code, body)
 	}
+	root := strings.TrimSuffix(base, "v1/")
+	for path, want := range map[string]string{"healthz": "ok", "readyz": "ready"} {
+		if code, body = apiDo(t, client, "GET", root+path, ""); code != 200 || strings.TrimSpace(body) != want {
+			t.Errorf("/%s: %d %q", path, code, body)
+		}
+	}
 	// Plain HTTP to a TLS listener gets no API.
 	if resp, err := http.Get(strings.Replace(base, "https://", "http://", 1) + "openapi.json"); err == nil {
 		resp.Body.Close()

@@ -333,6 +333,13 @@ func interrupts(parent context.Context, sigs <-chan os.Signal, done func()) (ctx
 // the Host names checkHost allows (the dashboard's: DNS rebinding);
 // liveness and readiness tell nothing and answer any Host.
 func endpoints(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker, m *workerdMetrics, checkHost func(http.Handler) http.Handler) {
+	probes(mux, rdb, b)
+	mux.Handle("GET /metrics", checkHost(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
+}
+
+// probes adds liveness (/healthz) and readiness (/readyz: Redis answers
+// and the scripts are loaded) to mux: workerd run's and workerd api's.
+func probes(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -353,5 +360,4 @@ func endpoints(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker, 
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle("GET /metrics", checkHost(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
 }
