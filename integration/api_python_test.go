@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,16 +29,6 @@ func python3(t *testing.T) string {
 		t.Skipf("SKIP: no python3 (%v)", err)
 	}
 	return p
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // runWorkerd starts `workerd run` with config under prefix, and stops it
@@ -105,7 +94,7 @@ func TestPythonClient(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 
-	addr := freeAddr(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	config := filepath.Join(t.TempDir(), "workerd.yaml")
 	writeFile(t, config, fmt.Sprintf(`
 http: %s
