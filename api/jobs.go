@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -118,14 +119,15 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	s.log.Warn("api: a batch's jobs were not all judged", "queue", queue, "jobs", len(items), "failed", failed, "created", out.Created)
+	s.log.Warn("api: Redis failed for some jobs of a batch", slog.String("queue", queue), slog.Int("jobs", len(items)),
+		slog.Int("failed", failed), slog.Int("created", out.Created))
 	out.Error = &apiError{Code: CodeUnavailable, Field: "jobs",
 		Message: fmt.Sprintf("Redis failed for %d of the %d jobs; each item says whether its job was stored: send the failed ones again, with the ids their items name, and none is enqueued twice", failed, len(items))}
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusServiceUnavailable, out)
 }
 
-// batchItem is one job's answer in a batch, as enqueue answers it alone.
+// itemOf is one job's answer in a batch, as enqueue answers it alone.
 func itemOf(j broker.Job, e broker.Enqueued) batchItem {
 	var de *broker.DuplicateError
 	switch {
@@ -270,7 +272,7 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
 	s.answerChanged(ctx, w, r, queue, id, "", prev)
 }
 
-// changed answers a cancel or retry with the job read after it. A job
+// answerChanged answers a cancel or retry with the job read after it. A job
 // trimmed meanwhile answers what the action said of it.
 func (s *Server) answerChanged(ctx context.Context, w http.ResponseWriter, r *http.Request, queue, id string, st, prev broker.State) {
 	j, err := s.b.Inspector().Job(ctx, queue, id)
