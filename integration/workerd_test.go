@@ -26,7 +26,7 @@ var (
 )
 
 // workerdBin builds cmd/workerd once per test run.
-func workerdBin(t *testing.T) string {
+func workerdBin(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "workerd-bin-")
@@ -383,7 +383,7 @@ func waitForFile(t *testing.T, path string, within time.Duration) int {
 	return 0
 }
 
-func deletePrefixKeys(t *testing.T, prefix string) {
+func deletePrefixKeys(t testing.TB, prefix string) {
 	c := client(t)
 	ctx := context.Background()
 	keys, _ := c.Keys(ctx, prefix+":*").Result()

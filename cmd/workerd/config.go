@@ -34,6 +34,9 @@ type fileConfig struct {
 	HTTP            string                   `yaml:"http"`
 	UIToken         string                   `yaml:"ui_token"`
 	UIAllowedHosts  []string                 `yaml:"ui_allowed_hosts"`
+	APIToken        string                   `yaml:"api_token"`
+	TLSCert         string                   `yaml:"tls_cert"`
+	TLSKey          string                   `yaml:"tls_key"`
 	ShutdownTimeout duration                 `yaml:"shutdown_timeout"`
 	Pools           []poolConfig             `yaml:"pools"`
 	Periodic        []periodicConfig         `yaml:"periodic"`

@@ -14,6 +14,7 @@
 //	workerd pause QUEUE / resume QUEUE       stop and restart claiming from a queue
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
 //	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
+//	workerd api --api-token T [--redis URL]  serve the HTTP API (/v1/) alone
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
 // found by check, a job or queue that does not exist), 2 a usage or
@@ -71,6 +72,7 @@ func commands() []command {
 		{"check", "verify that every job is in the index of its state", runCheck},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 		{"ui", "serve the web dashboard (read-only without --ui-token)", runUI},
+		{"api", "serve the HTTP API under /v1/ for producers in any language (needs --api-token)", runAPI},
 	}
 }
 

@@ -3,21 +3,24 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fenceq/fenceq/api"
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/dashboard"
 	"github.com/fenceq/fenceq/middleware"
 	"github.com/fenceq/fenceq/worker"
 )
@@ -49,6 +52,15 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	o.defaultsFrom(cfg, e)
+	tc, err := o.tls.config()
+	if err != nil {
+		return err
+	}
+	if o.apiToken != "" {
+		if err := api.CheckToken(o.apiToken); err != nil {
+			return &configError{fmt.Errorf("%s (from --api-token, FENCEQ_API_TOKEN or api_token)", strings.TrimPrefix(err.Error(), "api: "))}
+		}
+	}
 	rdb, b, err := connectForRun(ctx, e, &o.redis)
 	if err != nil {
 		return err
@@ -58,7 +70,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err := r.startPools(ctx, mux, timeouts); err != nil {
 		return err
 	}
-	srv, err := r.serve(cmp.Or(o.httpAddr, cfg.HTTP, httpDefault), rdb)
+	srv, err := r.serve(cmp.Or(o.httpAddr, cfg.HTTP, httpDefault), rdb, o.apiToken, tc)
 	if err != nil {
 		_ = shutdown(r.m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
 		return err
@@ -72,8 +84,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 type runFlags struct {
 	redis    redisFlags
 	log      logFlags
+	tls      tlsFlags
 	path     string // the config file
 	httpAddr string // empty: the config's http, else httpDefault
+	apiToken string // empty: FENCEQ_API_TOKEN, else the config's api_token
 	given    map[string]bool
 }
 
@@ -84,7 +98,9 @@ func parseRunFlags(e *env, args []string) (*runFlags, error) {
 	o.redis.register(fs)
 	o.log.register(fs)
 	fs.StringVar(&o.path, "config", "workerd.yaml", "config file")
-	fs.StringVar(&o.httpAddr, "http", "", `address of /healthz, /readyz and /metrics (default: the config's "http", else `+httpDefault+`; "off" disables)`)
+	fs.StringVar(&o.httpAddr, "http", "", `address of /healthz, /readyz, /metrics, the dashboard (/ui/) and, with an API token, the API (/v1/) (default: the config's "http", else `+httpDefault+`; "off" disables)`)
+	fs.StringVar(&o.apiToken, "api-token", "", "bearer token of the HTTP API at /v1/ on the --http listener; none: the API is off (default $FENCEQ_API_TOKEN, else the config's api_token)")
+	o.tls.register(fs, true)
 	if _, err := parse(fs, synopsis, args, 0, 0); err != nil {
 		return nil, err
 	}
@@ -102,6 +118,8 @@ func (o *runFlags) defaultsFrom(cfg *fileConfig, e *env) {
 	if !o.given["prefix"] && cfg.Prefix != "" {
 		o.redis.prefix = cfg.Prefix
 	}
+	o.apiToken = cmp.Or(o.apiToken, e.getenv("FENCEQ_API_TOKEN"), cfg.APIToken)
+	o.tls.fill(e, cfg.TLSCert, cfg.TLSKey)
 }
 
 // connectForRun connects and loads the scripts up front, so that a Redis
@@ -169,15 +187,19 @@ func (r *runner) startPools(ctx context.Context, mux *handlers.Mux, timeouts map
 	return nil
 }
 
-// serve serves /healthz, /readyz, /metrics and the dashboard at addr in
-// the background; "off" serves nothing (a nil server).
-func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, error) {
+// serve serves /healthz, /readyz, /metrics, the dashboard and, with an
+// API token, the API at addr in the background, with TLS when tc is set;
+// "off" serves nothing (a nil server).
+func (r *runner) serve(addr string, rdb redis.UniversalClient, apiToken string, tc *tls.Config) (*http.Server, error) {
 	if addr == "off" {
+		if apiToken != "" {
+			r.log.Warn("workerd run: an API token is set but http is off, so the API is not served; give an address with --http (or http in workerd.yaml)")
+		}
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenHTTP(addr, "/healthz, /readyz, /metrics, the dashboard and the API", "--http", tc, r.log)
 	if err != nil {
-		return nil, &configError{fmt.Errorf("listen on %s for /healthz, /readyz and /metrics: %w; pick another address with --http", addr, err)}
+		return nil, err
 	}
 	h := http.NewServeMux()
 	hosts := r.cfg.UIAllowedHosts
@@ -195,9 +217,25 @@ func (r *runner) serve(addr string, rdb redis.UniversalClient) (*http.Server, er
 		return nil, err
 	}
 	endpoints(h, rdb, r.b, r.m, dash.CheckHost)
-	srv := newHTTPServer(h)
+	base := baseURL(ln.Addr(), tc != nil)
+	apiURL := "off: no api_token, FENCEQ_API_TOKEN or --api-token"
+	if apiToken != "" {
+		a, err := newAPI(r.b, apiToken, r.log)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		h.Handle(api.Mount, a)
+		apiURL = base + api.Mount
+	}
+	srv := logServerErrors(newHTTPServer(h), r.log)
 	go func() { _ = srv.Serve(ln) }()
-	r.log.Info("workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/", slog.String("addr", ln.Addr().String()), slog.String("dashboard", dashboardURL(ln.Addr())))
+	what := "workerd serving /healthz, /readyz, /metrics and the dashboard at /ui/"
+	if apiToken != "" {
+		what = "workerd serving /healthz, /readyz, /metrics, the dashboard at /ui/ and the API at /v1/"
+	}
+	r.log.Info(what, slog.String("addr", ln.Addr().String()),
+		slog.String("dashboard", base+dashboard.Mount), slog.String("api", apiURL), slog.Bool("tls", tc != nil))
 	return srv, nil
 }
 
@@ -215,10 +253,8 @@ func (r *runner) stop(ctx context.Context, srv *http.Server) error {
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
 		defer cancel()
-		if err != nil {
-			_ = srv.Close()
-		} else {
-			_ = srv.Shutdown(sctx)
+		if err != nil || srv.Shutdown(sctx) != nil {
+			_ = srv.Close() // API waits still blocked: their clients wait again
 		}
 	}
 	log.Info("workerd stopped")
@@ -302,6 +338,13 @@ func interrupts(parent context.Context, sigs <-chan os.Signal, done func()) (ctx
 // the Host names checkHost allows (the dashboard's: DNS rebinding);
 // liveness and readiness tell nothing and answer any Host.
 func endpoints(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker, m *workerdMetrics, checkHost func(http.Handler) http.Handler) {
+	probes(mux, rdb, b)
+	mux.Handle("GET /metrics", checkHost(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
+}
+
+// probes adds liveness (/healthz) and readiness (/readyz: Redis answers
+// and the scripts are loaded) to mux: workerd run's and workerd api's.
+func probes(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -322,5 +365,4 @@ func endpoints(mux *http.ServeMux, rdb redis.UniversalClient, b *broker.Broker, 
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle("GET /metrics", checkHost(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
 }

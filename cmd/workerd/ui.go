@@ -20,18 +20,20 @@ const uiDefault = "127.0.0.1:8080"
 // runUI serves the dashboard alone, for a deployment whose workers run
 // elsewhere (or under another runner).
 func runUI(ctx context.Context, e *env, args []string) error {
-	const usage = "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN] [--ui-allowed-hosts NAME,...] [--ui-secure-cookie] [--ui-client-addr-header NAME]"
-	fs := newFlags(e, "ui", usage)
+	const synopsis = "[--redis URL] [--addr 127.0.0.1:8080] [--ui-token TOKEN] [--ui-allowed-hosts NAME,...] [--ui-secure-cookie] [--ui-client-addr-header NAME] [--tls-cert FILE --tls-key FILE]"
+	fs := newFlags(e, "ui", synopsis)
 	var rf redisFlags
 	rf.register(fs)
 	var lf logFlags
 	lf.register(fs)
+	var tf tlsFlags
+	tf.register(fs, false)
 	addr := fs.String("addr", uiDefault, "address to serve the dashboard on (loopback by default: put it behind a proxy with TLS to share it)")
 	token := fs.String("ui-token", "", "admin token that allows actions once signed in (default $FENCEQ_UI_TOKEN; none: read-only)")
 	hosts := fs.String("ui-allowed-hosts", "", "host names the dashboard answers to beside its address and localhost, comma-separated: a proxy's or a DNS name (name or name:port; * for any) (default $FENCEQ_UI_ALLOWED_HOSTS)")
 	secure := fs.Bool("ui-secure-cookie", false, "mark the sign-in cookies Secure (HTTPS only): for a dashboard behind a proxy that terminates TLS (default $FENCEQ_UI_SECURE_COOKIE)")
 	addrHeader := fs.String("ui-client-addr-header", "", "header in which the proxy in front writes the client's address (X-Forwarded-For, X-Real-IP): the sign-in rate limit counts against its last address; set it only behind such a proxy (default $FENCEQ_UI_CLIENT_ADDR_HEADER; none: the connection's address)")
-	if _, err := parse(fs, usage, args, 0, 0); err != nil {
+	if _, err := parse(fs, synopsis, args, 0, 0); err != nil {
 		return err
 	}
 	proxy, err := uiProxyOf(e, *secure, *addrHeader)
@@ -39,6 +41,11 @@ func runUI(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	log, err := lf.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	tf.fill(e, "", "")
+	tc, err := tf.config()
 	if err != nil {
 		return err
 	}
@@ -57,13 +64,13 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return &configError{fmt.Errorf("%w (from --ui-allowed-hosts or FENCEQ_UI_ALLOWED_HOSTS, or --ui-client-addr-header or FENCEQ_UI_CLIENT_ADDR_HEADER)", err)}
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := listenHTTP(*addr, "the dashboard", "--addr", tc, log)
 	if err != nil {
-		return &configError{fmt.Errorf("listen on %s for the dashboard: %w; pick another address with --addr", *addr, err)}
+		return err
 	}
-	srv := newHTTPServer(uiOnly(dash))
+	srv := logServerErrors(newHTTPServer(uiOnly(dash)), log)
 	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintf(e.stdout, "workerd ui: dashboard at %s (%s)\n", dashboardURL(ln.Addr()), uiMode(*token, e))
+	fmt.Fprintf(e.stdout, "workerd ui: dashboard at %s (%s)\n", baseURL(ln.Addr(), tc != nil)+dashboard.Mount, uiMode(*token, e))
 	log.Info("workerd ui serving the dashboard", slog.String("addr", ln.Addr().String()), slog.String("prefix", b.Prefix()))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -84,10 +91,7 @@ func uiOnly(dash http.Handler) http.Handler {
 // opened, and the dashboard's Host check answers the loopback names but
 // not a wildcard, which is no host at all.
 func dashboardURL(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok && (t.IP == nil || t.IP.IsUnspecified()) {
-		a = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: t.Port}
-	}
-	return "http://" + a.String() + dashboard.Mount
+	return baseURL(a, false) + dashboard.Mount
 }
 
 func uiMode(token string, e *env) string {

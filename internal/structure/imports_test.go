@@ -97,7 +97,7 @@ func TestImports(t *testing.T) {
 		}
 	}
 	slices.SortFunc(mine, func(a, b *pkg) int { return strings.Compare(a.ImportPath, b.ImportPath) })
-	for _, want := range []string{"jobrow", "handlers", "broker", "worker", "metrics", "cmd/workerd", "internal/bench", "internal/yamlerr", "internal/dashboard"} {
+	for _, want := range []string{"jobrow", "handlers", "broker", "worker", "metrics", "cmd/workerd", "internal/bench", "internal/yamlerr", "internal/dashboard", "api"} {
 		if pkgs[module+"/"+want] == nil {
 			t.Fatalf("go list did not list %s/%s", module, want)
 		}
@@ -150,6 +150,13 @@ func TestImports(t *testing.T) {
 	}
 	if c := chain(pkgs, module+"/metrics", noCmdOrUI); c != "" {
 		t.Errorf("metrics may not depend on a command or internal/dashboard: %s", c)
+	}
+
+	// api is a library a Go service mounts: it enqueues and reads through
+	// the broker, and runs no pool, command or dashboard.
+	noPoolCmdOrUI := func(path string) bool { return path == module+"/worker" || noCmdOrUI(path) }
+	if c := chain(pkgs, module+"/api", noPoolCmdOrUI); c != "" {
+		t.Errorf("api may not depend on worker, a command or internal/dashboard: %s", c)
 	}
 
 	// The dashboard reads Redis through the broker; it does not run a pool.
