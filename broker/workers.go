@@ -78,7 +78,10 @@ type RunningJob struct {
 }
 
 // WorkerList is the registry as Workers read it.
-type WorkerList []WorkerInfo
+type WorkerList struct {
+	Workers []WorkerInfo // the live pools, by host, pid and start
+	Now     time.Time    // the Redis clock when they were read, for their ages
+}
 
 // Holder answers the pool that lists job id of queue as running, and the
 // entry for it. A generation above 0 must match the entry's: a pool whose
@@ -88,7 +91,7 @@ func (l WorkerList) Holder(queue, id string, gen int64) (WorkerInfo, RunningJob,
 	var best WorkerInfo
 	var job RunningJob
 	found := false
-	for _, w := range l {
+	for _, w := range l.Workers {
 		for _, j := range w.Jobs {
 			if j.Queue != queue || j.ID != id || gen > 0 && j.Generation != gen {
 				continue
@@ -253,11 +256,21 @@ func (r *WorkerRegistration) Remove(ctx context.Context) error {
 // of 100, and drops from the index the pools whose entry has expired. An
 // entry that does not decode is left out (it expires like any other).
 func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
-	ids, err := in.rdb.ZRange(ctx, in.workersIndex(), 0, MaxWorkersListed-1).Result()
+	node, err := in.nodeFor(ctx, in.workersIndex())
 	if err != nil {
-		return nil, fmt.Errorf("fenceq: list workers: %w", err)
+		return WorkerList{}, err
 	}
-	var out WorkerList
+	var idx *redis.StringSliceCmd
+	var clock *redis.TimeCmd
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		idx = p.ZRange(ctx, in.workersIndex(), 0, MaxWorkersListed-1)
+		clock = p.Time(ctx)
+		return nil
+	}); err != nil {
+		return WorkerList{}, fmt.Errorf("fenceq: list workers: %w", err)
+	}
+	ids, now := idx.Val(), clock.Val()
+	var out []WorkerInfo
 	var gone []any
 	for chunk := range slices.Chunk(ids, workersReadStep) {
 		keys := make([]string, len(chunk))
@@ -266,7 +279,7 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 		}
 		vals, err := in.rdb.MGet(ctx, keys...).Result()
 		if err != nil {
-			return nil, fmt.Errorf("fenceq: list workers: %w", err)
+			return WorkerList{}, fmt.Errorf("fenceq: list workers: %w", err)
 		}
 		for i, v := range vals {
 			s, ok := v.(string)
@@ -289,7 +302,7 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 	slices.SortFunc(out, func(a, b WorkerInfo) int {
 		return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), a.StartedAt.Compare(b.StartedAt), strings.Compare(a.ID, b.ID))
 	})
-	return out, nil
+	return WorkerList{Workers: out, Now: now}, nil
 }
 
 // JobHolder answers the live pool that lists job id of queue as running

@@ -74,10 +74,13 @@ func TestWorkerRegistryLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := s.workers(t)
-	if len(ws) != 1 {
-		t.Fatalf("listed %d workers, want 1", len(ws))
+	if len(ws.Workers) != 1 {
+		t.Fatalf("listed %d workers, want 1", len(ws.Workers))
 	}
-	w := ws[0]
+	if !ws.Now.Equal(redisNow) {
+		t.Errorf("the listing's clock is %v, Redis's %v", ws.Now, redisNow)
+	}
+	w := ws.Workers[0]
 	if w.ID != "w1" || w.Host != "h" || w.PID != 7 || w.Version != "v1" || !slices.Equal(w.Queues, []string{"a", "b"}) ||
 		w.QueueCount != 2 || w.Concurrency != 4 || w.Running != 1 || len(w.Jobs) != 1 {
 		t.Fatalf("listed %+v", w)
@@ -115,15 +118,15 @@ func TestWorkerRegistryLists(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w = s.workers(t)[0]
-	if w.Running != 0 || len(w.Jobs) != 0 || !w.StartedAt.Equal(ws[0].StartedAt) || !w.SeenAt.After(ws[0].SeenAt) {
+	w = s.workers(t).Workers[0]
+	if w.Running != 0 || len(w.Jobs) != 0 || !w.StartedAt.Equal(ws.Workers[0].StartedAt) || !w.SeenAt.After(ws.Workers[0].SeenAt) {
 		t.Errorf("after a refresh: %+v", w)
 	}
 
 	if err := r.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ws := s.workers(t); len(ws) != 0 {
+	if ws := s.workers(t); len(ws.Workers) != 0 {
 		t.Errorf("removed, still listed: %+v", ws)
 	}
 	if keys := s.mr.Keys(); len(keys) != 0 {
@@ -144,7 +147,7 @@ func TestWorkerRegistryExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mr.FastForward(11 * time.Second)
-	if ws := s.workers(t); len(ws) != 0 {
+	if ws := s.workers(t); len(ws.Workers) != 0 {
 		t.Fatalf("expired, still listed: %+v", ws)
 	}
 	if ids := s.index(t); len(ids) != 0 {
@@ -202,7 +205,7 @@ func TestWorkerRegistryBounds(t *testing.T) {
 	if busy := s.mr.CommandCount() - before; busy != idle || idle != 4 {
 		t.Errorf("a refresh ran %d commands with no job and %d with 5,000; want 4 each", idle, busy)
 	}
-	w := s.workers(t)[0]
+	w := s.workers(t).Workers[0]
 	if w.Running != 5000 || len(w.Jobs) != broker.MaxWorkerJobs {
 		t.Errorf("running %d, listed %d; want 5000 and %d", w.Running, len(w.Jobs), broker.MaxWorkerJobs)
 	}
@@ -221,7 +224,7 @@ func TestWorkerRegistryBounds(t *testing.T) {
 	if err := r.Refresh(ctx, long); err != nil {
 		t.Fatal(err)
 	}
-	if w := s.workers(t)[0]; len(w.Jobs) >= 40 || len(w.Jobs) < 20 || w.Running != 100 {
+	if w := s.workers(t).Workers[0]; len(w.Jobs) >= 40 || len(w.Jobs) < 20 || w.Running != 100 {
 		t.Errorf("1 KiB ids: %d listed of %d", len(w.Jobs), w.Running)
 	}
 	if v, _ := s.rdb.Get(ctx, "p:workers:{workers}:pool:w").Result(); len(v) > 40<<10 {
@@ -261,7 +264,7 @@ func TestWorkerRegistryDamagedEntry(t *testing.T) {
 	}
 	s.rdb.ZAdd(ctx, "p:workers:{workers}:index", redis.Z{Score: 1, Member: "bad"})
 	s.rdb.Set(ctx, "p:workers:{workers}:pool:bad", "{not json", time.Minute)
-	ws := s.workers(t)
+	ws := s.workers(t).Workers
 	if len(ws) != 1 || ws[0].ID != "w1" {
 		t.Errorf("listed %+v", ws)
 	}
