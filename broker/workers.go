@@ -253,7 +253,8 @@ func (r *WorkerRegistration) Remove(ctx context.Context) error {
 
 // Workers lists the live pools of the registry (at most MaxWorkersListed),
 // by host, pid and start. It reads the index once and the entries in steps
-// of 100, and drops from the index the pools whose entry has expired. An
+// of 100; when an entry has expired, it drops from the index the pools
+// whose expiry has passed. An
 // entry that does not decode is left out (it expires like any other).
 func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 	node, err := in.nodeFor(ctx, in.workersIndex())
@@ -271,7 +272,7 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 	}
 	ids, now := idx.Val(), clock.Val()
 	var out []WorkerInfo
-	var gone []any
+	gone := false
 	for chunk := range slices.Chunk(ids, workersReadStep) {
 		keys := make([]string, len(chunk))
 		for i, id := range chunk {
@@ -284,7 +285,7 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 		for i, v := range vals {
 			s, ok := v.(string)
 			if !ok {
-				gone = append(gone, chunk[i])
+				gone = true
 				continue
 			}
 			var w WorkerInfo
@@ -294,10 +295,13 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 			out = append(out, w)
 		}
 	}
-	if len(gone) > 0 {
-		// A pool refreshing between the MGET and here re-adds itself at
-		// its next refresh; its entry was missing, so it was not live.
-		_ = in.rdb.ZRem(ctx, in.workersIndex(), gone...).Err()
+	if gone {
+		// Some entries have expired: drop the members whose expiry has
+		// passed, by their score as it is now, not as it was read. A pool
+		// that refreshed since the MGET (back from a stall) has a new
+		// score and stays; removing it by id would hide a live pool until
+		// its next refresh.
+		_ = node.ZRemRangeByScore(ctx, in.workersIndex(), "-inf", fmt.Sprint(now.UnixMilli())).Err()
 	}
 	slices.SortFunc(out, func(a, b WorkerInfo) int {
 		return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), a.StartedAt.Compare(b.StartedAt), strings.Compare(a.ID, b.ID))

@@ -146,7 +146,8 @@ func TestWorkerRegistryExpires(t *testing.T) {
 	if err := dead.Refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	s.mr.FastForward(11 * time.Second)
+	s.mr.FastForward(11 * time.Second)     // the TTLs
+	s.mr.SetTime(t0.Add(11 * time.Second)) // and the clock
 	if ws := s.workers(t); len(ws.Workers) != 0 {
 		t.Fatalf("expired, still listed: %+v", ws)
 	}
@@ -267,5 +268,31 @@ func TestWorkerRegistryDamagedEntry(t *testing.T) {
 	ws := s.workers(t).Workers
 	if len(ws) != 1 || ws[0].ID != "w1" {
 		t.Errorf("listed %+v", ws)
+	}
+}
+
+// A listing that finds an entry gone drops only the members whose expiry
+// has passed as the index holds it now: a pool that refreshed between the
+// listing's reads (back from a stall, its entry written again) keeps its
+// place, where a removal by id would hide it until its next refresh.
+func TestWorkerRegistryListingSparesARefresh(t *testing.T) {
+	s := newRegistrySetup(t)
+	ctx := context.Background()
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.mr.SetTime(t0)
+	dead := s.register(t, "dead", 10*time.Second)
+	if err := dead.Refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.mr.FastForward(11 * time.Second)
+	s.mr.SetTime(t0.Add(11 * time.Second))
+	// "back" was read by the listing with its entry missing, and has
+	// refreshed since: its score is in the future, its entry not yet seen.
+	s.rdb.ZAdd(ctx, "p:workers:{workers}:index", redis.Z{Score: float64(t0.Add(time.Minute).UnixMilli()), Member: "back"})
+	if ws := s.workers(t); len(ws.Workers) != 0 {
+		t.Fatalf("listed %+v", ws)
+	}
+	if ids := s.index(t); !slices.Equal(ids, []string{"back"}) {
+		t.Errorf("the index holds %q after the listing, want [back]: a refreshed pool was dropped, or an expired one kept", ids)
 	}
 }
