@@ -298,6 +298,8 @@ func inspectQueue(ctx context.Context, e *env, in *broker.Inspector, q string, l
 	}
 	if werr != nil {
 		fmt.Fprintf(e.stderr, "the holders are not shown: %v\n", werr)
+	} else if slices.ContainsFunc(out.Leases, func(l leaseJSON) bool { return l.Holder == nil }) {
+		fmt.Fprintln(e.stderr, "HELD BY -: no live pool lists the lease yet (a pool lists its jobs at each refresh of its registry entry, every 10s by default), or its pool is gone (workerd workers lists the live ones)")
 	}
 	if expired > 0 {
 		fmt.Fprintf(e.stdout, "\n%d lease(s) expired and not yet reaped: their workers are gone or stalled. A running pool of this queue\nreaps them within a third of the lease; if the list does not shrink, no pool serves this queue.\n", expired)

@@ -53,7 +53,7 @@ func commands() []command {
 		{"dev", "run an embedded Redis with demo workers and jobs (no setup)", runDev},
 		{"run", "run workers from a config file (the production runner)", runRun},
 		{"enqueue", "enqueue a job, or many from a JSON-lines file", runEnqueue},
-		{"inspect", "show queues, a queue's leases, or one job", runInspect},
+		{"inspect", "show queues, a queue's leases and who holds them, or one job", runInspect},
 		{"jobs", "list a queue's jobs in one state, e.g. the dead ones", runJobs},
 		{"workers", "list the live worker pools: host, pid, version, queues, running jobs", runWorkers},
 		{"groups", "list a queue's job groups: running, ready and limits, largest backlogs first", runGroups},
