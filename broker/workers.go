@@ -48,6 +48,10 @@ const (
 	maxHostBytes          = 255
 	// workersReadStep is how many entries one MGET of a listing reads.
 	workersReadStep = 100
+	// maxWorkerEntryBytes is the largest entry a listing decodes: what
+	// Refresh writes is under 45 KiB, so a larger one was written by
+	// something else and is left out.
+	maxWorkerEntryBytes = 256 << 10
 )
 
 // WorkerInfo is one pool's entry in the live worker registry. The times
@@ -254,8 +258,8 @@ func (r *WorkerRegistration) Remove(ctx context.Context) error {
 // Workers lists the live pools of the registry (at most MaxWorkersListed),
 // by host, pid and start. It reads the index once and the entries in steps
 // of 100; when an entry has expired, it drops from the index the pools
-// whose expiry has passed. An
-// entry that does not decode is left out (it expires like any other).
+// whose expiry has passed. An entry that does not decode, or is larger
+// than any Refresh writes, is left out (it expires like any other).
 func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 	node, err := in.nodeFor(ctx, in.workersIndex())
 	if err != nil {
@@ -289,9 +293,12 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 				continue
 			}
 			var w WorkerInfo
-			if json.Unmarshal([]byte(s), &w) != nil || w.ID != chunk[i] {
+			if len(s) > maxWorkerEntryBytes || json.Unmarshal([]byte(s), &w) != nil || w.ID != chunk[i] {
 				continue
 			}
+			// An entry is read as bounded as Refresh writes it.
+			w.Jobs = w.Jobs[:min(len(w.Jobs), MaxWorkerJobs)]
+			w.Queues = w.Queues[:min(len(w.Queues), MaxWorkerQueues)]
 			out = append(out, w)
 		}
 	}

@@ -255,7 +255,8 @@ func TestWorkerRegistryRefuses(t *testing.T) {
 	}
 }
 
-// A damaged entry is left out of the listing, not an error.
+// A damaged entry is left out of the listing, not an error, and an entry
+// larger than Refresh writes is read as bounded as Refresh writes it.
 func TestWorkerRegistryDamagedEntry(t *testing.T) {
 	s := newRegistrySetup(t)
 	ctx := context.Background()
@@ -263,11 +264,25 @@ func TestWorkerRegistryDamagedEntry(t *testing.T) {
 	if err := r.Refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	s.rdb.ZAdd(ctx, "p:workers:{workers}:index", redis.Z{Score: 1, Member: "bad"})
+	far := float64(time.Now().Add(time.Hour).UnixMilli())
+	s.rdb.ZAdd(ctx, "p:workers:{workers}:index", redis.Z{Score: far, Member: "bad"}, redis.Z{Score: far, Member: "huge"},
+		redis.Z{Score: far, Member: "wide"}, redis.Z{Score: far, Member: "other"})
 	s.rdb.Set(ctx, "p:workers:{workers}:pool:bad", "{not json", time.Minute)
+	// Written by something else than Refresh: too large, too many jobs,
+	// another pool's id.
+	s.rdb.Set(ctx, "p:workers:{workers}:pool:huge", `{"id":"huge","host":"`+strings.Repeat("h", 300<<10)+`"}`, time.Minute)
+	wide := `{"id":"wide","host":"h","queues":[` + strings.TrimSuffix(strings.Repeat(`"q",`, 500), ",") + `],"jobs":[` +
+		strings.TrimSuffix(strings.Repeat(`{"queue":"q","id":"j"},`, 5000), ",") + `]}`
+	s.rdb.Set(ctx, "p:workers:{workers}:pool:wide", wide, time.Minute)
+	s.rdb.Set(ctx, "p:workers:{workers}:pool:other", `{"id":"w1"}`, time.Minute)
 	ws := s.workers(t).Workers
-	if len(ws) != 1 || ws[0].ID != "w1" {
-		t.Errorf("listed %+v", ws)
+	if len(ws) != 2 || ws[0].ID != "w1" && ws[1].ID != "w1" {
+		t.Fatalf("listed %+v", ws)
+	}
+	for _, w := range ws {
+		if w.ID == "wide" && (len(w.Jobs) != broker.MaxWorkerJobs || len(w.Queues) != broker.MaxWorkerQueues) {
+			t.Errorf("an entry of 5,000 jobs and 500 queues is read with %d and %d", len(w.Jobs), len(w.Queues))
+		}
 	}
 }
 
@@ -294,5 +309,20 @@ func TestWorkerRegistryListingSparesARefresh(t *testing.T) {
 	}
 	if ids := s.index(t); !slices.Equal(ids, []string{"back"}) {
 		t.Errorf("the index holds %q after the listing, want [back]: a refreshed pool was dropped, or an expired one kept", ids)
+	}
+}
+
+// A listing reads at most MaxWorkersListed pools, however many the index
+// holds.
+func TestWorkerRegistryManyPools(t *testing.T) {
+	s := newRegistrySetup(t)
+	ctx := context.Background()
+	for i := range broker.MaxWorkersListed + 200 {
+		if err := s.register(t, fmt.Sprintf("w%05d", i), time.Minute).Refresh(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ws := s.workers(t); len(ws.Workers) != broker.MaxWorkersListed {
+		t.Errorf("listed %d pools, want %d", len(ws.Workers), broker.MaxWorkersListed)
 	}
 }

@@ -3,22 +3,32 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/fenceq/fenceq/broker"
 )
 
+// workerJobsShown bounds the running jobs the workers page lists, of all
+// pools together (each pool's entry lists up to broker.MaxWorkerJobs).
+const workerJobsShown = 500
+
 // workersView is the workers page: the live pools of the registry.
 type workersView struct {
-	Workers []workerRow
-	Jobs    int       // running jobs, all pools
-	Slots   int       // their concurrency, all pools
-	Now     time.Time // the Redis clock when the registry was read
+	Workers  []workerRow
+	Jobs     int // running jobs, all pools
+	Slots    int // their concurrency, all pools
+	JobRows  []workerJob
+	JobsMore int // running jobs not in JobRows
 }
 
-// Since is how long ago t was, on the Redis clock.
-func (v workersView) Since(t time.Time) time.Duration { return v.Now.Sub(t) }
+// workerJob is one running job on the workers page.
+type workerJob struct {
+	broker.RunningJob
+	Pool       *workerRow
+	RunningFor time.Duration
+}
 
 // workerRow is one pool on the workers page.
 type workerRow struct {
@@ -40,9 +50,6 @@ func (w workerRow) QueuesText() string {
 	return s
 }
 
-// JobsHidden is how many of its running jobs its entry does not list.
-func (w workerRow) JobsHidden() int { return w.Running - len(w.Jobs) }
-
 func workerLabel(w broker.WorkerInfo) string {
 	if w.Name != "" {
 		return w.Name
@@ -63,14 +70,24 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, "read the worker registry", err)
 		return
 	}
-	v := workersView{Now: ws.Now}
-	for _, wi := range ws.Workers {
-		row := workerRow{WorkerInfo: wi, Up: ws.Now.Sub(wi.StartedAt), SeenAgo: ws.Now.Sub(wi.SeenAt)}
+	var v workersView
+	v.Workers = make([]workerRow, len(ws.Workers))
+	for i, wi := range ws.Workers {
+		row := &v.Workers[i]
+		*row = workerRow{WorkerInfo: wi, Up: ws.Now.Sub(wi.StartedAt), SeenAgo: ws.Now.Sub(wi.SeenAt)}
 		row.Expiring = row.SeenAgo > wi.ExpiresAt.Sub(wi.SeenAt)/2
-		v.Workers = append(v.Workers, row)
 		v.Jobs += wi.Running
 		v.Slots += wi.Concurrency
+		for _, j := range wi.Jobs {
+			v.JobRows = append(v.JobRows, workerJob{RunningJob: j, Pool: row, RunningFor: ws.Now.Sub(j.Since)})
+		}
 	}
+	// The longest-running first, whichever pool runs them.
+	slices.SortStableFunc(v.JobRows, func(a, b workerJob) int { return a.Since.Compare(b.Since) })
+	if len(v.JobRows) > workerJobsShown {
+		v.JobRows = v.JobRows[:workerJobsShown]
+	}
+	v.JobsMore = v.Jobs - len(v.JobRows)
 	s.render(w, r, http.StatusOK, "workers", page{Title: "Workers", Data: v})
 }
 

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net/http"
 	"strings"
@@ -118,7 +119,37 @@ func TestWorkersPageEscapes(t *testing.T) {
 	if strings.Contains(body, "<script>alert") || strings.Contains(body, `"><b>`) || strings.Contains(body, "<i>q") {
 		t.Errorf("the workers page does not escape an entry:\n%s", body)
 	}
-	if !strings.Contains(body, "and 5 more") {
+	if !strings.Contains(body, "And 5 more not listed") {
 		t.Error("the workers page does not say how many running jobs it leaves out")
+	}
+}
+
+// The workers page lists at most 500 running jobs of all pools together,
+// the longest-running first, and says how many more there are.
+func TestWorkersPageBounded(t *testing.T) {
+	r := setup(t, "")
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for p := range 7 {
+		reg, err := r.b.Leases().RegisterWorker(broker.WorkerInfo{ID: fmt.Sprint("p", p), Host: "h", Concurrency: 200}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var running []broker.RunningJob
+		for i := range 150 {
+			running = append(running, broker.RunningJob{Queue: "q", ID: fmt.Sprintf("p%d-j%03d", p, i), Since: base.Add(time.Duration(p*1000+i) * time.Second)})
+		}
+		if err := reg.Refresh(context.Background(), running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := r.get(r.client(), "/ui/workers")
+	if n := strings.Count(body, `<td class="id">`); n != 500 {
+		t.Errorf("the page lists %d running jobs, want 500", n)
+	}
+	if !strings.Contains(body, "And 550 more not listed") { // 7 × 150 running, 7 × 100 listed, 500 shown
+		t.Error("the page does not say how many running jobs it leaves out")
+	}
+	if !strings.Contains(body, "p0-j000") || strings.Contains(body, "p6-j000") {
+		t.Error("the page does not list the longest-running first")
 	}
 }
