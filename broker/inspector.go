@@ -2,8 +2,9 @@ package broker
 
 // Inspector is what an operator, a dashboard or a diagnostic needs: read
 // jobs, queues, counts, events and memory; pause, resume and limit a queue;
-// cancel, retry and release jobs; check a queue's invariants; keep the
-// dashboard's sign-in sessions. Reach it as Broker.Inspector; it shares the
+// cancel, retry and release jobs; check a queue's invariants; list the
+// live worker pools and find the one holding a job; keep the dashboard's
+// sign-in sessions. Reach it as Broker.Inspector; it shares the
 // Broker's connection and is safe for concurrent use.
 type Inspector struct{ *core }
 
