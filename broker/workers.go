@@ -71,6 +71,7 @@ type WorkerInfo struct {
 	StartedAt   time.Time    `json:"started_at"`     // when the pool registered first
 	SeenAt      time.Time    `json:"seen_at"`        // its last refresh
 	ExpiresAt   time.Time    `json:"expires_at"`     // when its entry goes unless refreshed
+	Stopping    bool         `json:"stopping"`       // the pool is shutting down: it claims nothing more
 }
 
 // RunningJob is one job a pool runs, as its registry entry lists it.
@@ -165,6 +166,14 @@ func clipBytes(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// SetStopping marks the entry as the entry of a pool that is shutting
+// down, from the next Refresh on.
+func (r *WorkerRegistration) SetStopping() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.info.Stopping = true
 }
 
 // Info is the entry as last written (or prepared).

@@ -210,7 +210,8 @@ func (p *Pool) Run(ctx context.Context) error {
 // It stops the services in this order, and each step says why:
 //
 //  1. The dispatcher, maintenance, the scheduler and the relay are asked
-//     to stop (intake): the pool takes no new work. A job claimed from
+//     to stop (intake): the pool takes no new work. Its registry entry
+//     is written again at once, marked stopping. A job claimed from
 //     here on (a claim in flight, or sent with an ack) is given back
 //     unrun. A reap or trim in flight is not waited for: it is safe to
 //     cut short, and the client would hold it until its read timeout.
@@ -251,8 +252,11 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	if !p.stopped.CompareAndSwap(false, true) {
 		return errors.New("fenceq: pool already shut down")
 	}
-	// 1. No new work.
+	// 1. No new work, and the registry says so.
 	p.sig.stopIntake()
+	if p.registry != nil {
+		p.registry.stopping()
+	}
 	// Shutdown's deadline ends the asking for a lost claim's answer, in
 	// the dispatcher and in the acker alike.
 	stopAbort := context.AfterFunc(ctx, p.sig.abortNow)

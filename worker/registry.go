@@ -22,12 +22,14 @@ import (
 type registry struct {
 	loop
 	registryParams
-	failing bool // the last refresh failed; only the loop's goroutine (or Start, before it) touches it
+	failing bool          // the last refresh failed; only the loop's goroutine (or Start, before it) touches it
+	now     chan struct{} // a refresh wanted now (the pool is stopping)
 }
 
 // registrar is what the registry asks of broker.WorkerRegistration.
 type registrar interface {
 	Refresh(ctx context.Context, running []broker.RunningJob) error
+	SetStopping()
 	Remove(ctx context.Context) error
 }
 
@@ -41,7 +43,18 @@ type registryParams struct {
 }
 
 func newRegistry(params registryParams) *registry {
-	return &registry{loop: newLoop(), registryParams: params}
+	return &registry{loop: newLoop(), registryParams: params, now: make(chan struct{}, 1)}
+}
+
+// stopping marks the entry as the entry of a pool that is shutting down
+// and has the loop write it at once, without waiting for it: Shutdown's
+// first step.
+func (r *registry) stopping() {
+	r.entry.SetStopping()
+	select {
+	case r.now <- struct{}{}:
+	default:
+	}
 }
 
 // newRegistration prepares the pool's entry: a new id at every start.
@@ -69,13 +82,15 @@ func (r *registry) beat() {
 			return
 		case <-t.C:
 			r.refresh(r.ctx)
+		case <-r.now:
+			r.refresh(r.ctx)
 		}
 	}
 }
 
 // refresh writes the entry once, bounded by the interval.
 func (r *registry) refresh(parent context.Context) {
-	if r.stopping() {
+	if r.loop.stopping() {
 		return // Shutdown came first: it removes the entry, and nothing may write it again
 	}
 	ctx, cancel := context.WithTimeout(parent, r.interval)

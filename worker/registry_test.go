@@ -116,12 +116,19 @@ func TestRegistryListsThePool(t *testing.T) {
 		t.Errorf("running since %v, seen at %v", rj.Since, holder.SeenAt)
 	}
 
-	close(release)
-	waitFor(t, "the finished job out of the entry", func() bool {
+	if w := holder; w.Stopping {
+		t.Error("a running pool is listed as stopping")
+	}
+	// Shutdown marks the entry stopping at once, and keeps it while the
+	// handler finishes.
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Shutdown(ctx) }()
+	waitFor(t, "the entry marked stopping", func() bool {
 		ws, err := in.Workers(ctx)
-		return err == nil && len(ws.Workers) == 1 && ws.Workers[0].Running == 0
+		return err == nil && len(ws.Workers) == 1 && ws.Workers[0].Stopping && ws.Workers[0].Running == 1
 	})
-	if err := p.Shutdown(ctx); err != nil {
+	close(release)
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
 	if ws, err := in.Workers(ctx); err != nil || len(ws.Workers) != 0 {

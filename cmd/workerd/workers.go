@@ -60,8 +60,12 @@ func runWorkers(ctx context.Context, e *env, args []string) error {
 		if more := w.QueueCount - len(w.Queues); more > 0 {
 			qs += fmt.Sprintf(" +%d", more)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d/%d\t%s\t%s ago\n", cmp.Or(w.Name, w.ID), w.Host, w.PID, w.Version, qs,
-			w.Running, w.Concurrency, w.StartedAt.UTC().Format("2006-01-02 15:04:05"), ws.Now.Sub(w.SeenAt).Round(time.Second))
+		load := fmt.Sprintf("%d/%d", w.Running, w.Concurrency)
+		if w.Stopping {
+			load += " stopping"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s ago\n", cmp.Or(w.Name, w.ID), w.Host, w.PID, w.Version, qs,
+			load, w.StartedAt.UTC().Format("2006-01-02 15:04:05"), ws.Now.Sub(w.SeenAt).Round(time.Second))
 		running += w.Running
 		slots += w.Concurrency
 	}

@@ -100,6 +100,15 @@ func TestWorkersCommand(t *testing.T) {
 		t.Errorf("inspect --json holder %+v", h)
 	}
 
+	// A pool shutting down says so.
+	reg.SetStopping()
+	if err := reg.Refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.ok("", "workers"); !strings.Contains(out, "0/4 stopping") {
+		t.Errorf("a stopping pool's line:\n%s", out)
+	}
+
 	if code, _, errOut := c.run("", "workers", "extra"); code != 2 || !strings.Contains(errOut, "extra") {
 		t.Errorf("workers extra: exit %d, %q", code, errOut)
 	}

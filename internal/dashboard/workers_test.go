@@ -69,6 +69,18 @@ func TestWorkersAndHolders(t *testing.T) {
 		}
 	}
 
+	if strings.Contains(body, "shutting down") {
+		t.Error("a running pool is shown shutting down")
+	}
+	reg := r.registerPool("def456", "box-2", "pool 2")
+	reg.SetStopping()
+	if err := reg.Refresh(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := r.get(c, "/ui/workers"); !strings.Contains(body, "shutting down") {
+		t.Error("a stopping pool is not shown shutting down")
+	}
+
 	_, body = r.get(c, "/ui/queues/mail/jobs/j1")
 	if !strings.Contains(body, `href="/ui/workers#w-abc123"`) || !strings.Contains(html.UnescapeString(body), "box-1 pid 4242 (pool 1)") {
 		t.Errorf("the job page does not link to its holder:\n%s", body)
