@@ -21,9 +21,9 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"queueURL": queueURL, "leasesURL": leasesURL, "groupsURL": groupsURL, "groupJobsURL": groupJobsURL, "groupFindURL": groupFindURL, "jobURL": jobURL, "releaseURL": releaseURL,
 		"count": count, "age": age, "when": when, "clip": clip,
-		"int64":      func(n int) int64 { return int64(n) },
-		"ago":        func(s string) string { return strings.TrimPrefix(s, "-") },
-		"workersURL": func() string { return Mount + "workers" }, "workerAnchor": workerAnchor,
+		"int64":         func(n int) int64 { return int64(n) },
+		"ago":           func(s string) string { return strings.TrimPrefix(s, "-") },
+		"workerAnchor":  workerAnchor,
 		"maxWorkerJobs": func() int { return broker.MaxWorkerJobs },
 		"rows": func(l []leaseRow, s session, queue string) leaseRows {
 			return leaseRows{L: l, S: s, Queue: queue}
