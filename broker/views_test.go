@@ -24,15 +24,15 @@ func TestViewsByAudience(t *testing.T) {
 			"Enqueue", "EnqueueArgs", "EnqueueMany", "TracerProvider", "ValidateJob", "Wait"}},
 		{reflect.TypeFor[*broker.Leases](), []string{
 			"Ack", "AckMany", "Claim", "ClaimRequest", "Fail", "FusedAck", "FusedFail",
-			"FusedSnooze", "GiveBack", "Progress", "Reap", "Release", "Renew", "Snooze",
+			"FusedSnooze", "GiveBack", "Progress", "Reap", "RegisterWorker", "Release", "Renew", "Snooze",
 			"Trim", "WaitForWork"}},
 		{reflect.TypeFor[*broker.Inspector](), []string{
-			"Cancel", "ChangeGroupLimits", "ChangeLimits", "Check", "Counts", "Delete", "EndSession", "Events", "EventsKept",
-			"ExpiredLeases", "Footprint", "GroupLimits", "Groups", "Job", "JobLinks", "JobListed", "JobPage", "Jobs",
+			"Cancel", "ChangeGroupLimits", "ChangeLimits", "Check", "Counts", "DeadSince", "Delete", "EndSession", "Events", "EventsKept",
+			"ExpiredLeases", "Footprint", "GroupLimits", "Groups", "Job", "JobHolder", "JobLinks", "JobListed", "JobPage", "Jobs",
 			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "Promote", "Purge", "QueueExists",
 			"QueueMemory", "Queues", "RecentEvents", "RedisTime", "ReleaseUnowned", "Resume",
 			"Retry", "RetryDead", "ServerMemory", "SessionActive", "SetEvents", "SetLimits",
-			"SetMaxRunning", "SetRate", "StartSession", "Throughput"}},
+			"SetMaxRunning", "SetRate", "StartSession", "Throughput", "Workers"}},
 	} {
 		var got []string
 		for i := range tc.typ.NumMethod() {

@@ -62,6 +62,15 @@ const (
 	// WaitForever, as UnknownKindPolicy.For, lets a job wait for a pool
 	// that has its kind with no end.
 	WaitForever = -1
+
+	// RegistryIntervalDefault is how often a pool refreshes its entry in
+	// the live worker registry; the entry expires RegistryTTLFactor
+	// intervals after its last refresh (30s by default).
+	RegistryIntervalDefault = 10 * time.Second
+	RegistryTTLFactor       = 3
+	// NoRegistry, as Config.RegistryInterval, keeps the pool out of the
+	// live worker registry.
+	NoRegistry = -1
 )
 
 // UnknownKindPolicy says how a pool treats a job whose kind its handler
@@ -161,6 +170,19 @@ type Config struct {
 	Middleware []middleware.Middleware
 	// Logger receives the pool's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Name labels the pool in the live worker registry (workerd's pools
+	// are "pool 1", "pool 2" …). Default "": the registry shows its
+	// queues. At most 200 bytes.
+	Name string
+	// RegistryInterval is how often the pool refreshes its entry in the
+	// live worker registry (broker.Inspector.Workers): its host, pid,
+	// version, queues, concurrency and running jobs. The entry expires
+	// RegistryTTLFactor (3) intervals after its last refresh, so a pool
+	// killed outright leaves the list within that time; Shutdown removes
+	// it at once. Default 10s (RegistryIntervalDefault); at least 10ms;
+	// NoRegistry (-1) keeps the pool out of the registry. A refresh is
+	// four Redis commands per pool, none per job.
+	RegistryInterval time.Duration
 	// OnRenew, when set, is called after every heartbeat round that had
 	// leases to renew, with its duration: a hook for metrics. It must not
 	// block.
@@ -181,6 +203,7 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
 	c.ReapBatch = cmp.Or(c.ReapBatch, ReapBatchDefault)
+	c.RegistryInterval = cmp.Or(c.RegistryInterval, RegistryIntervalDefault)
 	if c.Backoff == nil {
 		c.Backoff = ExponentialBackoff(time.Second, time.Hour)
 	}
@@ -230,12 +253,19 @@ func (c Config) validate() error {
 		return invalid("ShutdownTimeout", "ShutdownTimeout is %v; it must not be negative", c.ShutdownTimeout)
 	case c.ReapBatch < 1:
 		return invalid("ReapBatch", "ReapBatch is %d; it must be at least 1 (0 means %d)", c.ReapBatch, ReapBatchDefault)
+	case c.RegistryInterval < 10*time.Millisecond && c.RegistryInterval != NoRegistry:
+		return invalid("RegistryInterval", "RegistryInterval is %v; it must be at least 10ms, 0 for the default (%v), or NoRegistry (-1) to keep the pool out of the worker registry", c.RegistryInterval, RegistryIntervalDefault)
 	case c.UnknownKind.Delay < time.Millisecond:
 		return invalid("UnknownKind.Delay", "UnknownKind.Delay is %v; it must be at least 1ms (0 means %v)", c.UnknownKind.Delay, UnknownKindDelayDefault)
 	case c.UnknownKind.MaxDelay < c.UnknownKind.Delay:
 		return invalid("UnknownKind.MaxDelay", "UnknownKind.MaxDelay is %v; it must be at least UnknownKind.Delay, %v (0 means %v)", c.UnknownKind.MaxDelay, c.UnknownKind.Delay, UnknownKindMaxDelayDefault)
 	case c.UnknownKind.For < 0 && c.UnknownKind.For != WaitForever:
 		return invalid("UnknownKind.For", "UnknownKind.For is %v; it must be positive, 0 for the default (%v), or WaitForever (-1) to wait with no end", c.UnknownKind.For, UnknownKindForDefault)
+	}
+	if c.Name != "" {
+		if err := broker.ValidateWorkerName(c.Name); err != nil {
+			return &ConfigError{Field: "Name", Err: err}
+		}
 	}
 	r := c.Retention
 	for _, f := range []struct {
@@ -265,6 +295,10 @@ func (c Config) trimRetention() broker.Retention {
 	r.MaxDone, r.MaxCancelled, r.MaxDead = max(r.MaxDone, 0), max(r.MaxCancelled, 0), max(r.MaxDead, 0)
 	return r
 }
+
+// registryTTL is how long the pool's registry entry outlives its last
+// refresh.
+func (c Config) registryTTL() time.Duration { return RegistryTTLFactor * c.RegistryInterval }
 
 // reapInterval is how often the maintenance loop reaps (invariant 5).
 func (c Config) reapInterval() time.Duration { return max(c.LeaseDuration/3, c.PollInterval) }

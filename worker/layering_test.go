@@ -31,7 +31,7 @@ func TestWorkerImportsNoRedisClient(t *testing.T) {
 func TestServicesHoldNoPool(t *testing.T) {
 	for _, s := range []reflect.Type{
 		reflect.TypeFor[dispatcher](), reflect.TypeFor[maintenance](), reflect.TypeFor[heartbeat](),
-		reflect.TypeFor[acker](), reflect.TypeFor[scheduler](), reflect.TypeFor[relay](),
+		reflect.TypeFor[acker](), reflect.TypeFor[scheduler](), reflect.TypeFor[relay](), reflect.TypeFor[registry](),
 	} {
 		for _, p := range reachesPool(s) {
 			t.Errorf("%s: %s", s.Name(), p)

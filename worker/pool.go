@@ -49,6 +49,7 @@ type Pool struct {
 	acker       *acker
 	scheduler   *scheduler
 	relay       *relay
+	registry    *registry // nil: Config.RegistryInterval is NoRegistry
 
 	stats        stats
 	unknownKinds kindThrottle // the warning of each kind the handler lacks
@@ -127,6 +128,15 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		held: p.held, slots: p.slots, jobs: p,
 	})
 	p.relay = newRelay(p.sig.intake, relayParams{log: p.log, pollInterval: cfg.PollInterval, relayer: cfg.Outbox})
+	if cfg.RegistryInterval != NoRegistry {
+		entry, err := newRegistration(b.Leases(), cfg, p.queueNames())
+		if err != nil {
+			return nil, err
+		}
+		p.registry = newRegistry(registryParams{
+			log: p.log, interval: cfg.RegistryInterval, lease: cfg.LeaseDuration, entry: entry, held: p.held,
+		})
+	}
 	return p, nil
 }
 
@@ -152,6 +162,11 @@ func (p *Pool) Start(ctx context.Context) error {
 		// stopped before they ran, and none will run now.
 		return errors.New("fenceq: pool shut down while it was starting")
 	}
+	if p.registry != nil {
+		// Written before the first claim, so that the pool is listed
+		// from its start and no refresh lands among its first jobs.
+		p.registry.refresh(ctx)
+	}
 	for _, s := range p.services() {
 		s.start()
 	}
@@ -166,7 +181,11 @@ func (p *Pool) Start(ctx context.Context) error {
 // that what it recovers at start is claimed at once. None waits for
 // another, so the order is for the reader; Shutdown's is not.
 func (p *Pool) services() []service {
-	return []service{p.heartbeat, p.acker, p.maintenance, p.dispatcher, p.scheduler, p.relay}
+	s := []service{p.heartbeat, p.acker, p.maintenance, p.dispatcher, p.scheduler, p.relay}
+	if p.registry != nil {
+		s = append(s, p.registry)
+	}
+	return s
 }
 
 // Run starts the pool and shuts it down gracefully when ctx is done.
@@ -191,7 +210,8 @@ func (p *Pool) Run(ctx context.Context) error {
 // It stops the services in this order, and each step says why:
 //
 //  1. The dispatcher, maintenance, the scheduler and the relay are asked
-//     to stop (intake): the pool takes no new work. A job claimed from
+//     to stop (intake): the pool takes no new work. Its registry entry
+//     is written again at once, marked stopping. A job claimed from
 //     here on (a claim in flight, or sent with an ack) is given back
 //     unrun. A reap or trim in flight is not waited for: it is safe to
 //     cut short, and the client would hold it until its read timeout.
@@ -209,8 +229,11 @@ func (p *Pool) Run(ctx context.Context) error {
 //     ctx (abort); a claim already sent to a stalled server is waited for
 //     up to the client's read timeout and retries, so on a stalled server
 //     Shutdown may return that long after ctx.
-//  6. The scheduler and the relay are waited for last: each is at most
-//     one tick or one relay round from its end.
+//  6. The scheduler and the relay are waited for: each is at most one
+//     tick or one relay round from its end.
+//  7. The registry's refreshes stop and the pool's entry is removed
+//     (within a second; an entry left behind expires): it is listed as
+//     long as it holds jobs.
 //
 // The signals: what ends each, and who waits on it.
 //
@@ -229,8 +252,11 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	if !p.stopped.CompareAndSwap(false, true) {
 		return errors.New("fenceq: pool already shut down")
 	}
-	// 1. No new work.
+	// 1. No new work, and the registry says so.
 	p.sig.stopIntake()
+	if p.registry != nil {
+		p.registry.stopping()
+	}
 	// Shutdown's deadline ends the asking for a lost claim's answer, in
 	// the dispatcher and in the acker alike.
 	stopAbort := context.AfterFunc(ctx, p.sig.abortNow)
@@ -253,6 +279,13 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	// 6. The periodic ticks and the outbox.
 	p.scheduler.wait()
 	p.relay.wait()
+
+	// 7. The pool runs nothing more: it leaves the worker registry.
+	if p.registry != nil {
+		p.registry.stop()
+		p.registry.wait()
+		p.registry.remove()
+	}
 	p.log.Info("fenceq pool stopped", slog.Int64("succeeded", p.stats.succeeded.Load()), slog.Int64("claimed", p.stats.claimed.Load()))
 	return err
 }

@@ -61,6 +61,23 @@ type poolConfig struct {
 	Backoff        backoffConfig     `yaml:"backoff"`
 	Retention      *retentionConfig  `yaml:"retention"`
 	UnknownKind    unknownKindConfig `yaml:"unknown_kind"`
+	// Name labels the pool in the worker registry; default "pool N".
+	Name string `yaml:"name"`
+	// RegistryInterval is how often the pool refreshes its registry
+	// entry (worker.Config.RegistryInterval); "off" keeps it out.
+	RegistryInterval registryInterval `yaml:"registry_interval"`
+}
+
+// registryInterval is a pool's registry refresh interval: a duration, or
+// "off".
+type registryInterval struct{ duration }
+
+func (r *registryInterval) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "off" {
+		r.Duration = worker.NoRegistry
+		return nil
+	}
+	return r.duration.UnmarshalYAML(n)
 }
 
 // unknownKindConfig is how a pool gives back a job of a kind missing from
@@ -362,6 +379,7 @@ func (p poolConfig) workerConfig() worker.Config {
 		LeaseDuration: p.Lease.Duration, PollInterval: p.PollInterval.Duration,
 		UnknownKind: worker.UnknownKindPolicy{Delay: p.UnknownKind.Delay.Duration, MaxDelay: p.UnknownKind.MaxDelay.Duration,
 			For: p.UnknownKind.DeadAfter.Duration},
+		Name: p.Name, RegistryInterval: p.RegistryInterval.Duration,
 	}
 	for _, q := range p.Queues {
 		cfg.Queues = append(cfg.Queues, worker.Queue{Name: q.Name, Weight: q.Weight})

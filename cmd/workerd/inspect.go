@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +54,18 @@ type leaseJSON struct {
 	Deadline    time.Time `json:"deadline"`
 	LeftSeconds float64   `json:"left_seconds"`
 	Expired     bool      `json:"expired"`
+	// Holder is the live pool whose registry entry lists this lease;
+	// absent when none does.
+	Holder *holderJSON `json:"holder,omitempty"`
+}
+
+// holderJSON is the pool holding a lease, in `workerd inspect QUEUE --json`.
+type holderJSON struct {
+	Pool           string  `json:"pool"` // the pool's registry id (workerd workers)
+	Name           string  `json:"name,omitempty"`
+	Host           string  `json:"host"`
+	PID            int     `json:"pid"`
+	RunningSeconds float64 `json:"running_seconds"` // since the claim, Redis clock
 }
 
 type queueDetailJSON struct {
@@ -235,11 +248,19 @@ func inspectQueue(ctx context.Context, e *env, in *broker.Inspector, q string, l
 	if err != nil {
 		return err
 	}
+	// The holders come from the worker registry: without it the leases
+	// are still listed.
+	ws, werr := in.Workers(ctx)
 	out := queueDetailJSON{queueJSON: o, Leases: []leaseJSON{}}
 	expired := 0
 	for _, l := range ls {
-		out.Leases = append(out.Leases, leaseJSON{ID: l.ID, Kind: l.Kind, Attempt: l.Attempt, Generation: l.Generation,
-			Deadline: l.Deadline.UTC(), LeftSeconds: l.Left.Seconds(), Expired: l.Expired()})
+		lj := leaseJSON{ID: l.ID, Kind: l.Kind, Attempt: l.Attempt, Generation: l.Generation,
+			Deadline: l.Deadline.UTC(), LeftSeconds: l.Left.Seconds(), Expired: l.Expired()}
+		if w, j, ok := ws.Holder(q, l.ID, l.Generation); ok {
+			now := l.Deadline.Add(-l.Left) // the Redis clock when the lease was read
+			lj.Holder = &holderJSON{Pool: w.ID, Name: w.Name, Host: w.Host, PID: w.PID, RunningSeconds: now.Sub(j.Since).Seconds()}
+		}
+		out.Leases = append(out.Leases, lj)
 		if l.Expired() {
 			expired++
 		}
@@ -259,16 +280,26 @@ func inspectQueue(ctx context.Context, e *env, in *broker.Inspector, q string, l
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tKIND\tATTEMPT\tGENERATION\tLEASE")
-	for _, l := range ls {
+	fmt.Fprintln(tw, "JOB\tKIND\tATTEMPT\tGENERATION\tLEASE\tHELD BY\tRUNNING FOR")
+	for i, l := range ls {
 		left := "expires in " + l.Left.Round(time.Millisecond).String()
 		if l.Expired() {
 			left = fmt.Sprintf("EXPIRED %s ago, not yet reaped", (-l.Left).Round(time.Millisecond))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", l.ID, l.Kind, l.Attempt, l.Generation, left)
+		held, running := "-", "-"
+		if h := out.Leases[i].Holder; h != nil {
+			held = fmt.Sprintf("%s pid %d (%s)", h.Host, h.PID, cmp.Or(h.Name, "pool "+h.Pool))
+			running = (time.Duration(h.RunningSeconds * float64(time.Second))).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", l.ID, l.Kind, l.Attempt, l.Generation, left, held, running)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if werr != nil {
+		fmt.Fprintf(e.stderr, "the holders are not shown: %v\n", werr)
+	} else if slices.ContainsFunc(out.Leases, func(l leaseJSON) bool { return l.Holder == nil }) {
+		fmt.Fprintln(e.stderr, "HELD BY -: no live pool lists the lease yet (a pool lists its jobs at each refresh of its registry entry, every 10s by default), or its pool is gone (workerd workers lists the live ones)")
 	}
 	if expired > 0 {
 		fmt.Fprintf(e.stdout, "\n%d lease(s) expired and not yet reaped: their workers are gone or stalled. A running pool of this queue\nreaps them within a third of the lease; if the list does not shrink, no pool serves this queue.\n", expired)

@@ -3,7 +3,8 @@
 //	workerd dev                              an embedded Redis, demo workers and jobs
 //	workerd run --config workerd.yaml        the production runner
 //	workerd enqueue QUEUE KIND [flags]       enqueue a job (or --jsonl FILE for many)
-//	workerd inspect [QUEUE | job QUEUE ID]   queues, leases, one job
+//	workerd inspect [QUEUE | job QUEUE ID]   queues, leases (and who holds them), one job
+//	workerd workers [--json]                 the live worker pools: host, pid, queues, running jobs
 //	workerd jobs QUEUE --state STATE         list a queue's jobs in one state
 //	workerd release QUEUE ID                 force-release a running job
 //	workerd retry QUEUE ID | --dead          send dead jobs back
@@ -56,8 +57,9 @@ func commands() []command {
 		{"dev", "run an embedded Redis with demo workers and jobs (no setup)", runDev},
 		{"run", "run workers from a config file (the production runner)", runRun},
 		{"enqueue", "enqueue a job, or many from a JSON-lines file", runEnqueue},
-		{"inspect", "show queues, a queue's leases, or one job", runInspect},
+		{"inspect", "show queues, a queue's leases and who holds them, or one job", runInspect},
 		{"jobs", "list a queue's jobs in one state, e.g. the dead ones", runJobs},
+		{"workers", "list the live worker pools: host, pid, version, queues, running jobs", runWorkers},
 		{"groups", "list a queue's job groups: running, ready and limits, largest backlogs first", runGroups},
 		{"release", "force-release a running job (it runs again elsewhere)", runRelease},
 		{"retry", "send a dead or cancelled job, or all dead jobs, back to run", runRetry},

@@ -166,6 +166,9 @@ func (r *runner) startPools(ctx context.Context, mux *handlers.Mux, timeouts map
 		wc := pc.workerConfig()
 		wc.ShutdownTimeout = cfg.ShutdownTimeout.Duration
 		wc.Logger = log.With(slog.Int("pool", i))
+		if wc.Name == "" {
+			wc.Name = fmt.Sprintf("pool %d", i)
+		}
 		wc.Middleware = []middleware.Middleware{m.c.Middleware(), middleware.Timeout(0, timeouts)}
 		wc.OnRenew = m.c.ObserveRenew
 		if i == 0 { // schedules run once per process; any pool may carry them

@@ -21,14 +21,16 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"queueURL": queueURL, "leasesURL": leasesURL, "groupsURL": groupsURL, "groupJobsURL": groupJobsURL, "groupFindURL": groupFindURL, "jobURL": jobURL, "releaseURL": releaseURL, "deleteURL": deleteURL,
 		"count": count, "age": age, "when": when, "clip": clip, "lastError": lastError,
-		"int64": func(n int) int64 { return int64(n) },
-		"ago":   func(s string) string { return strings.TrimPrefix(s, "-") },
-		"rows": func(l []broker.LeaseInfo, s session, queue string) leaseRows {
+		"int64":         func(n int) int64 { return int64(n) },
+		"ago":           func(s string) string { return strings.TrimPrefix(s, "-") },
+		"workerAnchor":  workerAnchor,
+		"maxWorkerJobs": func() int { return broker.MaxWorkerJobs },
+		"rows": func(l []leaseRow, s session, queue string) leaseRows {
 			return leaseRows{L: l, S: s, Queue: queue}
 		},
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "job", "leases", "groups", "release", "confirm", "login", "error"} {
+	for _, name := range []string{"overview", "queue", "job", "leases", "groups", "release", "confirm", "login", "error", "workers"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: parse the %s page: %w", name, err)
@@ -40,7 +42,7 @@ func parsePages() (map[string]*template.Template, error) {
 
 // leaseRows is what the leases table template takes.
 type leaseRows struct {
-	L     []broker.LeaseInfo
+	L     []leaseRow
 	S     session
 	Queue string
 }

@@ -23,6 +23,7 @@ type leaseView struct {
 	Deadline   time.Time
 	Left       time.Duration // on the Redis clock; negative once expired
 	Expired    bool
+	Now        time.Time // the Redis clock when it was read
 }
 
 // jobView is a job's page.
@@ -32,6 +33,8 @@ type jobView struct {
 	Result         shown
 	Progress       shown
 	Lease          *leaseView
+	Holder         *holderView // the pool that holds Lease; nil when none is listed
+	HolderErr      string      // why the holder is not shown: the registry could not be read
 	Links          broker.JobLinks
 	EventsOn       bool
 	Events         []broker.Event
@@ -65,6 +68,14 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
+	if jv.Lease != nil {
+		ws, err := s.in.Workers(ctx)
+		if err != nil {
+			jv.HolderErr = "the worker registry could not be read: " + err.Error()
+		} else {
+			jv.Holder = holderOf(ws, queue, id, jv.Lease.Generation, jv.Lease.Now)
+		}
+	}
 	if jv.Links, err = s.in.JobLinks(ctx, queue, id, linksShown); err != nil {
 		s.failErr(w, r, "read the dependencies of job "+id, err)
 		return
@@ -116,7 +127,7 @@ func (s *Server) readJob(ctx context.Context, queue, id string, whole bool) (job
 			return jobView{}, err
 		}
 		left := j.LeaseUntil.Sub(now)
-		jv.Lease = &leaseView{Generation: j.Generation, Deadline: j.LeaseUntil, Left: left, Expired: left <= 0}
+		jv.Lease = &leaseView{Generation: j.Generation, Deadline: j.LeaseUntil, Left: left, Expired: left <= 0, Now: now}
 	}
 	return jv, nil
 }

@@ -12,10 +12,19 @@ const leasesShown = 200
 // leasesView is a queue's leases page.
 type leasesView struct {
 	Summary queueSummary
-	Expired []broker.LeaseInfo
-	Leases  []broker.LeaseInfo
+	Expired []leaseRow
+	Leases  []leaseRow
 	More    bool // more running jobs than Leases lists
 	Here    string
+	// NoHolders says why the holders are not shown: the registry could
+	// not be read. "" when they are.
+	NoHolders string
+}
+
+// leaseRow is one lease on the leases page, with the pool that holds it.
+type leaseRow struct {
+	broker.LeaseInfo
+	Holder *holderView // nil: no live pool lists it
 }
 
 func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
@@ -31,7 +40,8 @@ func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lv := leasesView{Summary: sum, Here: leasesURL(queue)}
-	if lv.Expired, err = s.in.ExpiredLeases(ctx, queue, leasesShown); err != nil {
+	expired, err := s.in.ExpiredLeases(ctx, queue, leasesShown)
+	if err != nil {
 		s.failErr(w, r, "read the expired leases of "+queue, err)
 		return
 	}
@@ -40,9 +50,23 @@ func (s *Server) leases(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, "read the leases of "+queue, err)
 		return
 	}
+	// The holders are a help, not the page: without the registry the
+	// leases are still shown.
+	ws, err := s.in.Workers(ctx)
+	if err != nil {
+		lv.NoHolders = "The worker registry could not be read (" + err.Error() + "), so the holders are not shown. Reload to try again."
+	}
+	row := func(l broker.LeaseInfo) leaseRow {
+		// A lease's Left was measured on the Redis clock: its deadline
+		// less it is that clock's now.
+		return leaseRow{LeaseInfo: l, Holder: holderOf(ws, queue, l.ID, l.Generation, l.Deadline.Add(-l.Left))}
+	}
+	for _, l := range expired {
+		lv.Expired = append(lv.Expired, row(l))
+	}
 	for _, l := range all {
 		if !l.Expired() {
-			lv.Leases = append(lv.Leases, l)
+			lv.Leases = append(lv.Leases, row(l))
 		}
 	}
 	lv.More = sum.O.Running > int64(len(all))

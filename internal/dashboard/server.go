@@ -134,6 +134,7 @@ func (s *Server) routes() {
 	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", cacheFor(time.Hour, http.FileServerFS(static))))
 	m.HandleFunc("GET /ui/{$}", s.overview)
 	m.HandleFunc("GET /ui/live", s.live)
+	m.HandleFunc("GET /ui/workers", s.workers)
 	m.HandleFunc("GET /ui/queues/{queue}", s.queue)
 	m.HandleFunc("GET /ui/queues/{queue}/leases", s.leases)
 	m.HandleFunc("GET /ui/queues/{queue}/groups", s.groups)

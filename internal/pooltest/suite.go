@@ -37,6 +37,7 @@ func Run(t *testing.T, nc NewClient) {
 		{"TraceCancel", testTraceCancel},
 		{"TraceStaleSettlement", testTraceStaleSettlement},
 		{"TraceOff", testTraceOff},
+		{"WorkerRegistry", testRegistry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
