@@ -202,13 +202,10 @@ func jobError(ctx context.Context, e *env, in *broker.Inspector, queue string, e
 	return notFoundIsFailure(e, err)
 }
 
-// notFoundIsFailure prints a missing job as a failure (exit 1), and passes
-// other errors on.
-func notFoundIsFailure(e *env, err error) error {
-	if errors.Is(err, broker.ErrJobNotFound) || errors.Is(err, broker.ErrCorruptJob) {
-		fmt.Fprintln(e.stderr, err)
-		return errFailed
-	}
+// notFoundIsFailure passes a missing job on as a failure (exit 1, the
+// error after the command's prefix), and an invalid argument as a usage
+// error.
+func notFoundIsFailure(_ *env, err error) error {
 	if errors.Is(err, broker.ErrInvalid) {
 		return usagef("%v", err)
 	}

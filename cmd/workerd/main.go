@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -81,6 +82,14 @@ type configError struct{ err error }
 func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
+// onePrefix is an error's message without the library's own "fenceq: "
+// prefixes: workerd's "workerd COMMAND: " is the only one an error gets.
+func onePrefix(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "fenceq: ")
+	return strings.ReplaceAll(msg, ": fenceq: ", ": ")
+}
+
 // failure is a reported failure (check found inconsistencies): exit code 1,
 // with nothing more to print.
 var errFailed = errors.New("failed")
@@ -119,13 +128,13 @@ func run(ctx context.Context, e *env, args []string) int {
 		case errors.Is(err, errFailed):
 			return 1
 		case errors.As(err, &ue):
-			fmt.Fprintf(e.stderr, "workerd %s: %v\nRun 'workerd %s --help' for usage.\n", c.name, err, c.name)
+			fmt.Fprintf(e.stderr, "workerd %s: %s\nRun 'workerd %s --help' for usage.\n", c.name, onePrefix(err), c.name)
 			return 2
 		case errors.As(err, &ce):
-			fmt.Fprintf(e.stderr, "workerd %s: %v\n", c.name, err)
+			fmt.Fprintf(e.stderr, "workerd %s: %s\n", c.name, onePrefix(err))
 			return 2
 		default:
-			fmt.Fprintf(e.stderr, "workerd %s: %v\n", c.name, err)
+			fmt.Fprintf(e.stderr, "workerd %s: %s\n", c.name, onePrefix(err))
 			return 1
 		}
 	}
