@@ -16,6 +16,7 @@ import (
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/version"
 	"github.com/fenceq/fenceq/worker"
 )
 
@@ -43,6 +44,7 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	log.Info("workerd dev starting", slog.String("version", version.String()))
 	start := time.Now()
 	// ctx is the user's stop (Ctrl-C); work stops at that or at --exit-after.
 	work := ctx
@@ -111,7 +113,7 @@ func startEmbeddedRedis(e *env) (*miniredis.Miniredis, error) {
 		return nil, fmt.Errorf("start the embedded Redis: %w", err)
 	}
 	url := "redis://" + mr.Addr()
-	fmt.Fprintf(e.stdout, "workerd dev: embedded Redis at %s (in memory, NOT durable: everything is gone when this process exits)\n", url)
+	fmt.Fprintf(e.stdout, "workerd dev (fenceq %s): embedded Redis at %s (in memory, NOT durable: everything is gone when this process exits)\n", version.String(), url)
 	fmt.Fprintf(e.stdout, "  from another terminal:  go run ./cmd/workerd inspect %s --redis %s\n", devQueue, url)
 	fmt.Fprintf(e.stdout, "                          go run ./cmd/workerd enqueue %s demo.greet --payload '{\"name\":\"you\"}' --redis %s\n", devQueue, url)
 	fmt.Fprintln(e.stdout, "  Ctrl-C stops gracefully.")

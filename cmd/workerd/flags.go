@@ -25,6 +25,11 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 			fmt.Fprintf(e.stdout, "%s%s.\n\n", strings.ToUpper(s[:1]), s[1:])
 		}
 		fmt.Fprint(e.stdout, "Flags:\n")
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n == 0 {
+			fmt.Fprint(e.stdout, "  none\n")
+		}
 		fs.SetOutput(e.stdout)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)

@@ -66,6 +66,7 @@ func commands() []command {
 		{"check", "verify that every job is in the index of its state", runCheck},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 		{"ui", "serve the web dashboard (read-only without --ui-token)", runUI},
+		{"version", "print the version of fenceq this workerd is built from", runVersion},
 	}
 }
 
@@ -112,6 +113,9 @@ func run(ctx context.Context, e *env, args []string) int {
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(e.stdout)
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
