@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fenceq/fenceq/broker"
-	"github.com/fenceq/fenceq/internal/version"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/version"
 	"github.com/fenceq/fenceq/middleware"
 	"github.com/fenceq/fenceq/worker"
 )
