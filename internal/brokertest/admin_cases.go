@@ -1115,3 +1115,41 @@ func testOverviewClaimable(t *testing.T, nb NewBackend) {
 	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{}))
 	claimable(2)
 }
+
+// Overview says what holds a queue's pending jobs back: its limits, the
+// starts its rate counts now and, when they use it up, the wait until the
+// next start; Throttled says it in words.
+func testOverviewThrottle(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	overview := func() broker.Overview {
+		t.Helper()
+		o, err := s.b.Inspector().Overview(s.ctx, s.q)
+		noErr(t, "Overview", err)
+		return o
+	}
+	for range 3 {
+		s.enqueue(t, broker.Job{})
+	}
+	if o := overview(); o.Limits != (broker.Limits{}) || o.Started != 0 || o.NextStart != 0 || o.Throttled() != "" {
+		t.Fatalf("no limits: %+v, throttled %q", o, o.Throttled())
+	}
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 1, Rate: 2, Per: time.Hour}))
+	if o := overview(); o.Limits != (broker.Limits{MaxRunning: 1, Rate: 2, Per: time.Hour}) || o.Throttled() != "" {
+		t.Fatalf("limits, none reached: %+v, throttled %q", o, o.Throttled())
+	}
+	s.claimOne(t, long)
+	o := overview()
+	want(t, "starts in the hour", o.Started, 1)
+	want(t, "next start with a start left", o.NextStart, 0)
+	want(t, "throttled at max running", o.Throttled(), "max running reached (1 of 1)")
+	noErr(t, "SetMaxRunning", s.b.Inspector().SetMaxRunning(s.ctx, s.q, 0))
+	s.claimOne(t, long)
+	o = overview()
+	want(t, "starts in the hour", o.Started, 2)
+	if o.NextStart <= 59*time.Minute || o.NextStart > time.Hour {
+		t.Fatalf("next start in %v; want about an hour", o.NextStart)
+	}
+	want(t, "throttled by the rate", o.Throttled(), "at most 2 starts per 1h0m0s; next start in 1h0m0s")
+	noErr(t, "Pause", s.b.Inspector().Pause(s.ctx, s.q))
+	want(t, "throttled, paused", overview().Throttled(), "paused; at most 2 starts per 1h0m0s; next start in 1h0m0s")
+}

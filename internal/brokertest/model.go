@@ -179,6 +179,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"limits":         m.setLimits,
 			"groupLimits":    m.groupLimits,
 			"events":         m.setEvents,
+			"overview":       m.overview,
 			"advance":        func(*rapid.T) { s.Advance(15 * time.Millisecond) },
 			"pastHorizon":    m.pastHorizon,
 			"":               m.check,

@@ -38,6 +38,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"UniqueHolderTerms", testUniqueHolderTerms},
 		{"Limits", testLimits},
 		{"OverviewClaimable", testOverviewClaimable},
+		{"OverviewThrottle", testOverviewThrottle},
 		{"LimitsKeepOtherSettings", testLimitsKeepOtherSettings},
 		{"Events", testEvents},
 		{"Dependencies", testDependencies},
