@@ -1153,3 +1153,38 @@ func testOverviewThrottle(t *testing.T, nb NewBackend) {
 	noErr(t, "Pause", s.b.Inspector().Pause(s.ctx, s.q))
 	want(t, "throttled, paused", overview().Throttled(), "paused; at most 2 starts per 1h0m0s; next start in 1h0m0s")
 }
+
+// A retried job is due from its retry: its run_at, which the dashboard
+// shows as "due since" and the oldest pending age counts from, is the
+// retry's time, not its first run_at.
+func testRetryIsDueFromTheRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+	first := s.job(t, id).RunAt
+	_, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
+	noErr(t, "Fail", err)
+	s.Advance(400 * time.Millisecond)
+	at := s.redisTime(t)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
+	noErr(t, "Retry", err)
+	j := s.job(t, id)
+	if j.RunAt.UnixMilli() < at || !j.RunAt.After(first) {
+		t.Fatalf("run_at after the retry at %d: %v (first run_at %v)", at, j.RunAt, first)
+	}
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	if o.HeadAge >= 400*time.Millisecond {
+		t.Fatalf("oldest pending age %v: counted from the first run_at, not the retry", o.HeadAge)
+	}
+	// RetryDead too.
+	_, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
+	noErr(t, "Fail", err)
+	s.Advance(400 * time.Millisecond)
+	at = s.redisTime(t)
+	n, err := s.b.Inspector().RetryDead(s.ctx, s.q, 10)
+	noErr(t, "RetryDead", err)
+	want(t, "retried", n, 1)
+	if j := s.job(t, id); j.RunAt.UnixMilli() < at {
+		t.Fatalf("run_at after RetryDead at %d: %v", at, j.RunAt)
+	}
+}

@@ -26,6 +26,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Cancel", testCancel},
 		{"GroupCore", testGroupCore},
 		{"Retry", testRetry},
+		{"RetryIsDueFromTheRetry", testRetryIsDueFromTheRetry},
 		{"Pause", testPause},
 		{"FlagScheduled", testFlagScheduled},
 		{"FlagScheduledStaleLow", testFlagScheduledStaleLow},
