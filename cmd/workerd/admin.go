@@ -501,6 +501,10 @@ func requireQueueToSet(ctx context.Context, in *broker.Inspector, q string, set,
 	case !set:
 		return requireQueue(ctx, in, q, "")
 	case create:
+		// A new queue's name follows the rule an enqueue applies.
+		if err := broker.ValidateQueue(q); err != nil {
+			return usagef("%v", err)
+		}
 		return nil
 	}
 	return requireQueue(ctx, in, q, "; to set it up before its first job, add --create")
