@@ -3,14 +3,23 @@
 //	workerd dev                              an embedded Redis, demo workers and jobs
 //	workerd run --config workerd.yaml        the production runner
 //	workerd enqueue QUEUE KIND [flags]       enqueue a job (or --jsonl FILE for many)
-//	workerd inspect [QUEUE | job QUEUE ID]   queues, leases, one job
+//	workerd inspect [QUEUE | job QUEUE ID]   queues, limits, leases, one job
 //	workerd jobs QUEUE --state STATE         list a queue's jobs in one state
+//	workerd groups QUEUE                     a queue's job groups and their limits
 //	workerd release QUEUE ID                 force-release a running job
 //	workerd retry QUEUE ID | --dead          send dead jobs back
 //	workerd cancel QUEUE ID                  cancel a job
-//	workerd pause QUEUE / resume QUEUE       stop and restart claiming from a queue
+//	workerd pause QUEUE                      stop claiming from a queue
+//	workerd resume QUEUE                     claim from a paused queue again
+//	workerd limit QUEUE [flags]              set or show a queue's and its groups' limits
+//	workerd events QUEUE --keep N | --off    record a queue's lifecycle events
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
+//	workerd bench [flags]                    measure throughput on a real Redis
 //	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
+//	workerd version                          the fenceq version (also --version)
+//
+// Every command of commands() is listed here, in 'workerd --help' and in
+// the README's command table; TestEveryCommandIsListed holds them to it.
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
 // found by check, a job or queue that does not exist), 2 a usage or
