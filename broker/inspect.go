@@ -359,9 +359,10 @@ type Overview struct {
 	// Started is how many jobs started within the last Limits.Per, as the
 	// rate limit counts them (0 without a rate limit).
 	Started int64
-	// NextStart, when Started has used up the rate, is how long until the
-	// oldest of those starts leaves the window and another job may start;
-	// 0 when the rate does not hold starts back.
+	// NextStart, when Started has used up the rate, is how long until
+	// enough of those starts leave the window for another job to start
+	// (the oldest, or more when the rate was lowered under what had
+	// started); 0 when the rate does not hold starts back.
 	NextStart time.Duration
 }
 

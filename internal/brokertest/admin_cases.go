@@ -1188,3 +1188,36 @@ func testRetryIsDueFromTheRetry(t *testing.T, nb NewBackend) {
 		t.Fatalf("run_at after RetryDead at %d: %v", at, j.RunAt)
 	}
 }
+
+// A rate lowered under what already started holds starts back until
+// enough of them leave the window: NextStart counts to that one, not to
+// the oldest.
+func testOverviewLoweredRate(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 3 {
+		s.enqueue(t, broker.Job{})
+	}
+	noErr(t, "SetRate", s.b.Inspector().SetRate(s.ctx, s.q, 3, time.Hour))
+	for i := range 3 {
+		if i > 0 {
+			s.Advance(300 * time.Millisecond)
+		}
+		s.claimOne(t, long)
+	}
+	noErr(t, "SetRate", s.b.Inspector().SetRate(s.ctx, s.q, 1, time.Hour))
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	want(t, "starts in the hour", o.Started, 3)
+	// Under a rate of 1 all three must leave: the newest, an hour after it
+	// (the oldest leaves 600 ms sooner).
+	if o.NextStart <= time.Hour-200*time.Millisecond || o.NextStart > time.Hour {
+		t.Fatalf("next start in %v; want an hour after the newest start", o.NextStart)
+	}
+	noErr(t, "SetRate", s.b.Inspector().SetRate(s.ctx, s.q, 2, time.Hour))
+	o, err = s.b.Inspector().Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	// Under 2, two must leave: the middle one, an hour after it.
+	if o.NextStart <= time.Hour-500*time.Millisecond || o.NextStart > time.Hour-300*time.Millisecond {
+		t.Fatalf("next start in %v with a rate of 2; want an hour after the second start", o.NextStart)
+	}
+}

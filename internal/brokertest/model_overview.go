@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"slices"
 	"time"
 
 	"pgregory.net/rapid"
@@ -30,19 +31,19 @@ func (m *model) overview(t *rapid.T) {
 	// does.
 	expired := m.now.reached(m.startsTTL)
 	var least, most int64
-	oldest := int64(-1) // the oldest start surely in the window
+	var counted []int64 // the starts that may be in the window, oldest first
 	for _, st := range m.starts {
 		switch max(expired, m.now.reached(st+m.per)) {
 		case no:
 			least++
 			most++
-			if oldest < 0 || st < oldest {
-				oldest = st
-			}
+			counted = append(counted, st)
 		case perhaps:
 			most++
+			counted = append(counted, st)
 		}
 	}
+	slices.Sort(counted)
 	if o.Started < least || o.Started > most {
 		t.Fatalf("Overview counts %d starts in the window at %d..%d; the model has %d..%d of %v (period %d ms)", o.Started, m.now.lo, m.now.hi, least, most, m.starts, m.per)
 	}
@@ -54,14 +55,11 @@ func (m *model) overview(t *rapid.T) {
 	if next < 1 || next > m.per {
 		t.Fatalf("Overview's next start in %d ms with %d of %d starts per %d ms", next, o.Started, m.rate, m.per)
 	}
-	// The wait is the oldest counted start's end of window from the
-	// overview's time (at least 1 ms): a start in the model, not later than
-	// any surely in the window.
-	for _, st := range m.starts {
-		at := st + m.per - next
-		if (oldest < 0 || st <= oldest) && m.now.reached(st+m.per) != yes && (at >= m.now.lo && at <= m.now.hi || next == 1 && at <= m.now.hi) {
-			return
-		}
+	// The window holds the newest Started of those; the wait ends when the
+	// rate-th newest leaves it (at least 1 ms from the overview's time).
+	st := counted[len(counted)-m.rate]
+	if at := st + m.per - next; !(at >= m.now.lo && at <= m.now.hi || next == 1 && at <= m.now.hi) {
+		t.Fatalf("Overview's next start in %d ms at %d..%d; the %d-th newest start of %v ends its window at %d (period %d ms)",
+			next, m.now.lo, m.now.hi, m.rate, counted, st+m.per, m.per)
 	}
-	t.Fatalf("Overview's next start in %d ms at %d..%d matches no start of the model %v (period %d ms)", next, m.now.lo, m.now.hi, m.starts, m.per)
 }

@@ -40,6 +40,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"Limits", testLimits},
 		{"OverviewClaimable", testOverviewClaimable},
 		{"OverviewThrottle", testOverviewThrottle},
+		{"OverviewLoweredRate", testOverviewLoweredRate},
 		{"LimitsKeepOtherSettings", testLimitsKeepOtherSettings},
 		{"Events", testEvents},
 		{"Dependencies", testDependencies},

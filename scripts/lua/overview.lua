@@ -9,9 +9,11 @@
 --         (none while paused; no more than the limits let start),
 --         max_running, rate and period_ms (0 where unset), the starts the
 --         rate counts now (within the last period_ms, as take.lua counts
---         them), and, when they use up the rate, ms until the oldest of
---         them leaves the window and a job may start again (else 0)}
--- Bounded: the starts are counted and the oldest read, never listed.
+--         them), and, when they use up the rate, ms until enough of them
+--         leave the window for a job to start again (else 0): the oldest,
+--         or more when the rate was lowered under what already started}
+-- Bounded: the starts are counted and one is read by its rank, never
+-- listed.
 local now = now_ms()
 -- The job at the head: of an earlier version's index or ready_hi, else
 -- the first live one among the last entries of ready0 (past a few
@@ -53,9 +55,12 @@ if rate and period then
   started = redis.call('ZCOUNT', K.starts, '(' .. int(now - period), '+inf')
   claimable = math.min(claimable, math.max(0, rate - started))
   if started >= rate then
-    local oldest = redis.call('ZRANGEBYSCORE', K.starts, '(' .. int(now - period), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if oldest[2] then
-      next_start = math.max(1, tonumber(oldest[2]) + period - now)
+    -- Below the window sit the starts a claim has not dropped yet; past
+    -- them, the one whose end of window lets the count under the rate.
+    local rank = redis.call('ZCOUNT', K.starts, '-inf', int(now - period)) + started - rate
+    local at = redis.call('ZRANGE', K.starts, rank, rank, 'WITHSCORES')
+    if at[2] then
+      next_start = math.max(1, tonumber(at[2]) + period - now)
     end
   end
 end
