@@ -56,6 +56,9 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		if len(pos) > 1 {
 			return usagef("--jsonl takes the kind from each line; give only the queue")
 		}
+		if err := broker.ValidateQueue(queue); err != nil {
+			return usagef("%v", err) // before a line is read: every line would fail
+		}
 		b, flushSpans, err := connectTraced(ctx, e, &rf)
 		if err != nil {
 			return err
@@ -195,7 +198,7 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 				fmt.Fprintf(e.stderr, "line %d: unique key %q is held by job %s: nothing enqueued\n", lines[i], batch[i].UniqueKey, r.ID)
 			case r.Err != nil:
 				failed++
-				fmt.Fprintf(e.stderr, "line %d: %v\n", lines[i], r.Err)
+				fmt.Fprintf(e.stderr, "line %d: %s\n", lines[i], onePrefix(r.Err))
 			default:
 				ok++
 			}
@@ -220,7 +223,7 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 		j, err := parseJSONL(queue, []byte(text))
 		if err != nil {
 			failed++
-			fmt.Fprintf(e.stderr, "line %d: %v\n", line, err)
+			fmt.Fprintf(e.stderr, "line %d: %s\n", line, onePrefix(err))
 			continue
 		}
 		batch, lines = append(batch, j), append(lines, line)

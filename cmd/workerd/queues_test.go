@@ -130,8 +130,13 @@ func TestQueueNameRuleOnTheCommandLine(t *testing.T) {
 		}
 	}
 	code, out, errOut := c.run(`{"kind":"k","queue":"a b"}`+"\n", "enqueue", "a b", "--jsonl", "-")
-	if code == 0 || !strings.Contains(out+errOut, "must not contain white space") {
-		t.Errorf("--jsonl into %q: exit %d, stdout %q, stderr %q", "a b", code, out, errOut)
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, `workerd enqueue: invalid queue "a b": must not contain white space`) {
+		t.Errorf("--jsonl into %q: exit %d, stdout %q, stderr %q; want 2 before a line is read", "a b", code, out, errOut)
+	}
+	// A line's own error carries no second prefix either.
+	code, _, errOut = c.run(`{"kind":"k","priority":1000}`+"\n", "enqueue", "q", "--jsonl", "-")
+	if code != 1 || errOut != "line 1: invalid priority \"1000\": must be between -100 and 100\n" {
+		t.Errorf("--jsonl, a bad line: exit %d, stderr %q", code, errOut)
 	}
 	if qs := c.ok("", "inspect", "--json"); strings.Contains(qs, `"a b"`) {
 		t.Errorf("a refused name became a queue:\n%s", qs)
