@@ -80,7 +80,7 @@ type Job struct {
 func (b *Client) ValidateJob(j Job) error { return b.validate(&j) }
 
 func (b *core) validate(j *Job) error {
-	if err := validName("queue", j.Queue); err != nil {
+	if err := ValidateQueue(j.Queue); err != nil {
 		return err
 	}
 	if err := validName("kind", j.Kind); err != nil {

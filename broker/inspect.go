@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -353,6 +354,44 @@ type Overview struct {
 	// Claimable is how many pending jobs a claim could take now: none
 	// while the queue is paused, and no more than its limits let start.
 	Claimable int64
+	// Limits are the queue's limits (SetLimits), read with the counts.
+	Limits Limits
+	// Started is how many jobs started within the last Limits.Per, as the
+	// rate limit counts them (0 without a rate limit).
+	Started int64
+	// NextStart, when Started has used up the rate, is how long until
+	// enough of those starts leave the window for another job to start
+	// (the oldest, or more when the rate was lowered under what had
+	// started); 0 when the rate does not hold starts back.
+	NextStart time.Duration
+}
+
+// Throttled says what holds the queue's pending jobs back now, as an
+// operator reads it: "paused", "max running reached (5 of 5)", "at most
+// 50 starts per 10s; next start in 4s"; "" when nothing does. A queue
+// with pending jobs, none running and this empty is one no worker serves.
+func (o Overview) Throttled() string {
+	var why []string
+	if o.Paused {
+		why = append(why, "paused")
+	}
+	if o.Limits.MaxRunning > 0 && o.Running >= int64(o.Limits.MaxRunning) {
+		why = append(why, fmt.Sprintf("max running reached (%d of %d)", o.Running, o.Limits.MaxRunning))
+	}
+	if o.NextStart > 0 {
+		why = append(why, fmt.Sprintf("at most %d starts per %v; next start in %v", o.Limits.Rate, o.Limits.Per, roundUp(o.NextStart)))
+	}
+	return strings.Join(why, "; ")
+}
+
+// roundUp rounds a wait up to what a person reads: whole seconds from 10s
+// on, else tenths of a second; never 0.
+func roundUp(d time.Duration) time.Duration {
+	unit := 100 * time.Millisecond
+	if d >= 10*time.Second {
+		unit = time.Second
+	}
+	return (d + unit - 1).Truncate(unit)
 }
 
 // Overview reads a queue's counts, the age of its next job and its recent
@@ -375,6 +414,9 @@ func (b *Inspector) Overview(ctx context.Context, queue string) (Overview, error
 	o.Due = r.int()
 	o.Cascading = r.int()
 	o.Claimable = r.int()
+	o.Limits = Limits{MaxRunning: int(r.int()), Rate: int(r.int()), Per: time.Duration(r.int()) * time.Millisecond}
+	o.Started = r.int()
+	o.NextStart = time.Duration(r.int()) * time.Millisecond
 	return o, r.err
 }
 

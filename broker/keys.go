@@ -2,10 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -339,9 +341,31 @@ func (b *Inspector) QueueExists(ctx context.Context, queue string) (bool, error)
 	return ok, nil
 }
 
-// ValidateQueue answers the *ValidationError any operation on queue would:
-// for a worker to refuse a bad queue name in its constructor.
-func ValidateQueue(queue string) error { return validName("queue", queue) }
+// QueueNameRule says what a queue name may be; every refusal of a name
+// by ValidateQueue ends with it.
+const QueueNameRule = "a queue name is up to 200 bytes of UTF-8 without white space, control characters, '{' or '}' (which delimit the Redis Cluster hash tag), like mail or reports.daily"
+
+// ValidateQueue answers a *ValidationError when queue is no name for a new
+// queue: the one rule (QueueNameRule) that Enqueue, a worker's constructor
+// and workerd's config and commands apply. White space ("a b" is almost
+// always the list [a, b] mistyped) and the C1 control characters are
+// refused here; the operations that read or change an existing queue only
+// refuse a name no key can be built from, so a queue named before this
+// rule can still be read and drained.
+func ValidateQueue(queue string) error {
+	err := validName("queue", queue)
+	var ve *ValidationError
+	switch {
+	case errors.As(err, &ve):
+		ve.Reason += "; " + QueueNameRule
+		return ve
+	case strings.ContainsFunc(queue, unicode.IsSpace):
+		return &ValidationError{Field: "queue", Value: short(queue), Reason: "must not contain white space; " + QueueNameRule}
+	case strings.ContainsFunc(queue, unicode.IsControl):
+		return &ValidationError{Field: "queue", Value: short(queue), Reason: "must not contain control characters; " + QueueNameRule}
+	}
+	return nil
+}
 
 // ValidateKind answers the *ValidationError Enqueue would for a job of
 // kind: for a worker to refuse a bad handler kind before it runs.

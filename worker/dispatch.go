@@ -36,7 +36,8 @@ type dispatcherParams struct {
 	jobs           jobRunner
 	// abort ends the asking again for a lost claim's answer (Shutdown's
 	// ctx).
-	abort <-chan struct{}
+	abort  <-chan struct{}
+	health *redisHealth // where a claim that Redis did not answer is reported
 }
 
 // dispatcher is the service that fills the pool's free slots: it claims as
@@ -74,13 +75,17 @@ func (d *dispatcher) dispatch() {
 		}
 		claimed, nextDue, err := d.claim(free)
 		if err != nil {
-			if claimErrors.ok() {
+			switch {
+			case broker.IsTransient(err):
+				d.health.failed("claim", err)
+			case claimErrors.ok():
 				d.log.Warn("fenceq could not claim jobs; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
 			}
 			sleep(delay, d.ctx.Done())
 			delay = min(delay*2, d.pollInterval)
 			continue
 		}
+		d.health.answered()
 		delay = 10 * time.Millisecond
 		if claimed > 0 {
 			continue

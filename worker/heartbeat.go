@@ -36,6 +36,7 @@ type heartbeatParams struct {
 	broker  renewer
 	held    *heldJobs // the leases to renew
 	stats   *stats    // leasesLost
+	health  *redisHealth
 }
 
 func newHeartbeat(parent context.Context, params heartbeatParams) *heartbeat {
@@ -122,7 +123,12 @@ func (h *heartbeat) renew(interval time.Duration) bool {
 			a.extend(r.LocalDeadline)
 		}
 	}
-	if err != nil && h.renewErrors.ok() {
+	switch {
+	case err == nil:
+		h.health.answered()
+	case broker.IsTransient(err):
+		h.health.failed("renew", err) // the leases' deadlines say when a handler stops
+	case h.renewErrors.ok():
 		h.log.Warn("fenceq could not renew leases; retrying until their deadlines", slog.Int("leases", len(held)), slog.Any("error", err))
 	}
 	return err == nil

@@ -56,6 +56,7 @@ type maintenanceParams struct {
 	retention    broker.Retention // Config.trimRetention
 	broker       reaper
 	stats        *stats // reaped, counted; finished, read to pace the trims
+	health       *redisHealth
 }
 
 func newMaintenance(parent context.Context, params maintenanceParams) *maintenance {
@@ -142,9 +143,14 @@ func (m *maintenance) reap() (more bool) {
 			if m.ctx.Err() != nil {
 				return false // stopped
 			}
-			m.log.Warn("fenceq could not reap expired leases", slog.String("queue", q), slog.Any("error", err))
+			if broker.IsTransient(err) {
+				m.health.failed("reap", err)
+			} else {
+				m.log.Warn("fenceq could not reap expired leases", slog.String("queue", q), slog.Any("error", err))
+			}
 			continue
 		}
+		m.health.answered()
 		logProblems(m.log, q, "reap", res.Problems)
 		for _, r := range res.Reaped {
 			m.stats.reaped.Add(1)
@@ -173,7 +179,11 @@ func (m *maintenance) trim(queue string) (full bool) {
 		if m.ctx.Err() != nil {
 			return false // stopped
 		}
-		m.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
+		if broker.IsTransient(err) {
+			m.health.failed("trim", err)
+		} else {
+			m.log.Warn("fenceq could not trim finished jobs", slog.String("queue", queue), slog.Any("error", err))
+		}
 		return false
 	}
 	full = trimmed == step

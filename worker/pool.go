@@ -102,7 +102,8 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 		slots:   newSlots(cfg.Concurrency),
 		sig:     newSignals(),
 	}
-	p.retries = retrier{log: p.log, halt: p.sig.halt.Done()}
+	health := newRedisHealth(p.log)
+	p.retries = retrier{log: p.log, halt: p.sig.halt.Done(), health: health}
 	var err error
 	if p.scheduler, err = newScheduler(p.sig.intake, schedulerParams{
 		log: p.log, periodic: cfg.Periodic, client: b.Client(), retries: p.retries,
@@ -112,16 +113,16 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	p.dispatcher = newDispatcher(p.sig.intake, dispatcherParams{
 		log: p.log, queues: cfg.Queues, strictPriority: cfg.StrictPriority,
 		pollInterval: cfg.PollInterval, lease: cfg.LeaseDuration,
-		broker: b.Leases(), slots: p.slots, jobs: p, abort: p.sig.abort.Done(),
+		broker: b.Leases(), slots: p.slots, jobs: p, abort: p.sig.abort.Done(), health: health,
 	})
 	p.maintenance = newMaintenance(p.sig.intake, maintenanceParams{
 		log: p.log, queues: p.queueNames(), reapBatch: cfg.ReapBatch,
 		reapInterval: cfg.reapInterval(), retention: cfg.trimRetention(),
-		broker: b.Leases(), stats: &p.stats,
+		broker: b.Leases(), stats: &p.stats, health: health,
 	})
 	p.heartbeat = newHeartbeat(p.sig.halt, heartbeatParams{
 		log: p.log, lease: cfg.LeaseDuration, onRenew: cfg.OnRenew,
-		broker: b.Leases(), held: p.held, stats: &p.stats,
+		broker: b.Leases(), held: p.held, stats: &p.stats, health: health,
 	})
 	p.acker = newAcker(p.sig.halt, ackerParams{
 		concurrency: cfg.Concurrency, broker: b.Leases(), claims: p.dispatcher,

@@ -14,8 +14,9 @@ import (
 // retrier retries Redis calls through transient errors until the pool
 // halts (signals.halt).
 type retrier struct {
-	log  *slog.Logger
-	halt <-chan struct{}
+	log    *slog.Logger
+	halt   <-chan struct{}
+	health *redisHealth // the pool's: an outage logs there once, not per call
 }
 
 // retry runs op until it succeeds or fails for a reason retrying cannot fix,
@@ -30,14 +31,18 @@ func (r retrier) retry(what string, attrs func() slog.Attr, op func(context.Cont
 	var logged *throttle // made at the first transient error
 	for {
 		err := op(context.Background())
+		if err == nil {
+			r.health.answered()
+		}
 		if err == nil || !broker.IsTransient(err) || errors.Is(err, errHalted) {
 			return err
 		}
+		r.health.failed(what, err)
 		if logged == nil {
 			logged = newThrottle(10 * time.Second)
 		}
-		if logged.ok() {
-			r.log.Warn("fenceq: Redis unavailable; retrying", slog.String("op", what), attrs(), slog.Any("error", err))
+		if logged.ok() && r.log.Enabled(context.Background(), slog.LevelDebug) {
+			r.log.Debug("fenceq: Redis unavailable; retrying", slog.String("op", what), attrs(), slog.Any("error", err))
 		}
 		if !sleep(delay, r.halt) {
 			return fmt.Errorf("pool stopped while retrying: %w", err)

@@ -202,13 +202,10 @@ func jobError(ctx context.Context, e *env, in *broker.Inspector, queue string, e
 	return notFoundIsFailure(e, err)
 }
 
-// notFoundIsFailure prints a missing job as a failure (exit 1), and passes
-// other errors on.
-func notFoundIsFailure(e *env, err error) error {
-	if errors.Is(err, broker.ErrJobNotFound) || errors.Is(err, broker.ErrCorruptJob) || errors.Is(err, broker.ErrWrongState) {
-		fmt.Fprintln(e.stderr, err)
-		return errFailed
-	}
+// notFoundIsFailure passes a missing job on as a failure (exit 1, the
+// error after the command's prefix), and an invalid argument as a usage
+// error.
+func notFoundIsFailure(_ *env, err error) error {
 	if errors.Is(err, broker.ErrInvalid) {
 		return usagef("%v", err)
 	}
@@ -504,6 +501,10 @@ func requireQueueToSet(ctx context.Context, in *broker.Inspector, q string, set,
 	case !set:
 		return requireQueue(ctx, in, q, "")
 	case create:
+		// A new queue's name follows the rule an enqueue applies.
+		if err := broker.ValidateQueue(q); err != nil {
+			return usagef("%v", err)
+		}
 		return nil
 	}
 	return requireQueue(ctx, in, q, "; to set it up before its first job, add --create")

@@ -301,21 +301,19 @@ func (c *fileConfig) validate() error {
 }
 
 // checkQueueName refuses what broker.ValidateQueue refuses in a queue
-// name, and also white space ("a b" in a queue list is almost always [a, b]
-// mistyped) and the C1 control characters (U+0080 to U+009F), which the
-// broker accepts.
+// name (the rule the broker and workerd's commands apply too), and for a
+// name with white space, almost always a list mistyped, shows the list.
 func checkQueueName(at, name string) error {
-	const allowed = "a queue name is up to 200 bytes of UTF-8 without spaces, control characters, '{' or '}' (which delimit the Redis Cluster hash tag), like mail or reports.daily"
 	switch {
 	case name == "":
-		return yamlerr.Fieldf(at, "a queue needs a name; %s", allowed)
-	case broker.ValidateQueue(name) != nil || strings.ContainsFunc(name, unicode.IsControl):
-		return yamlerr.Fieldf(at, "%q is not a valid queue name: %s", name, allowed)
-	case strings.ContainsFunc(name, unicode.IsSpace):
+		return yamlerr.Fieldf(at, "a queue needs a name; %s", broker.QueueNameRule)
+	case broker.ValidateQueue(name) == nil:
+		return nil
+	case strings.ContainsFunc(name, unicode.IsSpace) && !strings.ContainsFunc(name, unicode.IsControl):
 		return yamlerr.Fieldf(at, "%q is not a valid queue name: %s; for two queues write [%s]",
-			name, allowed, strings.Join(strings.Fields(name), ", "))
+			name, broker.QueueNameRule, strings.Join(strings.Fields(name), ", "))
 	}
-	return nil
+	return yamlerr.Fieldf(at, "%q is not a valid queue name: %s", name, broker.QueueNameRule)
 }
 
 // checkKind refuses what broker.ValidateKind refuses in a job kind, and

@@ -66,7 +66,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		{"PayloadBrokenJSONText", pool + "periodic:\n  - {name: n, every: 1m, queue: a, kind: k, payload: '{\"to\": '}\n" + handler,
 			[]string{"line 4:", "periodic[0].payload:", "is not JSON"}},
 		{"QueueWithSpace", "pools:\n  - queues: [a b]\n" + handler,
-			[]string{"line 2:", "pools[0].queues[0]:", `"a b" is not a valid queue name`, "without spaces", "write [a, b]"}},
+			[]string{"line 2:", "pools[0].queues[0]:", `"a b" is not a valid queue name`, "without white space", "write [a, b]"}},
 		{"QueueWithBrace", "pools:\n  - queues: [\"a{b}\"]\n" + handler,
 			[]string{"line 2:", "pools[0].queues[0]:", "'{' or '}'"}},
 		{"PeriodicQueueWithSpace", pool + "periodic:\n  - {name: n, every: 1m, queue: \"x y\", kind: k}\n" + handler,

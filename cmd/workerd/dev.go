@@ -16,6 +16,7 @@ import (
 
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
+	"github.com/fenceq/fenceq/internal/version"
 	"github.com/fenceq/fenceq/worker"
 )
 
@@ -26,6 +27,11 @@ const (
 	// devShutdownTimeout is how long running demo jobs may finish at the
 	// end; none takes more than about 1.5 s.
 	devShutdownTimeout = 5 * time.Second
+	// devEvents is about how many lifecycle events dev keeps, for
+	// 'inspect demo --follow' and the job pages.
+	devEvents = 10_000
+	// devFlows is how many chains of dependent jobs dev enqueues at start.
+	devFlows = 3
 )
 
 // errTimeUp ends dev at --exit-after: what the user asked for, not an
@@ -43,6 +49,7 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	log.Info("workerd dev starting", slog.String("version", version.String()))
 	start := time.Now()
 	// ctx is the user's stop (Ctrl-C); work stops at that or at --exit-after.
 	work := ctx
@@ -61,6 +68,9 @@ func runDev(ctx context.Context, e *env, args []string) error {
 	b, err := broker.New(rdb, broker.Options{})
 	if err != nil {
 		return err
+	}
+	if err := b.Inspector().SetEvents(ctx, devQueue, devEvents); err != nil {
+		return fmt.Errorf("turn on the demo queue's events: %w", err)
 	}
 	dash, stopDash, err := devDashboard(e, b, log)
 	if err != nil {
@@ -111,7 +121,7 @@ func startEmbeddedRedis(e *env) (*miniredis.Miniredis, error) {
 		return nil, fmt.Errorf("start the embedded Redis: %w", err)
 	}
 	url := "redis://" + mr.Addr()
-	fmt.Fprintf(e.stdout, "workerd dev: embedded Redis at %s (in memory, NOT durable: everything is gone when this process exits)\n", url)
+	fmt.Fprintf(e.stdout, "workerd dev (fenceq %s): embedded Redis at %s (in memory, NOT durable: everything is gone when this process exits)\n", version.String(), url)
 	fmt.Fprintf(e.stdout, "  from another terminal:  go run ./cmd/workerd inspect %s --redis %s\n", devQueue, url)
 	fmt.Fprintf(e.stdout, "                          go run ./cmd/workerd enqueue %s demo.greet --payload '{\"name\":\"you\"}' --redis %s\n", devQueue, url)
 	fmt.Fprintln(e.stdout, "  Ctrl-C stops gracefully.")
@@ -168,11 +178,18 @@ func newDemo(e *env, b *broker.Broker, jobs int, start time.Time) *demo {
 // failed while work went on.
 func (d *demo) loop(work context.Context) error {
 	seeded := d.seeded
-	go func() { seeded <- seed(work, d.b, d.jobs, &d.seededN) }()
 	d.seeding = d.jobs > 0
 	if d.seeding {
+		n, err := seedFlows(work, d.b)
+		d.extra += n
+		if err != nil && work.Err() == nil {
+			return fmt.Errorf("enqueue the demo's dependent jobs: %w", err)
+		}
+		fmt.Fprintf(d.e.stdout, "workerd dev: events on ('inspect %s --follow' shows them); %d jobs blocked until another is done: %d greetings after their resize, and one after a job that dies, so it is cancelled\n",
+			devQueue, devFlows+1, devFlows)
 		fmt.Fprintf(d.e.stdout, "workerd dev: enqueueing %d demo jobs, %d per round trip; more follow every second\n", d.jobs, devBatch)
 	}
+	go func() { seeded <- seed(work, d.b, d.jobs, &d.seededN) }()
 	show := time.NewTicker(250 * time.Millisecond)
 	defer show.Stop()
 	more := time.NewTicker(time.Second)
@@ -269,10 +286,13 @@ func (d *demo) stop(work context.Context, pool *worker.Pool, exitAfter time.Dura
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if line, err := d.counts.read(sctx, d.b); err == nil {
-		fmt.Fprintln(d.e.stdout, line)
+	took := time.Since(d.start)
+	summary := ""
+	if n, err := d.b.Inspector().Counts(sctx, devQueue); err == nil {
+		fmt.Fprintln(d.e.stdout, d.counts.line(n))
+		summary = fmt.Sprintf("; %d done, %d dead, %.1f jobs done per second", n.Done, n.Dead, float64(n.Done)/took.Seconds())
 	}
-	fmt.Fprintf(d.e.stdout, "workerd dev: stopped after %v; %d demo jobs enqueued\n", time.Since(d.start).Round(100*time.Millisecond), d.seededN.Load()+int64(d.extra))
+	fmt.Fprintf(d.e.stdout, "workerd dev: stopped after %v; %d demo jobs enqueued%s\n", took.Round(100*time.Millisecond), d.seededN.Load()+int64(d.extra), summary)
 	return err
 }
 
@@ -295,6 +315,34 @@ func seed(ctx context.Context, b *broker.Broker, n int, enqueued *atomic.Int64) 
 	return nil
 }
 
+// seedFlows enqueues the demo's jobs with dependencies: devFlows resizes,
+// each followed by a greeting that runs once it is done, and a greeting
+// without a name (it goes dead) followed by one that is then cancelled.
+// It answers how many jobs it enqueued.
+func seedFlows(ctx context.Context, b *broker.Broker) (int, error) {
+	var parents, children []broker.Job
+	for i := range devFlows {
+		id := fmt.Sprintf("flow-%d-%s", i+1, broker.NewRequestID()[:8])
+		parents = append(parents, broker.Job{Queue: devQueue, ID: id + "-resize", Kind: "demo.resize", Payload: []byte(`{"image":"cat.png","width":640}`)})
+		children = append(children, broker.Job{Queue: devQueue, ID: id + "-greet", Kind: "demo.greet", Payload: []byte(`{"name":"the resize's owner"}`), DependsOn: []string{id + "-resize"}})
+	}
+	id := "flow-dies-" + broker.NewRequestID()[:8]
+	parents = append(parents, broker.Job{Queue: devQueue, ID: id, Kind: "demo.greet", Payload: []byte(`{}`)})
+	children = append(children, broker.Job{Queue: devQueue, ID: id + "-after", Kind: "demo.greet", Payload: []byte(`{"name":"nobody"}`), DependsOn: []string{id}})
+	n := 0
+	// The parents first: a dependency must exist when its dependent is
+	// enqueued.
+	for _, batch := range [][]broker.Job{parents, children} {
+		for _, r := range b.Client().EnqueueMany(ctx, batch) {
+			if r.Err != nil {
+				return n, r.Err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
 // counter formats a queue's counts as one line whose columns stay put from
 // line to line: every number takes the same width, which grows (never
 // shrinks) to the widest number seen.
@@ -309,12 +357,12 @@ func (c *counter) read(ctx context.Context, b *broker.Broker) (string, error) {
 }
 
 func (c *counter) line(n broker.Counts) string {
-	for _, v := range []int64{n.Pending, n.Scheduled, n.Running, n.Done, n.Dead, n.Cancelled} {
+	for _, v := range []int64{n.Pending, n.Scheduled, n.Blocked, n.Running, n.Done, n.Dead, n.Cancelled} {
 		c.width = max(c.width, len(strconv.FormatInt(v, 10)))
 	}
 	w := c.width
-	return fmt.Sprintf("pending %*d  scheduled %*d  running %*d  done %*d  dead %*d  cancelled %*d",
-		w, n.Pending, w, n.Scheduled, w, n.Running, w, n.Done, w, n.Dead, w, n.Cancelled)
+	return fmt.Sprintf("pending %*d  scheduled %*d  blocked %*d  running %*d  done %*d  dead %*d  cancelled %*d",
+		w, n.Pending, w, n.Scheduled, w, n.Blocked, w, n.Running, w, n.Done, w, n.Dead, w, n.Cancelled)
 }
 
 // demoMux holds the demo handlers: quick greetings, slower resizes that

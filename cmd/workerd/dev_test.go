@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fenceq/fenceq/broker"
 )
 
@@ -95,17 +97,17 @@ func TestCounterColumns(t *testing.T) {
 	t.Parallel()
 	c := &counter{width: 4}
 	small := broker.Counts{Pending: 3, Running: 4, Done: 17}
-	big := broker.Counts{Pending: 1_234_567, Scheduled: 12, Running: 4, Done: 98_765, Dead: 3, Cancelled: 1}
-	if got, want := c.line(small), "pending    3  scheduled    0  running    4  done   17  dead    0  cancelled    0"; got != want {
+	big := broker.Counts{Pending: 1_234_567, Scheduled: 12, Blocked: 2, Running: 4, Done: 98_765, Dead: 3, Cancelled: 1}
+	if got, want := c.line(small), "pending    3  scheduled    0  blocked    0  running    4  done   17  dead    0  cancelled    0"; got != want {
 		t.Errorf("small counts:\n got %q\nwant %q", got, want)
 	}
 	wide := c.line(big)
-	if want := "pending 1234567  scheduled      12  running       4  done   98765  dead       3  cancelled       1"; wide != want {
+	if want := "pending 1234567  scheduled      12  blocked       2  running       4  done   98765  dead       3  cancelled       1"; wide != want {
 		t.Errorf("large counts:\n got %q\nwant %q", wide, want)
 	}
 	after := c.line(small) // the width does not shrink back
 	labels := regexp.MustCompile(`[a-z]+`)
-	if a, b := labels.FindAllStringIndex(wide, -1), labels.FindAllStringIndex(after, -1); len(a) != 6 || len(b) != 6 || len(wide) != len(after) {
+	if a, b := labels.FindAllStringIndex(wide, -1), labels.FindAllStringIndex(after, -1); len(a) != 7 || len(b) != 7 || len(wide) != len(after) {
 		t.Fatalf("lines differ in shape:\n%q\n%q", wide, after)
 	} else {
 		for i := range a {
@@ -113,5 +115,64 @@ func TestCounterColumns(t *testing.T) {
 				t.Errorf("label %q starts at column %d with large counts, %d on the next line", wide[a[i][0]:a[i][1]], a[i][0], b[i][0])
 			}
 		}
+	}
+}
+
+// dev records the demo queue's events and enqueues jobs that wait for
+// others, as the README's tour promises; its summary says how many jobs
+// ended done and dead, and the rate.
+func TestDevEventsDependenciesAndSummary(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, done := runDevCmd(ctx, "--jobs", "5")
+	url := regexp.MustCompile(`redis://\S+`).FindString(out.wait(t, "embedded Redis at"))
+	out.wait(t, "workerd dev: events on ('inspect demo --follow' shows them); 4 jobs blocked until another is done")
+	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(url, "redis://")})
+	defer rdb.Close()
+	b, err := broker.New(rdb, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Inspector().EventsKept(ctx, devQueue); err != nil || n != devEvents {
+		t.Fatalf("events kept %d (%v); want %d", n, err, devEvents)
+	}
+	// Every dependent ends: the greetings done after their resize, the one
+	// after a job that dies cancelled.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ends := map[broker.State]int{}
+		for _, st := range []broker.State{broker.StateDone, broker.StateCancelled} {
+			js, err := b.Inspector().Jobs(ctx, devQueue, st, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range js {
+				if strings.HasPrefix(j.ID, "flow-") && (strings.HasSuffix(j.ID, "-greet") || strings.HasSuffix(j.ID, "-after")) {
+					ends[st]++
+				}
+			}
+		}
+		if ends[broker.StateDone] == devFlows && ends[broker.StateCancelled] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dependent jobs ended %v; want %d done and 1 cancelled", ends, devFlows)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if code := exitCode(t, done, out); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	m := regexp.MustCompile(`stopped after (\S+); \d+ demo jobs enqueued; (\d+) done, (\d+) dead, ([0-9.]+) jobs done per second\n`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no summary with done, dead and the rate:\n%s", out.String())
+	}
+	if n, _ := strconv.Atoi(m[2]); n < devFlows*2 {
+		t.Errorf("summary: %s done; at least the %d jobs of the flows were:\n%s", m[2], devFlows*2, out.String())
+	}
+	if n, _ := strconv.Atoi(m[3]); n < 1 {
+		t.Errorf("summary: %s dead; the flow's parent that dies did:\n%s", m[3], out.String())
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/fenceq/fenceq/broker"
 )
 
-const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]] [--after ID]... [--meta KEY=VALUE]... [--group G] [--wait]\n       workerd enqueue QUEUE --jsonl FILE|-"
+const enqueueSynopsis = "QUEUE KIND [--payload JSON | --payload @FILE | --payload -] [--id ID] [--delay D | --at RFC3339] [--max-attempts N] [--priority P] [--unique KEY [--unique-for D]] [--after ID]... [--meta KEY=VALUE]... [--group G] [--wait[=D]]\n       workerd enqueue QUEUE --jsonl FILE|-"
 
 func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "enqueue", enqueueSynopsis)
@@ -37,17 +37,27 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs.Var(meta, "meta", fmt.Sprintf("a metadata entry KEY=VALUE carried with the job (a request id, a tenant); repeat for several, at most %d bytes in all", broker.MaxMetadataBytes))
 	group := fs.String("group", "", fmt.Sprintf("the job's group: a tenant, a customer, an API key (at most %d bytes)", broker.MaxGroupBytes))
 	runIfFails := fs.Bool("run-if-dependency-fails", false, "with --after: run even when a dependency ends dead or cancelled (default: cancel this job)")
-	wait := fs.Bool("wait", false, "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done)")
+	var wait waitFlag
+	fs.Var(&wait, "wait", "wait until the job is done, dead or cancelled, and print it as JSON (exit 1 unless done); --wait=30s waits at most 30s, then prints the job as it is and exits 1")
 	uniqueFor := fs.Duration("unique-for", 0, "hold the unique key this long instead of until the job is done, dead or cancelled")
 	jsonl := fs.String("jsonl", "", `enqueue every line of FILE (or - for standard input), each a job's JSON form: {"kind": …, "payload": …, "id": …, "delay": "5s" (or "delay_ms": 5000), "at": RFC 3339 (or "run_at_ms"), "max_attempts": …, "priority": …, "unique_key": …, "unique_for": "1h" (or "unique_for_ms"), "depends_on": [ids…], "run_if_dependency_fails": true, "metadata": {"key": "value", …}, "group": …}; a line whose unique key is held is reported, not failed`)
-	pos, err := parse(fs, enqueueSynopsis, args, 1, 2)
+	pos, err := parse(fs, enqueueSynopsis, args, 1, -1)
 	if err != nil {
 		return err
+	}
+	if len(pos) > 2 {
+		if _, derr := time.ParseDuration(pos[2]); derr == nil && wait.on {
+			return usagef("unexpected arguments: %s; to wait at most %s, write --wait=%s (with '=')", strings.Join(pos[2:], " "), pos[2], pos[2])
+		}
+		return usagef("unexpected arguments: %s", strings.Join(pos[2:], " "))
 	}
 	queue := pos[0]
 	if *jsonl != "" {
 		if len(pos) > 1 {
 			return usagef("--jsonl takes the kind from each line; give only the queue")
+		}
+		if err := broker.ValidateQueue(queue); err != nil {
+			return usagef("%v", err) // before a line is read: every line would fail
 		}
 		b, flushSpans, err := connectTraced(ctx, e, &rf)
 		if err != nil {
@@ -88,11 +98,27 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	case got.Err != nil:
 		return got.Err
 	}
-	if !*wait {
+	if !wait.on {
 		fmt.Fprintln(e.stdout, got.ID)
 		return nil
 	}
-	info, err := b.Client().Wait(ctx, queue, got.ID)
+	wctx := ctx
+	if wait.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, wait.timeout)
+		defer cancel()
+	}
+	info, err := b.Client().Wait(wctx, queue, got.ID)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// The job goes on: show it as it is now.
+		if info, err = b.Inspector().Job(ctx, queue, got.ID); err != nil {
+			return err
+		}
+		if err := printJSON(e.stdout, jobToJSON(info)); err != nil {
+			return err
+		}
+		return fmt.Errorf("job %s is still %s after --wait=%v; it goes on ('workerd inspect job %s %s' shows it)", got.ID, info.State, wait.timeout, queue, got.ID)
+	}
 	if err != nil {
 		return err
 	}
@@ -172,7 +198,7 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 				fmt.Fprintf(e.stderr, "line %d: unique key %q is held by job %s: nothing enqueued\n", lines[i], batch[i].UniqueKey, r.ID)
 			case r.Err != nil:
 				failed++
-				fmt.Fprintf(e.stderr, "line %d: %v\n", lines[i], r.Err)
+				fmt.Fprintf(e.stderr, "line %d: %s\n", lines[i], onePrefix(r.Err))
 			default:
 				ok++
 			}
@@ -197,7 +223,7 @@ func enqueueJSONL(ctx context.Context, e *env, b *broker.Broker, queue, path str
 		j, err := parseJSONL(queue, []byte(text))
 		if err != nil {
 			failed++
-			fmt.Fprintf(e.stderr, "line %d: %v\n", line, err)
+			fmt.Fprintf(e.stderr, "line %d: %s\n", line, onePrefix(err))
 			continue
 		}
 		batch, lines = append(batch, j), append(lines, line)
@@ -251,6 +277,41 @@ func parseJSONL(queue string, text []byte) (broker.Job, error) {
 		j.Payload = []byte("{}")
 	}
 	return j, nil
+}
+
+// waitFlag is --wait (until the job ends) or --wait=D (at most D).
+type waitFlag struct {
+	on      bool
+	timeout time.Duration // 0: no limit
+}
+
+func (w *waitFlag) IsBoolFlag() bool { return true }
+
+func (w *waitFlag) String() string {
+	switch {
+	case w == nil || !w.on:
+		return "false"
+	case w.timeout > 0:
+		return w.timeout.String()
+	}
+	return "true"
+}
+
+func (w *waitFlag) Set(v string) error {
+	switch v {
+	case "true":
+		*w = waitFlag{on: true}
+		return nil
+	case "false":
+		*w = waitFlag{}
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("want --wait alone (until the job ends) or a positive duration with its unit, such as --wait=30s")
+	}
+	*w = waitFlag{on: true, timeout: d}
+	return nil
 }
 
 // stringList is a repeatable string flag.

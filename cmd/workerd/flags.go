@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
+	"time"
 )
 
 // errHelp ends a command after it printed its --help.
@@ -23,6 +25,11 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 			fmt.Fprintf(e.stdout, "%s%s.\n\n", strings.ToUpper(s[:1]), s[1:])
 		}
 		fmt.Fprint(e.stdout, "Flags:\n")
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n == 0 {
+			fmt.Fprint(e.stdout, "  none\n")
+		}
 		fs.SetOutput(e.stdout)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -45,7 +52,7 @@ func parse(fs *flag.FlagSet, synopsis string, args []string, minPos, maxPos int)
 				help()
 				return nil, errHelp
 			}
-			return nil, usagef("%v", err)
+			return nil, flagError(fs, err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -91,4 +98,74 @@ func summary(name string) string {
 		}
 	}
 	return ""
+}
+
+// The messages of the flag package, which name a flag with one dash.
+var (
+	flagUnknown  = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagBadValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): (.*)$`)
+	flagNoValue  = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+)
+
+// flagError rewrites an error of the flag package as workerd writes flags,
+// with two dashes, and says how to write a value it could not read.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := flagUnknown.FindStringSubmatch(msg); m != nil {
+		return usagef("unknown flag --%s", m[1])
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		return usagef("--%s needs a value: write --%s%s", m[1], m[1], valueExample(fs, m[1]))
+	}
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		name := m[2]
+		kind := valueKind(fs, name)
+		if kind == "" { // a flag of workerd's own type: its Set said what was wrong
+			return usagef("--%s %q: %s", name, m[1], m[3])
+		}
+		return usagef("--%s %q: want %s, e.g. --%s%s", name, m[1], kind, name, valueExample(fs, name))
+	}
+	return usagef("%v", err)
+}
+
+// valueKind says what a flag's value is, for a message.
+func valueKind(fs *flag.FlagSet, name string) string {
+	switch flagValue(fs, name).(type) {
+	case time.Duration:
+		return "a duration with its unit (ms, s, m or h)"
+	case bool:
+		return "true or false"
+	case int, int64, uint, uint64:
+		return "a whole number"
+	case float64:
+		return "a number"
+	}
+	return ""
+}
+
+// valueExample is a value a flag takes, as it follows the flag's name:
+// " 5s", or "=true" for a boolean (a boolean's value needs the '=').
+func valueExample(fs *flag.FlagSet, name string) string {
+	switch flagValue(fs, name).(type) {
+	case time.Duration:
+		return " 5s"
+	case bool:
+		return "=true"
+	case int, int64, uint, uint64:
+		return " 10"
+	case float64:
+		return " 0.5"
+	}
+	return " VALUE"
+}
+
+func flagValue(fs *flag.FlagSet, name string) any {
+	f := fs.Lookup(name)
+	if f == nil {
+		return nil
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return nil
 }

@@ -99,6 +99,9 @@ func TestJobsOfAGroup(t *testing.T) {
 	if len(lines) != 2 || !strings.Contains(lines[1], `"id":"a-2"`) || !strings.Contains(lines[1], `"n":2`) {
 		t.Errorf("acme's pending jobs, whole:\n%s", out)
 	}
+	if _, errOut := c.ok2("", "jobs", "mail", "--state", "pending", "--group", "acme", "--limit", "1"); errOut != "1 of 2 pending jobs of mail in group \"acme\"; --limit N for more\n" {
+		t.Errorf("acme's first pending job: stderr %q; want 1 of 2", errOut)
+	}
 	if _, errOut := c.ok2("", "jobs", "mail", "--state", "pending", "--group", "initech"); !strings.Contains(errOut, `no pending jobs in queue mail in group "initech"`) {
 		t.Errorf("a group with none: %q", errOut)
 	}

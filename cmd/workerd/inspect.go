@@ -35,6 +35,15 @@ type queueJSON struct {
 	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
 	DoneLastMinute       int64   `json:"done_last_minute"`
 	Paused               bool    `json:"paused"`
+	// The queue's limits and what holds its pending jobs back now:
+	// Throttled is "" when nothing does (else, e.g., "at most 50 starts
+	// per 10s; next start in 4s"); RateStarted counts the starts within
+	// the rate's window; NextStartSeconds is 0 unless the rate holds
+	// starts back.
+	Limits           limitsJSON `json:"limits"`
+	RateStarted      int64      `json:"rate_started"`
+	NextStartSeconds float64    `json:"next_start_seconds"`
+	Throttled        string     `json:"throttled"`
 	// The queue's memory, sampled with MEMORY USAGE (broker.Footprint):
 	// Memory is "measured", or "unknown" when the server cannot say
 	// (miniredis), and then the byte fields are null, as bytes_per_job is
@@ -44,6 +53,13 @@ type queueJSON struct {
 	BytesPerJobByState map[string]int64 `json:"bytes_per_job_by_state,omitempty"`
 	IndexEntryBytes    *int64           `json:"index_entry_bytes"`
 	FootprintBytes     *int64           `json:"footprint_bytes"`
+}
+
+// limitsJSON are a queue's limits; 0 where a limit is not set.
+type limitsJSON struct {
+	MaxRunning int     `json:"max_running"`
+	Rate       int     `json:"rate"`
+	PerSeconds float64 `json:"per_seconds"`
 }
 
 type leaseJSON struct {
@@ -157,7 +173,9 @@ func overviewJSON(ctx context.Context, in *broker.Inspector, q string) (queueJSO
 	}
 	out := queueJSON{Queue: q, Blocked: o.Blocked, Scheduled: o.Scheduled, Pending: o.Pending, Running: o.Running, Done: o.Done,
 		Dead: o.Dead, Cancelled: o.Cancelled, OldestPendingSeconds: o.HeadAge.Seconds(), DoneLastMinute: o.DoneLastMinute,
-		Paused: o.Paused, Memory: "unknown"}
+		Paused: o.Paused, Memory: "unknown",
+		Limits:      limitsJSON{MaxRunning: o.Limits.MaxRunning, Rate: o.Limits.Rate, PerSeconds: o.Limits.Per.Seconds()},
+		RateStarted: o.Started, NextStartSeconds: o.NextStart.Seconds(), Throttled: o.Throttled()}
 	if f.Measured {
 		out.Memory = "measured"
 		out.FootprintBytes = &f.Estimate
@@ -222,16 +240,26 @@ func inspectAll(ctx context.Context, e *env, in *broker.Inspector, asJSON bool) 
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tBLOCKED\tRUNNING\tDONE\tDEAD\tCANCELLED\tOLDEST PENDING\tDONE/MIN\tBYTES/JOB\tMEMORY\t")
+	var held []string
 	for _, o := range out.Queues {
 		name := o.Queue
-		if o.Paused {
+		switch {
+		case o.Paused:
 			name += " (paused)"
+		case o.Throttled != "":
+			name += " (throttled)"
+		}
+		if o.Throttled != "" && !(o.Paused && o.Throttled == "paused") {
+			held = append(held, fmt.Sprintf("%s: %s", o.Queue, o.Throttled))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t\n", name, o.Pending, o.Scheduled, o.Blocked, o.Running, o.Done,
 			o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute, perJob(o), byteSize(o.FootprintBytes))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(held) > 0 {
+		fmt.Fprintf(e.stdout, "\nheld back by their limits:\n  %s\n", strings.Join(held, "\n  "))
 	}
 	if len(out.Queues) > 0 && out.Queues[0].Memory == "unknown" {
 		fmt.Fprintln(e.stdout, "\nmemory unknown: this Redis does not answer MEMORY USAGE ... SAMPLES (miniredis does not)")
@@ -273,6 +301,12 @@ func inspectQueue(ctx context.Context, e *env, in *broker.Inspector, q string, l
 	}
 	fmt.Fprintf(e.stdout, "queue %s: %d pending, %d scheduled, %d running, %d done, %d dead, %d cancelled; oldest pending %s; %d done in the last minute\n",
 		q, o.Pending, o.Scheduled, o.Running, o.Done, o.Dead, o.Cancelled, age(o.OldestPendingSeconds), o.DoneLastMinute)
+	fmt.Fprintln(e.stdout, limitsLine(o))
+	if o.Throttled != "" && o.Throttled != "paused" {
+		fmt.Fprintf(e.stdout, "throttled: %s\n", o.Throttled)
+	} else if !o.Paused && o.Pending > 0 && o.Running == 0 {
+		fmt.Fprintf(e.stdout, "nothing holds the %d pending job(s) back, and none runs: check that a pool serves queue %s\n", o.Pending, q)
+	}
 	fmt.Fprintln(e.stdout, memoryLine(o))
 	fmt.Fprintln(e.stdout)
 	if len(ls) == 0 {
@@ -305,6 +339,22 @@ func inspectQueue(ctx context.Context, e *env, in *broker.Inspector, q string, l
 		fmt.Fprintf(e.stdout, "\n%d lease(s) expired and not yet reaped: their workers are gone or stalled. A running pool of this queue\nreaps them within a third of the lease; if the list does not shrink, no pool serves this queue.\n", expired)
 	}
 	return nil
+}
+
+// limitsLine shows the queue's limits and how much of each is in use.
+func limitsLine(o queueJSON) string {
+	var parts []string
+	if l := o.Limits; l.MaxRunning > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d running (%d running)", l.MaxRunning, o.Running))
+	}
+	if l := o.Limits; l.Rate > 0 {
+		per := time.Duration(l.PerSeconds * float64(time.Second))
+		parts = append(parts, fmt.Sprintf("at most %d starts per %v (%d started in the last %v)", l.Rate, per, o.RateStarted, per))
+	}
+	if len(parts) == 0 {
+		return "limits: none (set them with 'workerd limit " + o.Queue + "')"
+	}
+	return "limits: " + strings.Join(parts, ", ")
 }
 
 // memoryLine says what the queue holds in Redis, and how that was found.

@@ -70,7 +70,17 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	case len(js) == 0:
 		fmt.Fprintf(e.stderr, "no %s jobs in queue %s%s\n", *state, q, ofGroup(*group))
 	case len(js) == *limit:
-		defer fmt.Fprintf(e.stderr, "the first %d %s jobs of %s; --limit N for more\n", *limit, *state, q)
+		total, known, err := stateTotal(ctx, b.Inspector(), q, broker.State(*state), *group)
+		if err != nil {
+			return err
+		}
+		if known {
+			if total > int64(*limit) {
+				defer fmt.Fprintf(e.stderr, "%d of %d %s jobs of %s%s; --limit N for more\n", *limit, total, *state, q, ofGroup(*group))
+			}
+		} else {
+			defer fmt.Fprintf(e.stderr, "the first %d %s jobs of %s%s; --limit N for more\n", *limit, *state, q, ofGroup(*group))
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -86,6 +96,28 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", j.ID, j.State, j.Kind, j.Attempt, j.MaxAttempts, shorten(j.LastError, lastErrorWidth))
 	}
 	return tw.Flush()
+}
+
+// stateTotal answers how many jobs the listing could show: the queue's
+// count of the state, or, with a group, the group's pending count; known
+// is false where no count is kept (a group's jobs in other states).
+func stateTotal(ctx context.Context, in *broker.Inspector, q string, st broker.State, group string) (total int64, known bool, err error) {
+	if group != "" {
+		if st != broker.StatePending {
+			return 0, false, nil
+		}
+		p, err := in.Groups(ctx, q, broker.GroupsQuery{Name: group})
+		if err != nil || len(p.Groups) == 0 {
+			return 0, false, err
+		}
+		return p.Groups[0].Ready, true, nil
+	}
+	n, err := in.Counts(ctx, q)
+	if err != nil {
+		return 0, false, err
+	}
+	return map[broker.State]int64{broker.StateBlocked: n.Blocked, broker.StateScheduled: n.Scheduled, broker.StatePending: n.Pending,
+		broker.StateRunning: n.Running, broker.StateDone: n.Done, broker.StateDead: n.Dead, broker.StateCancelled: n.Cancelled}[st], true, nil
 }
 
 func ofGroup(g string) string {

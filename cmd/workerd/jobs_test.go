@@ -80,8 +80,12 @@ func TestJobsListsAState(t *testing.T) {
 		t.Errorf("pending: %q", out)
 	}
 	out, errOut = c.ok2("", "jobs", "mail", "--state", "dead", "--limit", "1")
-	if !strings.HasPrefix(out, "m-1 ") || strings.Count(out, "\n") != 1 || !strings.Contains(errOut, "--limit N for more") {
-		t.Errorf("--limit 1: stdout %q, stderr %q", out, errOut)
+	if !strings.HasPrefix(out, "m-1 ") || strings.Count(out, "\n") != 1 || errOut != "1 of 2 dead jobs of mail; --limit N for more\n" {
+		t.Errorf("--limit 1: stdout %q, stderr %q; want 1 of 2", out, errOut)
+	}
+	// All of them listed: nothing more to say.
+	if _, errOut = c.ok2("", "jobs", "mail", "--state", "dead", "--limit", "2"); errOut != "" {
+		t.Errorf("--limit 2 of 2: stderr %q; want nothing", errOut)
 	}
 	out, errOut = c.ok2("", "jobs", "mail", "--state", "cancelled")
 	if out != "" || errOut != "no cancelled jobs in queue mail\n" {

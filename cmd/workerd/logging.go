@@ -28,13 +28,25 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 		if isTerminal(w) {
 			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
 		}
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(slog.NewJSONHandler(w, jsonOptions(level))), nil
 	case "text":
 		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)})), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(slog.NewJSONHandler(w, jsonOptions(level))), nil
 	}
 	return nil, usagef("bad --log-format %q: want auto, text or json", l.format)
+}
+
+// jsonOptions are the JSON logs' options: a duration is written as Go
+// writes it, "1.5s", which a person and a log query both read, where
+// slog's JSON handler would write nanoseconds, 1500000000.
+func jsonOptions(level slog.Level) *slog.HandlerOptions {
+	return &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}}
 }
 
 // isTerminal reports whether w is a character device (a terminal).

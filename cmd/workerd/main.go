@@ -3,19 +3,28 @@
 //	workerd dev                              an embedded Redis, demo workers and jobs
 //	workerd run --config workerd.yaml        the production runner
 //	workerd enqueue QUEUE KIND [flags]       enqueue a job (or --jsonl FILE for many)
-//	workerd inspect [QUEUE | job QUEUE ID]   queues, leases (and who holds them), one job
+//	workerd inspect [QUEUE | job QUEUE ID]   queues, limits, leases (and who holds them), one job
 //	workerd workers [--json]                 the live worker pools: host, pid, queues, running jobs
 //	workerd jobs QUEUE --state STATE         list a queue's jobs in one state
+//	workerd groups QUEUE                     a queue's job groups and their limits
 //	workerd release QUEUE ID                 force-release a running job
 //	workerd retry QUEUE ID | --dead          send dead jobs back
 //	workerd cancel QUEUE ID                  cancel a job
 //	workerd delete QUEUE ID [--state S]      delete a job no worker holds
 //	workerd purge QUEUE --state S [--yes]    delete every done, dead or cancelled job
 //	workerd promote QUEUE ID                 run a scheduled job (or retry) now
-//	workerd pause QUEUE / resume QUEUE       stop and restart claiming from a queue
+//	workerd pause QUEUE                      stop claiming from a queue
+//	workerd resume QUEUE                     claim from a paused queue again
+//	workerd limit QUEUE [flags]              set or show a queue's and its groups' limits
+//	workerd events QUEUE --keep N | --off    record a queue's lifecycle events
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
+//	workerd bench [flags]                    measure throughput on a real Redis
 //	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
 //	workerd api --api-token T [--redis URL]  serve the HTTP API (/v1/) alone
+//	workerd version                          the fenceq version (also --version)
+//
+// Every command of commands() is listed here, in 'workerd --help' and in
+// the README's command table; TestEveryCommandIsListed holds them to it.
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
 // found by check, a job or queue that does not exist), 2 a usage or
@@ -31,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -75,6 +85,7 @@ func commands() []command {
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 		{"ui", "serve the web dashboard (read-only without --ui-token)", runUI},
 		{"api", "serve the HTTP API under /v1/ for producers in any language (needs --api-token)", runAPI},
+		{"version", "print the version of fenceq this workerd is built from", runVersion},
 	}
 }
 
@@ -90,6 +101,14 @@ type configError struct{ err error }
 
 func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
+
+// onePrefix is an error's message without the library's own "fenceq: "
+// prefixes: workerd's "workerd COMMAND: " is the only one an error gets.
+func onePrefix(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "fenceq: ")
+	return strings.ReplaceAll(msg, ": fenceq: ", ": ")
+}
 
 // failure is a reported failure (check found inconsistencies): exit code 1,
 // with nothing more to print.
@@ -114,6 +133,9 @@ func run(ctx context.Context, e *env, args []string) int {
 		usage(e.stdout)
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
@@ -129,13 +151,13 @@ func run(ctx context.Context, e *env, args []string) int {
 		case errors.Is(err, errFailed):
 			return 1
 		case errors.As(err, &ue):
-			fmt.Fprintf(e.stderr, "workerd %s: %v\nRun 'workerd %s --help' for usage.\n", c.name, err, c.name)
+			fmt.Fprintf(e.stderr, "workerd %s: %s\nRun 'workerd %s --help' for usage.\n", c.name, onePrefix(err), c.name)
 			return 2
 		case errors.As(err, &ce):
-			fmt.Fprintf(e.stderr, "workerd %s: %v\n", c.name, err)
+			fmt.Fprintf(e.stderr, "workerd %s: %s\n", c.name, onePrefix(err))
 			return 2
 		default:
-			fmt.Fprintf(e.stderr, "workerd %s: %v\n", c.name, err)
+			fmt.Fprintf(e.stderr, "workerd %s: %s\n", c.name, onePrefix(err))
 			return 1
 		}
 	}

@@ -400,6 +400,36 @@ func TestEnqueueWait(t *testing.T) {
 	if code, out, _ := c.run("", "enqueue", "q", "fail", "--wait"); code != 1 || !strings.Contains(out, `"state": "dead"`) {
 		t.Fatalf("a job that dies: exit %d\n%s", code, out)
 	}
+	if err := json.Unmarshal([]byte(c.ok("", "enqueue", "q", "echo", "--payload", `{"x":2}`, "--wait=1m")), &j); err != nil || j.State != "done" {
+		t.Fatalf("--wait=1m: %+v (%v)", j, err)
+	}
+	// No pool serves queue idle: --wait=D gives up after D, prints the job
+	// as it is, and exits 1; the job stays.
+	start := time.Now()
+	code, out, errOut := c.run("", "enqueue", "idle", "echo", "--id", "w-1", "--wait=300ms")
+	if err := json.Unmarshal([]byte(out), &j); err != nil || code != 1 || j.State != "pending" || j.ID != "w-1" ||
+		!strings.Contains(errOut, "workerd enqueue: job w-1 is still pending after --wait=300ms; it goes on") {
+		t.Fatalf("--wait=300ms: exit %d, job %+v (%v), stderr %q", code, j, err, errOut)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 10*time.Second {
+		t.Errorf("--wait=300ms took %v", took)
+	}
+	if j := c.job("idle", "w-1"); j.State != "pending" {
+		t.Errorf("the job after the wait gave up: %+v", j)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--wait=soon"}, `--wait "soon": want --wait alone (until the job ends) or a positive duration with its unit, such as --wait=30s`},
+		{[]string{"--wait=-1s"}, `--wait "-1s": want --wait alone`},
+		{[]string{"--wait", "30s"}, "unexpected arguments: 30s; to wait at most 30s, write --wait=30s (with '=')"},
+	} {
+		code, out, errOut := c.run("", append([]string{"enqueue", "q", "echo"}, tc.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
 }
 
 func TestLimitCommand(t *testing.T) {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/fenceq/fenceq/broker"
 )
 
 // A name that is no queue is most likely a typo: reading commands say so,
@@ -108,5 +110,35 @@ func TestInspectJobMissingArguments(t *testing.T) {
 	c.ok("", "enqueue", "job", "k")
 	if out := c.ok("", "inspect", "job"); !strings.Contains(out, "queue job: 1 pending") {
 		t.Fatalf("inspect of a queue named job: %s", out)
+	}
+}
+
+// workerd refuses a queue name workerd.yaml refuses, with the rule, before
+// it writes anything: enqueue, --jsonl and the commands that set a queue
+// up ahead of its first job.
+func TestQueueNameRuleOnTheCommandLine(t *testing.T) {
+	c := newCLI(t)
+	for _, args := range [][]string{
+		{"enqueue", "a b", "k"},
+		{"pause", "a b", "--create"},
+		{"limit", "a b", "--max-running", "2", "--create"},
+		{"events", "a\u00a0b", "--keep", "10", "--create"},
+	} {
+		code, out, errOut := c.run("", args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "must not contain white space; "+broker.QueueNameRule) || strings.Contains(errOut, "fenceq:") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and the rule", args, code, out, errOut)
+		}
+	}
+	code, out, errOut := c.run(`{"kind":"k","queue":"a b"}`+"\n", "enqueue", "a b", "--jsonl", "-")
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, `workerd enqueue: invalid queue "a b": must not contain white space`) {
+		t.Errorf("--jsonl into %q: exit %d, stdout %q, stderr %q; want 2 before a line is read", "a b", code, out, errOut)
+	}
+	// A line's own error carries no second prefix either.
+	code, _, errOut = c.run(`{"kind":"k","priority":1000}`+"\n", "enqueue", "q", "--jsonl", "-")
+	if code != 1 || errOut != "line 1: invalid priority \"1000\": must be between -100 and 100\n" {
+		t.Errorf("--jsonl, a bad line: exit %d, stderr %q", code, errOut)
+	}
+	if qs := c.ok("", "inspect", "--json"); strings.Contains(qs, `"a b"`) {
+		t.Errorf("a refused name became a queue:\n%s", qs)
 	}
 }

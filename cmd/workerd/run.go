@@ -21,6 +21,7 @@ import (
 	"github.com/fenceq/fenceq/broker"
 	"github.com/fenceq/fenceq/handlers"
 	"github.com/fenceq/fenceq/internal/dashboard"
+	"github.com/fenceq/fenceq/internal/version"
 	"github.com/fenceq/fenceq/middleware"
 	"github.com/fenceq/fenceq/worker"
 )
@@ -75,7 +76,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		_ = shutdown(r.m.pools, cfg.ShutdownTimeout.Duration, e.hurry, log)
 		return err
 	}
-	log.Info("workerd running", slog.Int("pools", len(r.m.pools)), slog.Any("kinds", mux.Kinds()))
+	log.Info("workerd running", slog.String("version", version.String()), slog.Int("pools", len(r.m.pools)), slog.Any("kinds", mux.Kinds()))
 	<-ctx.Done()
 	return r.stop(ctx, srv)
 }

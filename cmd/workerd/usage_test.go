@@ -45,7 +45,7 @@ func TestUsageErrorIsOneLineAndAHint(t *testing.T) {
 	}
 	var cases []usageCase
 	for _, c := range commands() {
-		cases = append(cases, usageCase{[]string{c.name, "--no-such-flag"}, "flag provided but not defined: -no-such-flag"})
+		cases = append(cases, usageCase{[]string{c.name, "--no-such-flag"}, "unknown flag --no-such-flag"})
 	}
 	cases = append(cases,
 		usageCase{[]string{"enqueue"}, "missing QUEUE"},
@@ -65,7 +65,15 @@ func TestUsageErrorIsOneLineAndAHint(t *testing.T) {
 		usageCase{[]string{"dev", "extra"}, "unexpected arguments: extra"},
 		usageCase{[]string{"bench", "--prefix", "fenceq"}, "drop --prefix"},
 		usageCase{[]string{"bench", "--cluster", "127.0.0.1:1"}, "not a cluster"},
-		usageCase{[]string{"enqueue", "q", "k", "--bogus"}, "-bogus"},
+		usageCase{[]string{"enqueue", "q", "k", "--bogus"}, "unknown flag --bogus"},
+		// A value the flag package cannot read: the flag with two dashes,
+		// what it takes and how to write it.
+		usageCase{[]string{"enqueue", "q", "k", "--delay", "5"}, `--delay "5": want a duration with its unit (ms, s, m or h), e.g. --delay 5s`},
+		usageCase{[]string{"enqueue", "q", "k", "-delay", "5"}, `--delay "5": want a duration`},
+		usageCase{[]string{"enqueue", "q", "k", "--delay"}, "--delay needs a value: write --delay 5s"},
+		usageCase{[]string{"enqueue", "q", "k", "--max-attempts", "x"}, `--max-attempts "x": want a whole number, e.g. --max-attempts 10`},
+		usageCase{[]string{"enqueue", "q", "k", "--raw=maybe"}, `--raw "maybe": want true or false, e.g. --raw=true`},
+		usageCase{[]string{"enqueue", "q", "k", "--meta", "x"}, `--meta "x": "x" has no '=': write KEY=VALUE`},
 	)
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

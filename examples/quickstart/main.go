@@ -3,18 +3,22 @@
 // pool, and shuts down gracefully on Ctrl-C (releasing any job still
 // running so another worker takes it at once).
 //
-//	go run ./examples/quickstart                      # Redis at 127.0.0.1:6379
+//	go run ./examples/quickstart                      # $REDIS_URL, else 127.0.0.1:6379
 //	go run ./examples/quickstart -redis host:port
+//	go run ./examples/quickstart -redis redis://127.0.0.1:40123   # what `workerd dev` prints
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,20 +57,38 @@ func (a ResizeArgs) EnqueueOptions() broker.EnqueueOptions {
 }
 
 func main() {
-	addr := flag.String("redis", "127.0.0.1:6379", "Redis address")
+	addr := flag.String("redis", cmp.Or(os.Getenv("REDIS_URL"), "127.0.0.1:6379"), "Redis address: host:port or a URL redis://[user:password@]host:port[/db] (default $REDIS_URL, else 127.0.0.1:6379)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*addr, log); err != nil {
+	opt, err := redisOptions(*addr)
+	if err != nil {
+		log.Error("quickstart: bad -redis", "error", err)
+		os.Exit(2)
+	}
+	if err := run(opt, log); err != nil {
 		log.Error("quickstart failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, log *slog.Logger) error {
+// redisOptions reads a Redis address as host:port, or as a URL such as
+// the redis://127.0.0.1:40123 that `workerd dev` prints.
+func redisOptions(addr string) (*redis.Options, error) {
+	if strings.Contains(addr, "://") {
+		opt, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w; write host:port or redis://host:port", addr, err)
+		}
+		return opt, nil
+	}
+	return &redis.Options{Addr: addr}, nil
+}
+
+func run(opt *redis.Options, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	b, err := broker.New(rdb, broker.Options{Prefix: "fenceq-quickstart"})
 	if err != nil {

@@ -6,6 +6,7 @@
 //	…
 //	mux.Handle("send_email", h)
 //
-// The response decides the job's fate: 2xx done, Retry-After snoozes, 408,
-// 429 and 5xx retry, any other status is permanent.
+// The response decides the job's fate: 2xx done; 408, 429 or 5xx with a
+// Retry-After snoozes the job that long (no attempt charged), and without
+// one retries it; any other status is permanent.
 package webhook

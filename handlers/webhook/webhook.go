@@ -58,9 +58,10 @@ type Config struct {
 // context.Cause.
 //
 // A 2xx response settles the job, its body (at most 1 MiB, ending in
-// "[truncated]" when cut) becoming the result. 429 or 503 with a
-// Retry-After header snoozes the job for that long (at least a second, at
-// most an hour). 408, 429, 5xx and transport errors are retried; any other
+// "[truncated]" when cut) becoming the result. 408, 429 or 5xx with a
+// Retry-After header snoozes the job for that long, without charging an
+// attempt (at least a second, at most an hour). Without one, 408, 429,
+// 5xx and transport errors are retried; any other
 // status fails the job permanently, since sending the same request again
 // will get the same answer.
 //
@@ -347,7 +348,8 @@ func (h *handler) succeed(ctx context.Context, job *handlers.Job, resp *http.Res
 // server says when to come back, a retry when it may answer otherwise
 // later, permanent when the same request will get the same answer.
 func (h *handler) failure(resp *http.Response) error {
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+	retryable := resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+	if retryable {
 		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return handlers.Snooze(min(max(d, minSnooze), maxSnooze))
 		}
@@ -356,16 +358,12 @@ func (h *handler) failure(resp *http.Response) error {
 	// nothing, the status has decided.
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyQuote+1))
 	err := fmt.Errorf("post %s: %s%s", h.name, statusLine(resp), h.bodyDetail(snippet))
-	switch {
-	case resp.StatusCode == http.StatusRequestTimeout,
-		resp.StatusCode == http.StatusTooManyRequests,
-		resp.StatusCode >= 500:
+	if retryable {
 		return err
-	default:
-		// Other 4xx, and 3xx the client did not follow: the same request
-		// will get the same answer.
-		return handlers.Permanent(err)
 	}
+	// Other 4xx, and 3xx the client did not follow: the same request will
+	// get the same answer, whatever Retry-After says.
+	return handlers.Permanent(err)
 }
 
 // transportError describes a request that got no response.

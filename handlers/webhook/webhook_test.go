@@ -188,6 +188,11 @@ func TestHTTPRetryAfterSnoozes(t *testing.T) {
 	}{
 		{"429 seconds", http.StatusTooManyRequests, "7", 7 * time.Second, 7 * time.Second},
 		{"503 seconds", http.StatusServiceUnavailable, "120", 2 * time.Minute, 2 * time.Minute},
+		{"408 seconds", http.StatusRequestTimeout, "5", 5 * time.Second, 5 * time.Second},
+		{"500 seconds", http.StatusInternalServerError, "9", 9 * time.Second, 9 * time.Second},
+		{"502 seconds", http.StatusBadGateway, "3", 3 * time.Second, 3 * time.Second},
+		{"504 HTTP date", http.StatusGatewayTimeout,
+			time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat), 27 * time.Second, 30 * time.Second},
 		{"capped at an hour", http.StatusTooManyRequests, "999999999999", time.Hour, time.Hour},
 		{"zero floored", http.StatusTooManyRequests, "0", time.Second, time.Second},
 		{"HTTP date", http.StatusServiceUnavailable,
@@ -209,6 +214,20 @@ func TestHTTPRetryAfterSnoozes(t *testing.T) {
 				t.Errorf("Delay = %v, want within [%v, %v]", snooze.Delay, tt.min, tt.max)
 			}
 		})
+	}
+}
+
+// A status that will not change is permanent, whatever Retry-After says.
+func TestHTTPRetryAfterOnAPermanentStatus(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusNotFound, http.StatusBadRequest, http.StatusConflict} {
+		srv := respond(t, status, http.Header{"Retry-After": {"5"}}, "no")
+		h := mustHTTP(t, webhook.Config{URL: srv.URL})
+		err := h.ProcessJob(context.Background(), newJob("k", nil))
+		var perm *handlers.PermanentError
+		if !errors.As(err, &perm) {
+			t.Errorf("%d with Retry-After: err = %v, want a permanent failure", status, err)
+		}
 	}
 }
 

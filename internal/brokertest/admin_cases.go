@@ -1115,3 +1115,109 @@ func testOverviewClaimable(t *testing.T, nb NewBackend) {
 	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{}))
 	claimable(2)
 }
+
+// Overview says what holds a queue's pending jobs back: its limits, the
+// starts its rate counts now and, when they use it up, the wait until the
+// next start; Throttled says it in words.
+func testOverviewThrottle(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	overview := func() broker.Overview {
+		t.Helper()
+		o, err := s.b.Inspector().Overview(s.ctx, s.q)
+		noErr(t, "Overview", err)
+		return o
+	}
+	for range 3 {
+		s.enqueue(t, broker.Job{})
+	}
+	if o := overview(); o.Limits != (broker.Limits{}) || o.Started != 0 || o.NextStart != 0 || o.Throttled() != "" {
+		t.Fatalf("no limits: %+v, throttled %q", o, o.Throttled())
+	}
+	noErr(t, "SetLimits", s.b.Inspector().SetLimits(s.ctx, s.q, broker.Limits{MaxRunning: 1, Rate: 2, Per: time.Hour}))
+	if o := overview(); o.Limits != (broker.Limits{MaxRunning: 1, Rate: 2, Per: time.Hour}) || o.Throttled() != "" {
+		t.Fatalf("limits, none reached: %+v, throttled %q", o, o.Throttled())
+	}
+	s.claimOne(t, long)
+	o := overview()
+	want(t, "starts in the hour", o.Started, 1)
+	want(t, "next start with a start left", o.NextStart, 0)
+	want(t, "throttled at max running", o.Throttled(), "max running reached (1 of 1)")
+	noErr(t, "SetMaxRunning", s.b.Inspector().SetMaxRunning(s.ctx, s.q, 0))
+	s.claimOne(t, long)
+	o = overview()
+	want(t, "starts in the hour", o.Started, 2)
+	if o.NextStart <= 59*time.Minute || o.NextStart > time.Hour {
+		t.Fatalf("next start in %v; want about an hour", o.NextStart)
+	}
+	want(t, "throttled by the rate", o.Throttled(), "at most 2 starts per 1h0m0s; next start in 1h0m0s")
+	noErr(t, "Pause", s.b.Inspector().Pause(s.ctx, s.q))
+	want(t, "throttled, paused", overview().Throttled(), "paused; at most 2 starts per 1h0m0s; next start in 1h0m0s")
+}
+
+// A retried job is due from its retry: its run_at, which the dashboard
+// shows as "due since" and the oldest pending age counts from, is the
+// retry's time, not its first run_at.
+func testRetryIsDueFromTheRetry(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	id := s.enqueue(t, broker.Job{MaxAttempts: 1})
+	first := s.job(t, id).RunAt
+	_, err := s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
+	noErr(t, "Fail", err)
+	s.Advance(400 * time.Millisecond)
+	at := s.redisTime(t)
+	_, err = s.b.Inspector().Retry(s.ctx, s.q, id)
+	noErr(t, "Retry", err)
+	j := s.job(t, id)
+	if j.RunAt.UnixMilli() < at || !j.RunAt.After(first) {
+		t.Fatalf("run_at after the retry at %d: %v (first run_at %v)", at, j.RunAt, first)
+	}
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	if o.HeadAge >= 400*time.Millisecond {
+		t.Fatalf("oldest pending age %v: counted from the first run_at, not the retry", o.HeadAge)
+	}
+	// RetryDead too.
+	_, err = s.b.Leases().Fail(s.ctx, s.claimOne(t, long), broker.Failure{Error: "boom"})
+	noErr(t, "Fail", err)
+	s.Advance(400 * time.Millisecond)
+	at = s.redisTime(t)
+	n, err := s.b.Inspector().RetryDead(s.ctx, s.q, 10)
+	noErr(t, "RetryDead", err)
+	want(t, "retried", n, 1)
+	if j := s.job(t, id); j.RunAt.UnixMilli() < at {
+		t.Fatalf("run_at after RetryDead at %d: %v", at, j.RunAt)
+	}
+}
+
+// A rate lowered under what already started holds starts back until
+// enough of them leave the window: NextStart counts to that one, not to
+// the oldest.
+func testOverviewLoweredRate(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	for range 3 {
+		s.enqueue(t, broker.Job{})
+	}
+	noErr(t, "SetRate", s.b.Inspector().SetRate(s.ctx, s.q, 3, time.Hour))
+	for i := range 3 {
+		if i > 0 {
+			s.Advance(300 * time.Millisecond)
+		}
+		s.claimOne(t, long)
+	}
+	noErr(t, "SetRate", s.b.Inspector().SetRate(s.ctx, s.q, 1, time.Hour))
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	want(t, "starts in the hour", o.Started, 3)
+	// Under a rate of 1 all three must leave: the newest, an hour after it
+	// (the oldest leaves 600 ms sooner).
+	if o.NextStart <= time.Hour-200*time.Millisecond || o.NextStart > time.Hour {
+		t.Fatalf("next start in %v; want an hour after the newest start", o.NextStart)
+	}
+	noErr(t, "SetRate", s.b.Inspector().SetRate(s.ctx, s.q, 2, time.Hour))
+	o, err = s.b.Inspector().Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	// Under 2, two must leave: the middle one, an hour after it.
+	if o.NextStart <= time.Hour-500*time.Millisecond || o.NextStart > time.Hour-300*time.Millisecond {
+		t.Fatalf("next start in %v with a rate of 2; want an hour after the second start", o.NextStart)
+	}
+}

@@ -183,6 +183,7 @@ func testModel(t *testing.T, nb NewBackend) {
 			"limits":         m.setLimits,
 			"groupLimits":    m.groupLimits,
 			"events":         m.setEvents,
+			"overview":       m.overview,
 			"advance":        func(*rapid.T) { s.Advance(15 * time.Millisecond) },
 			"pastHorizon":    m.pastHorizon,
 			"":               m.check,
@@ -1565,6 +1566,7 @@ func (m *model) retryVerdict(id string) (open map[string]bool, refused string) {
 func (m *model) retried(t *rapid.T, id string, open map[string]bool) {
 	j := m.jobs[id]
 	m.readGen(t, "retry", id)
+	m.within(t, "run_at of a retried job", m.now, m.s.job(t, id).RunAt.UnixMilli())
 	j.keepSettled()
 	j.attempt, j.cancel, j.token, j.settled = 0, false, "", ""
 	j.unhandledSince = span{} // a new wait for a handler

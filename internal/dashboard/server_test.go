@@ -538,7 +538,7 @@ func TestHostileNames(t *testing.T) {
 	r := setup(t, token)
 	c := r.client()
 	r.signIn(c)
-	queues := []string{`q "<b>x</b>' ü ✓`, "a/b?c#d%e", "..", "."}
+	queues := []string{`q"<b>x</b>'ü✓`, "a/b?c#d%e", "..", "."} // no white space: a queue name may hold none
 	ids := []string{`<script>alert(1)</script>`, "x/y?z#w%25", "..", ".", "a b", `"onmouseover="alert(1)`, "javascript:alert(1)"}
 	kind := `<img src=x onerror=alert(1)>`
 	for _, q := range queues {

@@ -6,7 +6,14 @@
 --         retention trims the done index, never these), 1 when paused else 0,
 --         blocked, scheduled jobs due now, finished jobs whose dependents
 --         are still to be settled, pending jobs a claim could take now
---         (none while paused; no more than the limits let start)}
+--         (none while paused; no more than the limits let start),
+--         max_running, rate and period_ms (0 where unset), the starts the
+--         rate counts now (within the last period_ms, as take.lua counts
+--         them), and, when they use up the rate, ms until enough of them
+--         leave the window for a job to start again (else 0): the oldest,
+--         or more when the rate was lowered under what already started}
+-- Bounded: the starts are counted and one is read by its rank, never
+-- listed.
 local now = now_ms()
 -- The job at the head: of an earlier version's index or ready_hi, else
 -- the first live one among the last entries of ready0 (past a few
@@ -43,13 +50,24 @@ local max_running, rate, period = setting('max_running'), setting('rate'), setti
 if max_running then
   claimable = math.min(claimable, math.max(0, max_running - redis.call('ZCARD', K.leases)))
 end
+local started, next_start = 0, 0
 if rate and period then
-  local started = redis.call('ZCOUNT', K.starts, '(' .. int(now - period), '+inf')
+  started = redis.call('ZCOUNT', K.starts, '(' .. int(now - period), '+inf')
   claimable = math.min(claimable, math.max(0, rate - started))
+  if started >= rate then
+    -- Below the window sit the starts a claim has not dropped yet; past
+    -- them, the one whose end of window lets the count under the rate.
+    local rank = redis.call('ZCOUNT', K.starts, '-inf', int(now - period)) + started - rate
+    local at = redis.call('ZRANGE', K.starts, rank, rank, 'WITHSCORES')
+    if at[2] then
+      next_start = math.max(1, tonumber(at[2]) + period - now)
+    end
+  end
 end
 return {now,
   redis.call('ZCARD', K.scheduled), pending, redis.call('ZCARD', K.leases),
   redis.call('ZCARD', K.done), redis.call('ZCARD', K.dead), redis.call('ZCARD', K.cancelled),
   head, counted[1] or '', counted[2] or '',
   redis.call('EXISTS', K.paused), redis.call('ZCARD', K.blocked),
-  redis.call('ZCOUNT', K.scheduled, '-inf', now), redis.call('LLEN', K.cascade), claimable}
+  redis.call('ZCOUNT', K.scheduled, '-inf', now), redis.call('LLEN', K.cascade), claimable,
+  max_running or 0, rate or 0, period or 0, started, math.floor(next_start)}

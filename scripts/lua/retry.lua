@@ -6,8 +6,8 @@
 -- waits again for its dependencies (refused when one is missing, or ended
 -- dead or cancelled and the job does not run anyway), and a job whose
 -- unique key (held until done) another live job took meanwhile is refused.
--- A retried job gets a new gen (invariant 3) and moves to ready or blocked
--- (invariant 6). A re-send with the same nonce answers what the first call
+-- A retried job gets a new gen (invariant 3), is due from now (run_at) and
+-- moves to ready or blocked (invariant 6). A re-send with the same nonce answers what the first call
 -- did and changes nothing (invariant 9).
 -- ARGV[2] request nonce  [3..] ids
 -- Reply: per id, (status, state before the call, detail): STATUS ok and
@@ -72,7 +72,9 @@ for i = 3, #ARGV do
       answer(STATUS.refused, f[1], refused)
     else
       redis.call('ZREM', INDEX[f[1]], id)
-      local fields = {F.gen, int(next_gen(f[4])), F.attempt, 0, F.token, '', F.settled, ''}
+      -- Due from now: "due since" and the oldest pending age count from
+      -- the retry, not from the first run_at.
+      local fields = {F.gen, int(next_gen(f[4])), F.attempt, 0, F.token, '', F.settled, '', F.run_at, int(now)}
       if f[9] and f[9] ~= '' and f[10] and f[10] ~= '' then
         -- The last settlement's record moves aside, for its re-send.
         set_aside(fields, f[9] .. ' ' .. f[10], f[11], f[12])
