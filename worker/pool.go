@@ -104,7 +104,8 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	p.retries = retrier{log: p.log, halt: p.sig.halt.Done()}
 	var err error
 	if p.scheduler, err = newScheduler(p.sig.intake, schedulerParams{
-		log: p.log, periodic: cfg.Periodic, client: b.Client(), retries: p.retries,
+		log: p.log, periodic: cfg.Periodic, poll: cfg.SchedulePoll, client: b.Client(),
+		store: b.Schedules(), retries: p.retries,
 	}); err != nil {
 		return nil, err
 	}
