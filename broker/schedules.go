@@ -335,6 +335,9 @@ func (b *Schedules) change(ctx context.Context, name string, edit func(cur strin
 				return err
 			}
 			next, err := edit(cur, found, n, v+1, now)
+			if errors.Is(err, errUnchanged) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -354,6 +357,21 @@ func (b *Schedules) change(ctx context.Context, name string, edit func(cur strin
 		}
 	}
 	return fmt.Errorf("fenceq: change schedule %q: other changes kept coming between; try again", name)
+}
+
+// errUnchanged is an edit's answer when there is nothing to write: the
+// change is made already (a re-sent Add or Set, a second Pause).
+var errUnchanged = errors.New("unchanged")
+
+// sameDefinition reports whether the stored entry cur defines s.
+func sameDefinition(name, cur string, s Schedule) bool {
+	old, err := decodeSchedule(name, cur, SourceRedis)
+	if err != nil || old.Cron != s.Cron || old.Every != s.Every || old.CatchUp != s.CatchUp {
+		return false
+	}
+	a, err1 := json.Marshal(old.Job)
+	b, err2 := json.Marshal(s.Job)
+	return err1 == nil && err2 == nil && string(a) == string(b)
 }
 
 // inConfig answers whether a running pool's configuration holds name.
@@ -379,8 +397,9 @@ func (b *Schedules) notFound(name string) error {
 
 // Add stores a new schedule, active at once: every pool fires its ticks
 // after now (Redis time) once it has seen it, within its
-// worker.Config.SchedulePoll. It refuses a name Redis already stores
-// (ErrScheduleExists), a name a running pool's configuration holds
+// worker.Config.SchedulePoll. Sent again (a lost reply), it answers nil
+// and changes nothing. It refuses a name Redis already stores with
+// another definition (ErrScheduleExists), a name a running pool's configuration holds
 // (ErrScheduleFromConfig), a bad schedule or job (*ValidationError) and a
 // schedule past SchedulesMax.
 func (b *Schedules) Add(ctx context.Context, s Schedule) error {
@@ -393,7 +412,8 @@ func (b *Schedules) Add(ctx context.Context, s Schedule) error {
 // Set replaces a stored schedule's timing, job and catch-up; it stays
 // paused or active as it was. Its ticks after now are the new
 // definition's; a pool that has not yet seen the change does not fire the
-// old one, since it checks the version before every tick.
+// old one, since it checks the version before every tick. A Set to the
+// definition stored changes nothing (not even when its ticks start).
 func (b *Schedules) Set(ctx context.Context, s Schedule) error {
 	if err := b.check(s); err != nil {
 		return err
@@ -414,6 +434,8 @@ func (b *Schedules) store(ctx context.Context, s Schedule, replace bool) error {
 	return b.change(ctx, s.Name, func(cur string, found bool, n, rev int64, now time.Time) (string, error) {
 		st := StoredSchedule{Schedule: s, Source: SourceRedis, Rev: rev, Since: now}
 		switch {
+		case found && sameDefinition(s.Name, cur, s):
+			return "", errUnchanged // sent again after a lost reply: the same outcome, nothing more
 		case found && !replace:
 			return "", fmt.Errorf("fenceq: a schedule named %q is already stored; change it with Set (workerd schedule set), or remove it first: %w", s.Name, ErrScheduleExists)
 		case !found && replace:
@@ -454,7 +476,7 @@ func (b *Schedules) setPaused(ctx context.Context, name string, paused bool) err
 			return "", fmt.Errorf("fenceq: schedule %q cannot be read (%v); remove it and add it again", name, err)
 		}
 		if s.Paused == paused {
-			return cur, nil // nothing to do; the version bump is harmless
+			return "", errUnchanged
 		}
 		s.Paused, s.Rev = paused, rev
 		if !paused {

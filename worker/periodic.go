@@ -81,7 +81,7 @@ type scheduler struct {
 	// The loop's state, used by its goroutine alone.
 	active  map[string]*entry // by name: config schedules and the stored ones in use
 	version int64             // of the stored schedules in active; -1 before the first read
-	checked time.Time         // when the version was last read; zero before
+	checked time.Time         // when the version was last read; zero before the first read
 	warned  map[string]string // a stored schedule's last logged problem, by name
 }
 
@@ -120,7 +120,12 @@ type schedulerParams struct {
 func newScheduler(parent context.Context, params schedulerParams) (*scheduler, error) {
 	s := &scheduler{loop: loopUnder(parent), schedulerParams: params, version: -1,
 		active: map[string]*entry{}, warned: map[string]string{}}
+	names := map[string]bool{}
 	for _, pc := range params.periodic {
+		if names[pc.Name] {
+			return nil, invalid("Periodic", "periodic %q is listed twice; a name identifies one schedule (it is part of each tick's job id): rename one", pc.Name)
+		}
+		names[pc.Name] = true
 		sc, err := parseSchedule(pc)
 		if err != nil {
 			return nil, &ConfigError{Field: "Periodic", Err: err}
@@ -206,47 +211,48 @@ func (s *scheduler) tick() {
 }
 
 // refresh reads the stored schedules' version and, when it changed, the
-// schedules, and applies them (apply). hard retries a transient error
-// until the pool halts; otherwise an error is logged and the next poll
-// tries again.
+// schedules, and applies them (refreshAt). hard retries a transient
+// error until the pool halts; otherwise an error is logged and the next
+// poll tries again.
 func (s *scheduler) refresh(hard bool) {
-	attr := func() slog.Attr { return slog.String("schedules", "stored in Redis") }
-	var now time.Time
-	read := func(ctx context.Context) error {
-		now = time.Now()
-		v, err := s.store.Version(ctx)
-		if err != nil || v == s.version {
-			return err
-		}
-		v, defs, bad, err := s.store.Stored(ctx)
-		if err != nil {
-			return err
-		}
-		s.apply(v, defs, bad, now)
-		return nil
-	}
+	read := func(ctx context.Context) error { return s.refreshAt(ctx, time.Now()) }
 	var err error
 	if hard {
-		err = s.retries.retry("read the stored schedules", attr, read)
+		err = s.retries.retry("read the stored schedules", func() slog.Attr { return slog.String("schedules", "stored in Redis") }, read)
 	} else {
 		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 		err = read(ctx)
 		cancel()
 	}
+	if err != nil && !s.stopping() {
+		s.log.Warn("fenceq could not read the schedules stored in Redis; the pool fires those it knows", slog.Any("error", err))
+	}
+}
+
+// refreshAt is refresh's work at now: read the version, and the
+// schedules when it changed (apply).
+func (s *scheduler) refreshAt(ctx context.Context, now time.Time) error {
+	v, err := s.store.Version(ctx)
 	if err != nil {
-		if !s.stopping() {
-			s.log.Warn("fenceq could not read the schedules stored in Redis; the pool fires those it knows", slog.Any("error", err))
+		return err
+	}
+	if v != s.version {
+		v, defs, bad, err := s.store.Stored(ctx)
+		if err != nil {
+			return err
 		}
-		return
+		s.apply(v, defs, bad, now)
 	}
 	s.checked = now
+	return nil
 }
 
 // apply makes defs, at version v, the stored schedules in use. A schedule
 // whose revision is the same keeps its next tick. A new or changed one
-// fires the latest of its ticks that came due after its change and after
-// the pool last looked (the one tick it would have fired, had it known),
-// or, at the pool's first read, its catch-up; its next tick follows now.
+// fires the latest of its ticks that came due after its change, which the
+// pool would have fired had it known (another pool may have: the ids
+// agree), or, at the pool's first read, only its catch-up, as a config
+// schedule does; its next tick follows now.
 // A schedule no longer stored, or paused, is dropped, and one whose name
 // the pool's config has is ignored.
 func (s *scheduler) apply(v int64, defs []broker.StoredSchedule, bad []broker.ScheduleInfo, now time.Time) {
@@ -281,14 +287,10 @@ func (s *scheduler) apply(v int64, defs []broker.StoredSchedule, bad []broker.Sc
 		}
 		delete(s.warned, d.Name)
 		s.active[d.Name] = &entry{schedule: sc, next: sc.next(now)}
-		after := sc.since
-		switch {
-		case first && !sc.CatchUp:
+		if first && !sc.CatchUp {
 			continue
-		case !first && s.checked.After(after):
-			after = s.checked
 		}
-		if t := sc.prev(now); !t.IsZero() && t.After(after) {
+		if t := sc.prev(now); !t.IsZero() && t.After(sc.since) {
 			s.enqueueTick(sc, t)
 		}
 	}

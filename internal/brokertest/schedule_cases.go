@@ -57,7 +57,9 @@ func testSchedulesStore(t *testing.T, nb NewBackend) {
 		t.Fatalf("a new schedule: since %v, paused %v", a.Since, a.Paused)
 	}
 
-	wantErr(t, "Add of a stored name", sc.Add(s.ctx, s.schedule("a")), broker.ErrScheduleExists)
+	other := s.schedule("a")
+	other.Every = time.Hour
+	wantErr(t, "Add of a stored name", sc.Add(s.ctx, other), broker.ErrScheduleExists)
 	wantErr(t, "Set of a name not stored", sc.Set(s.ctx, s.schedule("b")), broker.ErrScheduleNotFound)
 	wantErr(t, "Pause of a name not stored", sc.Pause(s.ctx, "b"), broker.ErrScheduleNotFound)
 	wantErr(t, "Remove of a name not stored", sc.Remove(s.ctx, "b"), broker.ErrScheduleNotFound)
@@ -238,7 +240,11 @@ func testSchedulesConcurrentChanges(t *testing.T, nb NewBackend) {
 	errs := make(chan error, 2*n)
 	for i := range n {
 		wg.Go(func() { errs <- sc.Add(s.ctx, s.schedule(fmt.Sprintf("c%02d", i))) })
-		wg.Go(func() { errs <- sc.Add(s.ctx, s.schedule("same")) })
+		wg.Go(func() {
+			one := s.schedule("same")
+			one.Job.Kind = fmt.Sprintf("k%02d", i) // n definitions of one name: one is stored
+			errs <- sc.Add(s.ctx, one)
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -276,4 +282,32 @@ func testSchedulesHandEdits(t *testing.T, nb NewBackend) {
 	}
 	noErr(t, "Remove of an unreadable entry", sc.Remove(s.ctx, "junk"))
 	noErr(t, "Pause of an entry whose cron is bad", sc.Pause(s.ctx, "badcron"))
+}
+
+// A change sent again after its reply was lost answers as the first did
+// and changes nothing more: the version, the revision and the time its
+// ticks start from stay.
+func testSchedulesResent(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	sc := s.b.Schedules()
+	def := s.schedule("again")
+	noErr(t, "Add", sc.Add(s.ctx, def))
+	before := s.stored(t)["again"]
+	s.Advance(20 * time.Millisecond)
+	noErr(t, "Add sent again", sc.Add(s.ctx, def))
+	noErr(t, "Set to what is stored", sc.Set(s.ctx, def))
+	after := s.stored(t)["again"]
+	want(t, "rev", after.Rev, before.Rev)
+	want(t, "since", after.Since.UnixMilli(), before.Since.UnixMilli())
+	want(t, "version", s.version(t), int64(1))
+	// Another definition under the name is refused, not taken as a re-send.
+	other := def
+	other.Job.Kind = "other"
+	wantErr(t, "Add of another definition", sc.Add(s.ctx, other), broker.ErrScheduleExists)
+	noErr(t, "Pause", sc.Pause(s.ctx, "again"))
+	noErr(t, "Pause sent again", sc.Pause(s.ctx, "again"))
+	want(t, "version after two pauses", s.version(t), int64(2))
+	noErr(t, "Remove", sc.Remove(s.ctx, "again"))
+	wantErr(t, "Remove sent again", sc.Remove(s.ctx, "again"), broker.ErrScheduleNotFound)
+	want(t, "version after the removes", s.version(t), int64(3))
 }

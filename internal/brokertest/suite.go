@@ -100,6 +100,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"SchedulesRuns", testSchedulesRuns},
 		{"SchedulesConcurrentChanges", testSchedulesConcurrentChanges},
 		{"SchedulesHandEdits", testSchedulesHandEdits},
+		{"SchedulesResent", testSchedulesResent},
 		{"ThroughputCounts", testThroughputCounts},
 		{"ThroughputShape", testThroughputShape},
 		{"ThroughputWindow", testThroughputWindow},
