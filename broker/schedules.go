@@ -83,7 +83,14 @@ func (s Schedule) Spec() string {
 	if s.Cron != "" {
 		return s.Cron
 	}
-	return "every " + s.Every.String()
+	d := s.Every.String()
+	if strings.HasSuffix(d, "m0s") {
+		d = strings.TrimSuffix(d, "0s")
+	}
+	if strings.HasSuffix(d, "h0m") {
+		d = strings.TrimSuffix(d, "0m")
+	}
+	return "every " + d
 }
 
 // TickID is the job id of a schedule's tick at t.

@@ -10,6 +10,8 @@
 //	workerd cancel QUEUE ID                  cancel a job
 //	workerd pause QUEUE / resume QUEUE       stop and restart claiming from a queue
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
+//	workerd schedules [--json]               list periodic jobs: source, spec, next and last run
+//	workerd schedule add|set|pause|resume|rm NAME [flags]   manage a periodic job stored in Redis
 //	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
 //
 // Exit codes: 0 success, 1 a failure the command reports (an inconsistency
@@ -63,6 +65,8 @@ func commands() []command {
 		{"limit", "set or show a queue's rate and concurrency limits, and its groups' (shared by every worker)", runLimit},
 		{"events", "record (or stop recording) a queue's lifecycle events", runEvents},
 		{"check", "verify that every job is in the index of its state", runCheck},
+		{"schedules", "list the periodic jobs, stored in Redis or in the pools' configs, with their next and last runs", runSchedules},
+		{"schedule", "add, change, pause, resume or remove a periodic job stored in Redis (every pool picks it up, no restart)", runSchedule},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 		{"ui", "serve the web dashboard (read-only without --ui-token)", runUI},
 	}

@@ -259,7 +259,7 @@ func (s *Server) act(do action) http.HandlerFunc {
 			s.refuse(w, r, name, queue, id, "The form's CSRF token is missing or wrong (the page may be from an earlier sign-in). Reload the page and try again.")
 			return
 		}
-		if name != "logout" {
+		if name != "logout" && !strings.HasPrefix(name, "schedule-") { // a schedule belongs to no queue
 			ctx, cancel := reqCtx(r)
 			ok, err := s.queueExists(ctx, queue)
 			cancel()
