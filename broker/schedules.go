@@ -315,33 +315,60 @@ func (b *Schedules) redisNow(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
+// current is what a change sees of the stored schedules, under WATCH.
+type current struct {
+	entry    string    // the stored entry of the name, "" when there is none
+	found    bool      // the name is stored
+	count    int64     // the schedules stored
+	rev      int64     // the version the change makes
+	now      time.Time // Redis's time
+	inConfig bool      // a running pool's configuration has the name
+}
+
 // change runs one change of the stored schedules as a transaction: under
-// WATCH of defs and version, edit reads the stored entry of name ("" when
-// there is none) and answers the entry to write ("" deletes it); the
-// version goes up by one with it. It is tried again when another change
-// came between, a few times.
-func (b *Schedules) change(ctx context.Context, name string, edit func(cur string, found bool, count int64, rev int64, now time.Time) (string, error)) error {
-	defs, version := b.schedKey("defs"), b.schedKey("version")
+// WATCH of defs, version and the config schedules, edit reads what is
+// stored and answers the entry to write ("" deletes it), or errUnchanged;
+// the version goes up by one with it. It is tried again when another
+// change came between (a pool publishing its config included), a few
+// times.
+func (b *Schedules) change(ctx context.Context, name string, edit func(c current) (string, error)) error {
+	defs, version, config := b.schedKey("defs"), b.schedKey("version"), b.schedKey("config")
 	now, err := b.redisNow(ctx)
 	if err != nil {
 		return err
 	}
 	for range 20 {
 		err := b.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			cur, err := tx.HGet(ctx, defs, name).Result()
-			found := err == nil
+			c := current{now: now}
+			var err error
+			c.entry, err = tx.HGet(ctx, defs, name).Result()
+			c.found = err == nil
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return err
 			}
-			n, err := tx.HLen(ctx, defs).Result()
-			if err != nil {
+			if c.count, err = tx.HLen(ctx, defs).Result(); err != nil {
 				return err
 			}
 			v, err := tx.Get(ctx, version).Int64()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil && errors.Is(err, strconv.ErrSyntax) || errors.Is(err, strconv.ErrRange):
+				// Not a number (written by hand): go on from Redis's time in
+				// ms, a value no pool can hold as the version it saw.
+				v = now.UnixMilli()
+			case err != nil:
+				return err
+			}
+			c.rev = v + 1
+			cfg, err := tx.HGet(ctx, config, name).Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return err
 			}
-			next, err := edit(cur, found, n, v+1, now)
+			if err == nil {
+				s, derr := decodeSchedule(name, cfg, SourceConfig)
+				c.inConfig = derr == nil && now.Sub(s.Since) < configSeenFor
+			}
+			next, err := edit(c)
 			if errors.Is(err, errUnchanged) {
 				return nil
 			}
@@ -354,11 +381,11 @@ func (b *Schedules) change(ctx context.Context, name string, edit func(cur strin
 				} else {
 					p.HSet(ctx, defs, name, next)
 				}
-				p.Set(ctx, version, v+1, 0)
+				p.Set(ctx, version, c.rev, 0)
 				return nil
 			})
 			return err
-		}, defs, version)
+		}, defs, version, config)
 		if !errors.Is(err, redis.TxFailedErr) {
 			return err
 		}
@@ -379,19 +406,6 @@ func sameDefinition(name, cur string, s Schedule) bool {
 	a, err1 := json.Marshal(old.Job)
 	b, err2 := json.Marshal(s.Job)
 	return err1 == nil && err2 == nil && string(a) == string(b)
-}
-
-// inConfig answers whether a running pool's configuration holds name.
-func (b *Schedules) inConfig(ctx context.Context, name string, now time.Time) (bool, error) {
-	v, err := b.rdb.HGet(ctx, b.schedKey("config"), name).Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("fenceq: read the config schedules: %w", err)
-	}
-	s, err := decodeSchedule(name, v, SourceConfig)
-	return err == nil && now.Sub(s.Since) < configSeenFor, nil
 }
 
 func (b *Schedules) fromConfig(name string) error {
@@ -429,18 +443,12 @@ func (b *Schedules) Set(ctx context.Context, s Schedule) error {
 }
 
 func (b *Schedules) store(ctx context.Context, s Schedule, replace bool) error {
-	now, err := b.redisNow(ctx)
-	if err != nil {
-		return err
-	}
-	if cfg, err := b.inConfig(ctx, s.Name, now); err != nil {
-		return err
-	} else if cfg {
-		return b.fromConfig(s.Name)
-	}
-	return b.change(ctx, s.Name, func(cur string, found bool, n, rev int64, now time.Time) (string, error) {
-		st := StoredSchedule{Schedule: s, Source: SourceRedis, Rev: rev, Since: now}
+	return b.change(ctx, s.Name, func(c current) (string, error) {
+		cur, found, n := c.entry, c.found, c.count
+		st := StoredSchedule{Schedule: s, Source: SourceRedis, Rev: c.rev, Since: c.now}
 		switch {
+		case c.inConfig:
+			return "", b.fromConfig(s.Name)
 		case found && sameDefinition(s.Name, cur, s):
 			return "", errUnchanged // sent again after a lost reply: the same outcome, nothing more
 		case found && !replace:
@@ -474,20 +482,20 @@ func (b *Schedules) setPaused(ctx context.Context, name string, paused bool) err
 	if err := validName("schedule name", name); err != nil {
 		return err
 	}
-	return b.change(ctx, name, func(cur string, found bool, _, rev int64, now time.Time) (string, error) {
-		if !found {
+	return b.change(ctx, name, func(c current) (string, error) {
+		if !c.found {
 			return "", b.notFound(name)
 		}
-		s, err := decodeSchedule(name, cur, SourceRedis)
+		s, err := decodeSchedule(name, c.entry, SourceRedis)
 		if err != nil {
 			return "", fmt.Errorf("fenceq: schedule %q cannot be read (%v); remove it and add it again", name, err)
 		}
 		if s.Paused == paused {
 			return "", errUnchanged
 		}
-		s.Paused, s.Rev = paused, rev
+		s.Paused, s.Rev = paused, c.rev
 		if !paused {
-			s.Since = now
+			s.Since = c.now
 		}
 		return encodeSchedule(s)
 	})
@@ -499,8 +507,8 @@ func (b *Schedules) Remove(ctx context.Context, name string) error {
 	if err := validName("schedule name", name); err != nil {
 		return err
 	}
-	err := b.change(ctx, name, func(_ string, found bool, _, _ int64, _ time.Time) (string, error) {
-		if !found {
+	err := b.change(ctx, name, func(c current) (string, error) {
+		if !c.found {
 			return "", b.notFound(name)
 		}
 		return "", nil
@@ -525,10 +533,23 @@ func (b *Schedules) Version(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
+// storedReadMax is the most entries Stored reads: SchedulesMax, and room
+// for the adds that raced past its count.
+const storedReadMax = SchedulesMax + 100
+
 // Stored reads every stored schedule and the version they are at (one
 // MULTI, so the two agree), sorted by name. An entry that cannot be read
 // is answered with its Problem set, in bad.
 func (b *Schedules) Stored(ctx context.Context) (version int64, out []StoredSchedule, bad []ScheduleInfo, err error) {
+	// Add keeps SchedulesMax; a hash made larger by hand is not read
+	// whole by every pool.
+	n, err := b.rdb.HLen(ctx, b.schedKey("defs")).Result()
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("fenceq: read the stored schedules: %w", err)
+	}
+	if n > storedReadMax {
+		return 0, nil, nil, fmt.Errorf("fenceq: Redis stores %d schedules under %s, more than the %d Add allows (written there by something else); no pool reads them until they are fewer: remove some with workerd schedule rm", n, b.schedKey("defs"), SchedulesMax)
+	}
 	var all *redis.MapStringStringCmd
 	var ver *redis.StringCmd
 	_, err = b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {

@@ -83,6 +83,8 @@ type scheduler struct {
 	version int64             // of the stored schedules in active; -1 before the first read
 	checked time.Time         // when the version was last read; zero before the first read
 	warned  map[string]string // a stored schedule's last logged problem, by name
+	// readFailed lets the warning of a failed read through once a minute.
+	readFailed *throttle
 }
 
 // entry is an active schedule and its next tick.
@@ -119,7 +121,7 @@ type schedulerParams struct {
 // *ConfigError.
 func newScheduler(parent context.Context, params schedulerParams) (*scheduler, error) {
 	s := &scheduler{loop: loopUnder(parent), schedulerParams: params, version: -1,
-		active: map[string]*entry{}, warned: map[string]string{}}
+		active: map[string]*entry{}, warned: map[string]string{}, readFailed: newThrottle(time.Minute)}
 	names := map[string]bool{}
 	for _, pc := range params.periodic {
 		if names[pc.Name] {
@@ -224,8 +226,8 @@ func (s *scheduler) refresh(hard bool) {
 		err = read(ctx)
 		cancel()
 	}
-	if err != nil && !s.stopping() {
-		s.log.Warn("fenceq could not read the schedules stored in Redis; the pool fires those it knows", slog.Any("error", err))
+	if err != nil && !s.stopping() && s.readFailed.ok() {
+		s.log.Warn("fenceq could not read the schedules stored in Redis; the pool fires those it knows, and tries again every poll (this is logged once a minute)", slog.Any("error", err))
 	}
 }
 
@@ -286,7 +288,8 @@ func (s *scheduler) apply(v int64, defs []broker.StoredSchedule, bad []broker.Sc
 			continue
 		}
 		delete(s.warned, d.Name)
-		s.active[d.Name] = &entry{schedule: sc, next: sc.next(now)}
+		// Its ticks are those after since, even on a clock behind Redis's.
+		s.active[d.Name] = &entry{schedule: sc, next: sc.next(maxTime(now, sc.since))}
 		if first && !sc.CatchUp {
 			continue
 		}
@@ -357,6 +360,13 @@ func (sr *scheduler) enqueueTick(s *schedule, tick time.Time) {
 	if err := sr.store.RecordRun(ctx, s.Name, tick); err != nil && !sr.stopping() {
 		sr.log.Debug("fenceq could not record a periodic job's run", slog.String("periodic", s.Name), slog.Any("error", err))
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -278,3 +278,17 @@ func TestPeriodicNamedTwice(t *testing.T) {
 		t.Fatalf("newScheduler answered %v", err)
 	}
 }
+
+// A pool whose clock is behind Redis's fires none of a new schedule's
+// ticks from before it was added (Redis time).
+func TestStoredScheduleClockBehind(t *testing.T) {
+	st := newSchedTest(t)
+	st.at(t0.Add(-time.Second))
+	st.store.put("b", 10*time.Second, t0.Add(30*time.Second)) // Redis is 30s ahead
+	for sec := 1; sec <= 39; sec++ {
+		st.at(t0.Add(time.Duration(sec) * time.Second))
+	}
+	st.want(t, "before its add, on Redis's clock")
+	st.at(t0.Add(40 * time.Second))
+	st.want(t, "its first tick", tick("b", t0.Add(40*time.Second)))
+}

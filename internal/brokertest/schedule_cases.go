@@ -311,3 +311,44 @@ func testSchedulesResent(t *testing.T, nb NewBackend) {
 	wantErr(t, "Remove sent again", sc.Remove(s.ctx, "again"), broker.ErrScheduleNotFound)
 	want(t, "version after the removes", s.version(t), int64(3))
 }
+
+// A version written by hand that is not a number does not wedge the
+// changes: the next one goes on from a value no pool has seen.
+func testSchedulesCorruptVersion(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	sc := s.b.Schedules()
+	noErr(t, "SET", s.Client.Set(s.ctx, s.schedKey("version"), "junk", 0).Err())
+	if _, err := sc.Version(s.ctx); err == nil {
+		t.Fatal("Version read junk as a number")
+	}
+	noErr(t, "Add over a junk version", sc.Add(s.ctx, s.schedule("v")))
+	v := s.version(t)
+	if v <= 1 {
+		t.Fatalf("version after the junk %d: a pool that saw 1 before would miss the change", v)
+	}
+	noErr(t, "Pause", sc.Pause(s.ctx, "v"))
+	want(t, "version after the pause", s.version(t), v+1)
+}
+
+// 100,000 entries written under the stored schedules by hand: no pool
+// reads them all; the error says what to do.
+func testSchedulesHugeHash(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	sc := s.b.Schedules()
+	fields := make([]any, 0, 200_000)
+	for i := range 100_000 {
+		fields = append(fields, fmt.Sprintf("h%06d", i), "{}")
+	}
+	noErr(t, "HSET", s.Client.HSet(s.ctx, s.schedKey("defs"), fields...).Err())
+	_, _, _, err := sc.Stored(s.ctx)
+	if err == nil || !strings.Contains(err.Error(), "100000 schedules") || !strings.Contains(err.Error(), "remove some") {
+		t.Fatalf("Stored of 100,000 entries answered %v", err)
+	}
+	if _, err := sc.List(s.ctx); err == nil {
+		t.Fatal("List read 100,000 entries")
+	}
+	var ve *broker.ValidationError
+	if err := sc.Add(s.ctx, s.schedule("more")); !errors.As(err, &ve) {
+		t.Fatalf("Add past 100,000 answered %v", err)
+	}
+}

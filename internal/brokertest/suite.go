@@ -101,6 +101,8 @@ func Run(t *testing.T, nb NewBackend) {
 		{"SchedulesConcurrentChanges", testSchedulesConcurrentChanges},
 		{"SchedulesHandEdits", testSchedulesHandEdits},
 		{"SchedulesResent", testSchedulesResent},
+		{"SchedulesCorruptVersion", testSchedulesCorruptVersion},
+		{"SchedulesHugeHash", testSchedulesHugeHash},
 		{"ThroughputCounts", testThroughputCounts},
 		{"ThroughputShape", testThroughputShape},
 		{"ThroughputWindow", testThroughputWindow},
