@@ -80,7 +80,7 @@ type scheduler struct {
 
 	// The loop's state, used by its goroutine alone.
 	active  map[string]*entry // by name: config schedules and the stored ones in use
-	version int64             // of the stored schedules in active; -1 before the first read
+	version int64             // of the stored schedules in active; 0, none was ever stored, before the first read
 	checked time.Time         // when the version was last read; zero before the first read
 	warned  map[string]string // a stored schedule's last logged problem, by name
 	// readFailed lets the warning of a failed read through once a minute.
@@ -120,7 +120,7 @@ type schedulerParams struct {
 // newScheduler parses and checks the schedules; a bad one is a
 // *ConfigError.
 func newScheduler(parent context.Context, params schedulerParams) (*scheduler, error) {
-	s := &scheduler{loop: loopUnder(parent), schedulerParams: params, version: -1,
+	s := &scheduler{loop: loopUnder(parent), schedulerParams: params,
 		active: map[string]*entry{}, warned: map[string]string{}, readFailed: newThrottle(time.Minute)}
 	names := map[string]bool{}
 	for _, pc := range params.periodic {
