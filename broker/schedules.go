@@ -57,6 +57,18 @@ var (
 	ErrScheduleFromConfig = errors.New("schedule comes from a pool's configuration")
 )
 
+// ScheduleError is a refused change of a schedule: Err is
+// ErrScheduleNotFound, ErrScheduleExists or ErrScheduleFromConfig, and
+// the message says what to do.
+type ScheduleError struct {
+	Name string
+	Err  error
+	msg  string
+}
+
+func (e *ScheduleError) Error() string { return e.msg }
+func (e *ScheduleError) Unwrap() error { return e.Err }
+
 // Schedule is a job enqueued on a schedule.
 type Schedule struct {
 	// Name identifies the schedule; it is part of every tick's job id.
@@ -409,11 +421,13 @@ func sameDefinition(name, cur string, s Schedule) bool {
 }
 
 func (b *Schedules) fromConfig(name string) error {
-	return fmt.Errorf("fenceq: schedule %q is in a running pool's configuration (workerd.yaml or worker.Config.Periodic), which Redis cannot change; change it there, or store this one under another name: %w", name, ErrScheduleFromConfig)
+	return &ScheduleError{Name: name, Err: ErrScheduleFromConfig,
+		msg: fmt.Sprintf("fenceq: schedule %q is in a running pool's configuration (workerd.yaml or worker.Config.Periodic), which Redis cannot change; change it there, or store this one under another name", name)}
 }
 
 func (b *Schedules) notFound(name string) error {
-	return fmt.Errorf("fenceq: no schedule named %q is stored in Redis (workerd schedules lists them): %w", name, ErrScheduleNotFound)
+	return &ScheduleError{Name: name, Err: ErrScheduleNotFound,
+		msg: fmt.Sprintf("fenceq: no schedule named %q is stored in Redis (workerd schedules lists them)", name)}
 }
 
 // Add stores a new schedule, active at once: every pool fires its ticks
@@ -452,7 +466,8 @@ func (b *Schedules) store(ctx context.Context, s Schedule, replace bool) error {
 		case found && sameDefinition(s.Name, cur, s):
 			return "", errUnchanged // sent again after a lost reply: the same outcome, nothing more
 		case found && !replace:
-			return "", fmt.Errorf("fenceq: a schedule named %q is already stored; change it with Set (workerd schedule set), or remove it first: %w", s.Name, ErrScheduleExists)
+			return "", &ScheduleError{Name: s.Name, Err: ErrScheduleExists,
+				msg: fmt.Sprintf("fenceq: a schedule named %q is already stored with another definition; change it with Set (workerd schedule set), or remove it first", s.Name)}
 		case !found && replace:
 			return "", b.notFound(s.Name)
 		case !found && n >= SchedulesMax:
@@ -720,7 +735,8 @@ func (b *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) 
 		}
 	}
 	if found == nil {
-		return ScheduleInfo{}, fmt.Errorf("fenceq: no schedule named %q, stored or in a running pool's configuration: %w", name, ErrScheduleNotFound)
+		return ScheduleInfo{}, &ScheduleError{Name: name, Err: ErrScheduleNotFound,
+			msg: fmt.Sprintf("fenceq: no schedule named %q, stored or in a running pool's configuration", name)}
 	}
 	return *found, nil
 }

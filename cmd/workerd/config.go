@@ -37,6 +37,7 @@ type fileConfig struct {
 	ShutdownTimeout duration                 `yaml:"shutdown_timeout"`
 	Pools           []poolConfig             `yaml:"pools"`
 	Periodic        []periodicConfig         `yaml:"periodic"`
+	SchedulePoll    duration                 `yaml:"schedule_poll"`
 	Handlers        map[string]handlerConfig `yaml:"handlers"`
 
 	file  string        // the file it was loaded from
@@ -233,6 +234,9 @@ func (c *fileConfig) validate() error {
 		if p.Concurrency < 0 {
 			return yamlerr.Fieldf(fmt.Sprintf("pools[%d].concurrency", i), "%d; it must be positive (omit it for %d)", p.Concurrency, worker.ConcurrencyDefault)
 		}
+	}
+	if d := c.SchedulePoll.Duration; d != 0 && d < 100*time.Millisecond {
+		return yamlerr.Fieldf("schedule_poll", "%v; give at least 100ms, like 5s (omit it for %v)", d, worker.SchedulePollDefault)
 	}
 	names := map[string]int{}
 	for i, p := range c.Periodic {

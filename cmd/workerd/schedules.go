@@ -196,7 +196,7 @@ func runSchedule(ctx context.Context, e *env, args []string) error {
 		var cur broker.ScheduleInfo
 		cur, err = sc.Get(ctx, name)
 		if err == nil && cur.Source != broker.SourceRedis {
-			err = fmt.Errorf("schedule %q comes from a pool's configuration (workerd.yaml), which Redis cannot change: %w", name, broker.ErrScheduleFromConfig)
+			err = fmt.Errorf("schedule %q comes from a running pool's configuration (workerd.yaml), which Redis cannot change; change it there", name)
 		}
 		if err != nil {
 			break
@@ -236,7 +236,7 @@ func runSchedule(ctx context.Context, e *env, args []string) error {
 }
 
 // schedulePollText is how soon pools see a change, as the user reads it.
-const schedulePollText = "5 seconds (a pool's worker.Config.SchedulePoll)"
+const schedulePollText = "5 seconds (schedule_poll in workerd.yaml, worker.Config.SchedulePoll)"
 
 func isScheduleVerb(v string) bool {
 	switch v {

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenceq/fenceq/broker"
 )
 
 // workerd schedule adds, changes, pauses, resumes and removes a schedule
@@ -60,6 +66,15 @@ func TestScheduleCommands(t *testing.T) {
 func TestScheduleRefusals(t *testing.T) {
 	c := newCLI(t)
 	c.ok("", "schedule", "add", "x", "--every", "1m", "--queue", "q", "--kind", "k")
+	rc := redis.NewClient(&redis.Options{Addr: c.mr.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	b, err := broker.New(rc, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Schedules().PublishConfig(context.Background(), []broker.Schedule{{Name: "yaml", Every: time.Hour, Job: broker.Job{Queue: "q", Kind: "k"}}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -83,6 +98,9 @@ func TestScheduleRefusals(t *testing.T) {
 		{[]string{"schedule", "set", "nope", "--every", "1m"}, 1, `no schedule named "nope"`},
 		{[]string{"schedule", "rm", "x", "--every", "1m"}, 2, "--every is for add and set"},
 		{[]string{"schedules", "extra"}, 2, "unexpected arguments: extra"},
+		{[]string{"schedule", "add", "yaml", "--every", "1m", "--queue", "q", "--kind", "k"}, 1, "is in a running pool's configuration"},
+		{[]string{"schedule", "set", "yaml", "--every", "1m"}, 1, "change it there"},
+		{[]string{"schedule", "pause", "yaml"}, 1, `no schedule named "yaml" is stored in Redis`},
 	} {
 		code, out, errOut := c.run("", tc.args...)
 		first, _, _ := strings.Cut(errOut, "\n")
