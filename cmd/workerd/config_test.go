@@ -69,6 +69,7 @@ func TestConfigErrorMessages(t *testing.T) {
 			[]string{"line 2:", "pools[0].queues[0]:", `"a b" is not a valid queue name`, "without spaces", "write [a, b]"}},
 		{"QueueWithBrace", "pools:\n  - queues: [\"a{b}\"]\n" + handler,
 			[]string{"line 2:", "pools[0].queues[0]:", "'{' or '}'"}},
+		{"SchedulePollTooShort", pool + "schedule_poll: 10ms\n" + handler, []string{"schedule_poll:", "give at least 100ms"}},
 		{"PeriodicNamedTwice", pool + "periodic:\n  - {name: n, every: 1m, queue: a, kind: k}\n  - {name: n, cron: '@hourly', queue: a, kind: k}\n" + handler,
 			[]string{"periodic[1].name:", `"n" is the name of periodic[0] too`, "rename one"}},
 		{"PeriodicQueueWithSpace", pool + "periodic:\n  - {name: n, every: 1m, queue: \"x y\", kind: k}\n" + handler,

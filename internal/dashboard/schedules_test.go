@@ -125,3 +125,36 @@ func TestSchedulesPage(t *testing.T) {
 		t.Fatal("a remove without the CSRF token removed it")
 	}
 }
+
+// A schedule's name is text on the page, never markup, and any name can
+// be removed through its confirmation page.
+func TestSchedulesHostileNames(t *testing.T) {
+	r := setup(t, token)
+	c := r.client()
+	ctx := context.Background()
+	sc := r.b.Schedules()
+	for _, name := range []string{`<script>alert(1)</script>`, "..", "a/b?c=d&e", "ünïcode ✉"} {
+		if err := sc.Add(ctx, broker.Schedule{Name: name, Every: time.Minute, Job: broker.Job{Queue: "q", Kind: "k"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	csrf := r.signIn(c)
+	_, body := r.get(c, "/ui/schedules")
+	if strings.Contains(body, "<script>alert") {
+		t.Fatal("a schedule's name reached the page as markup")
+	}
+	for _, name := range []string{`<script>alert(1)</script>`, "..", "a/b?c=d&e", "ünïcode ✉"} {
+		link := "/ui/schedules/remove?" + url.Values{"name": {name}}.Encode()
+		if !strings.Contains(html.UnescapeString(body), link) {
+			t.Fatalf("no remove link %s on the page", link)
+		}
+		code, page := r.get(c, link)
+		if code != http.StatusOK || !strings.Contains(page, `id="confirm-remove"`) {
+			t.Fatalf("the confirmation of %q answered %d", name, code)
+		}
+		r.post(c, "/ui/act/schedule-remove", url.Values{"csrf": {csrf}, "name": {name}, "next": {"/ui/schedules"}})
+		if _, err := sc.Get(ctx, name); err == nil {
+			t.Fatalf("%q not removed", name)
+		}
+	}
+}
