@@ -23,16 +23,7 @@ import (
 // TickID(name, tick), so the first pool to enqueue it wins and the others
 // are refused as duplicates.
 //
-// The keys, all under one hash tag so that a change is one MULTI even on
-// Redis Cluster, and none in a queue's slot:
-//
-//	<prefix>:{schedules}:defs     HASH    name → a stored schedule (JSON)
-//	<prefix>:{schedules}:version  STRING  bumped by every change of defs;
-//	                                      pools poll it every few seconds
-//	<prefix>:{schedules}:runs     ZSET    name → its newest fired tick (Unix
-//	                                      seconds); the job id is TickID's
-//	<prefix>:{schedules}:config   HASH    name → a pool's config schedule,
-//	                                      as published, for the listing
+// Their keys are catalogued in keys.go (schedDefsKey and the others).
 
 // Bounds on what Redis stores. A pool reads every stored schedule when
 // one changes: these keep that read a few megabytes at most.
@@ -229,8 +220,6 @@ func (b *Broker) Schedules() *Schedules { return &Schedules{b.core} }
 // Schedules is the runtime schedules' view, for an operator's tools.
 func (in *Inspector) Schedules() *Schedules { return &Schedules{in.core} }
 
-func (b *core) schedKey(name string) string { return b.opts.Prefix + ":{schedules}:" + name }
-
 // configSeenFor is how long a config schedule stays listed after a pool
 // last published it; pools publish every ConfigPublishEvery.
 const (
@@ -344,7 +333,7 @@ type current struct {
 // change came between (a pool publishing its config included), a few
 // times.
 func (b *Schedules) change(ctx context.Context, name string, edit func(c current) (string, error)) error {
-	defs, version, config := b.schedKey("defs"), b.schedKey("version"), b.schedKey("config")
+	defs, version, config := b.schedDefsKey(), b.schedVersionKey(), b.schedConfigKey()
 	now, err := b.redisNow(ctx)
 	if err != nil {
 		return err
@@ -529,7 +518,7 @@ func (b *Schedules) Remove(ctx context.Context, name string) error {
 		return "", nil
 	})
 	if err == nil {
-		_ = b.rdb.ZRem(ctx, b.schedKey("runs"), name).Err() // only the listing reads it
+		_ = b.rdb.ZRem(ctx, b.schedRunsKey(), name).Err() // only the listing reads it
 	}
 	return err
 }
@@ -538,7 +527,7 @@ func (b *Schedules) Remove(ctx context.Context, name string) error {
 // change, pause, resume and remove. A pool reads it every few seconds and
 // before every tick, and Stored only when it changed.
 func (b *Schedules) Version(ctx context.Context) (int64, error) {
-	v, err := b.rdb.Get(ctx, b.schedKey("version")).Int64()
+	v, err := b.rdb.Get(ctx, b.schedVersionKey()).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -558,18 +547,18 @@ const storedReadMax = SchedulesMax + 100
 func (b *Schedules) Stored(ctx context.Context) (version int64, out []StoredSchedule, bad []ScheduleInfo, err error) {
 	// Add keeps SchedulesMax; a hash made larger by hand is not read
 	// whole by every pool.
-	n, err := b.rdb.HLen(ctx, b.schedKey("defs")).Result()
+	n, err := b.rdb.HLen(ctx, b.schedDefsKey()).Result()
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("fenceq: read the stored schedules: %w", err)
 	}
 	if n > storedReadMax {
-		return 0, nil, nil, fmt.Errorf("fenceq: Redis stores %d schedules under %s, more than the %d Add allows (written there by something else); no pool reads them until they are fewer: remove some with workerd schedule rm", n, b.schedKey("defs"), SchedulesMax)
+		return 0, nil, nil, fmt.Errorf("fenceq: Redis stores %d schedules under %s, more than the %d Add allows (written there by something else); no pool reads them until they are fewer: remove some with workerd schedule rm", n, b.schedDefsKey(), SchedulesMax)
 	}
 	var all *redis.MapStringStringCmd
 	var ver *redis.StringCmd
 	_, err = b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		all = p.HGetAll(ctx, b.schedKey("defs"))
-		ver = p.Get(ctx, b.schedKey("version"))
+		all = p.HGetAll(ctx, b.schedDefsKey())
+		ver = p.Get(ctx, b.schedVersionKey())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -597,7 +586,7 @@ func (b *Schedules) Stored(ctx context.Context) (version int64, out []StoredSche
 // listing's last run. It keeps the newest tick (ZADD GT), so pools that
 // record one tick, or an older one late, change nothing.
 func (b *Schedules) RecordRun(ctx context.Context, name string, tick time.Time) error {
-	if err := b.rdb.ZAddGT(ctx, b.schedKey("runs"), redis.Z{Score: float64(tick.Unix()), Member: name}).Err(); err != nil {
+	if err := b.rdb.ZAddGT(ctx, b.schedRunsKey(), redis.Z{Score: float64(tick.Unix()), Member: name}).Err(); err != nil {
 		return fmt.Errorf("fenceq: record the run of schedule %q: %w", name, err)
 	}
 	return nil
@@ -615,7 +604,7 @@ func (b *Schedules) PublishConfig(ctx context.Context, scheds []Schedule) error 
 	if err != nil {
 		return err
 	}
-	key := b.schedKey("config")
+	key := b.schedConfigKey()
 	fields := make([]any, 0, 2*len(scheds))
 	for _, s := range scheds {
 		st := StoredSchedule{Schedule: s, Source: SourceConfig, Since: now}
@@ -643,7 +632,7 @@ func (b *Schedules) PublishConfig(ctx context.Context, scheds []Schedule) error 
 	}
 	if len(old) > 0 {
 		_ = b.rdb.HDel(ctx, key, old...).Err()
-		stored, _ := b.rdb.HMGet(ctx, b.schedKey("defs"), old...).Result()
+		stored, _ := b.rdb.HMGet(ctx, b.schedDefsKey(), old...).Result()
 		var runs []any
 		for i, v := range stored {
 			if v == nil { // a stored one of the name keeps its last run
@@ -651,7 +640,7 @@ func (b *Schedules) PublishConfig(ctx context.Context, scheds []Schedule) error 
 			}
 		}
 		if len(runs) > 0 {
-			_ = b.rdb.ZRem(ctx, b.schedKey("runs"), runs...).Err()
+			_ = b.rdb.ZRem(ctx, b.schedRunsKey(), runs...).Err()
 		}
 	}
 	return nil
@@ -673,8 +662,8 @@ func (b *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
 	var cfgCmd *redis.MapStringStringCmd
 	var runsCmd *redis.ZSliceCmd
 	if _, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		cfgCmd = p.HGetAll(ctx, b.schedKey("config"))
-		runsCmd = p.ZRangeWithScores(ctx, b.schedKey("runs"), 0, -1)
+		cfgCmd = p.HGetAll(ctx, b.schedConfigKey())
+		runsCmd = p.ZRangeWithScores(ctx, b.schedRunsKey(), 0, -1)
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("fenceq: read the config schedules and the last runs: %w", err)
