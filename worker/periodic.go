@@ -191,15 +191,15 @@ func (s *scheduler) tick() {
 			nextPublish = now.Add(broker.ConfigPublishEvery)
 		}
 		if s.stored() {
-			due := !now.Before(nextPoll)
+			tickDue := false
 			for _, e := range s.active {
-				due = due || e.source == broker.SourceRedis && !e.next.After(now)
+				tickDue = tickDue || e.source == broker.SourceRedis && !e.next.After(now)
 			}
-			if due {
+			if tickDue || !now.Before(nextPoll) {
 				// Before a stored schedule's tick, the check retries until
 				// it answers: a pause or a removal that Redis holds is
-				// never missed for an outage.
-				s.refresh(true)
+				// never missed for an outage. The poll alone tries once.
+				s.refresh(tickDue)
 				nextPoll = time.Now().Add(s.poll)
 			}
 		}

@@ -23,11 +23,16 @@ type fakeStore struct {
 	defs    map[string]broker.StoredSchedule
 	runs    map[string]time.Time
 	reads   int // Stored calls
+	fail    int // Version calls still to fail, as an outage would
 }
 
 func (f *fakeStore) Version(context.Context) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail > 0 {
+		f.fail--
+		return 0, io.EOF
+	}
 	return f.version, nil
 }
 
@@ -291,4 +296,22 @@ func TestStoredScheduleClockBehind(t *testing.T) {
 	st.want(t, "before its add, on Redis's clock")
 	st.at(t0.Add(40 * time.Second))
 	st.want(t, "its first tick", tick("b", t0.Add(40*time.Second)))
+}
+
+// A pause that reached Redis is not missed for an outage at the tick: the
+// check before a stored tick retries until it answers.
+func TestStoredSchedulePauseSeenThroughAnOutage(t *testing.T) {
+	st := newSchedTest(t)
+	st.store.put("o", time.Minute, t0)
+	st.at(t0.Add(time.Second))
+	st.store.put("o", time.Minute, t0.Add(30*time.Second), func(d *broker.StoredSchedule) { d.Paused = true })
+	st.store.fail = 3
+	st.s.refresh(true) // the loop's check before the tick at 1:00
+	for _, e := range st.s.active {
+		st.s.enqueueTick(e.schedule, e.next)
+	}
+	st.want(t, "paused during an outage")
+	if st.store.fail != 0 {
+		t.Fatal("the check did not retry")
+	}
 }
