@@ -100,10 +100,11 @@ func (o Options) validate() error {
 
 // Broker is one connection to one Redis deployment: a single node,
 // Sentinel or Cluster, through go-redis's UniversalClient. It holds the
-// connection-level calls; the operations are on three views that share its
+// connection-level calls; the operations are on views that share its
 // state: Client for producers, Inspector for operators and dashboards,
-// Leases for the lease protocol a worker uses. It is safe for concurrent use
-// and holds no goroutines.
+// Leases for the lease protocol a worker uses, and Schedules for the
+// periodic jobs stored in Redis. It is safe for concurrent use and holds no
+// goroutines.
 type Broker struct {
 	*core
 	client    *Client

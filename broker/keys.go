@@ -324,6 +324,21 @@ func (k *queueKeys) index(s State) string {
 
 func (b *core) queuesKey() string { return b.opts.Prefix + ":queues" }
 
+// The schedules stored in Redis (schedules.go), outside every queue's
+// slot and all under one hash tag, so that a change is one MULTI even on
+// Redis Cluster:
+//
+//	defs     HASH    name → a stored schedule (JSON: timing, job, catch-up,
+//	                 paused, revision, since)
+//	version  STRING  bumped by every change of defs; pools poll it
+//	runs     ZSET    name → its newest fired tick (Unix seconds); the job
+//	                 id is TickID's
+//	config   HASH    name → a pool's config schedule, as it published it
+func (b *core) schedDefsKey() string    { return b.opts.Prefix + ":{schedules}:defs" }
+func (b *core) schedVersionKey() string { return b.opts.Prefix + ":{schedules}:version" }
+func (b *core) schedRunsKey() string    { return b.opts.Prefix + ":{schedules}:runs" }
+func (b *core) schedConfigKey() string  { return b.opts.Prefix + ":{schedules}:config" }
+
 // sessionKey is a signed-in dashboard session's key (session.go), outside
 // every queue's slot: a STRING that expires with the session.
 func (b *core) sessionKey(id string) string { return b.opts.Prefix + ":session:" + id }

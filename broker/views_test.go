@@ -19,7 +19,9 @@ func TestViewsByAudience(t *testing.T) {
 	}{
 		{reflect.TypeFor[*broker.Broker](), []string{
 			"CheckServer", "Client", "FunctionLibrary", "Inspector", "Leases",
-			"LoadScripts", "Prefix", "ScriptsLoaded", "TracerProvider"}},
+			"LoadScripts", "Prefix", "Schedules", "ScriptsLoaded", "TracerProvider"}},
+		{reflect.TypeFor[*broker.Schedules](), []string{
+			"Add", "Get", "List", "Pause", "PublishConfig", "RecordRun", "Remove", "Resume", "Set", "Stored", "Version"}},
 		{reflect.TypeFor[*broker.Client](), []string{
 			"Enqueue", "EnqueueArgs", "EnqueueMany", "TracerProvider", "ValidateJob", "Wait"}},
 		{reflect.TypeFor[*broker.Leases](), []string{
@@ -31,7 +33,7 @@ func TestViewsByAudience(t *testing.T) {
 			"ExpiredLeases", "Footprint", "GroupLimits", "Groups", "Job", "JobHolder", "JobLinks", "JobListed", "JobPage", "Jobs",
 			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "Promote", "Purge", "QueueExists",
 			"QueueMemory", "Queues", "RecentEvents", "RedisTime", "ReleaseUnowned", "Resume",
-			"Retry", "RetryDead", "ServerMemory", "SessionActive", "SetEvents", "SetLimits",
+			"Retry", "RetryDead", "Schedules", "ServerMemory", "SessionActive", "SetEvents", "SetLimits",
 			"SetMaxRunning", "SetRate", "StartSession", "Throughput", "Workers"}},
 	} {
 		var got []string

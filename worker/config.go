@@ -19,6 +19,9 @@ const (
 	PollIntervalDefault    = time.Second
 	ShutdownTimeoutDefault = 30 * time.Second
 	ReapBatchDefault       = 100
+	// SchedulePollDefault is how often a pool looks for changed schedules
+	// in Redis (Config.SchedulePoll).
+	SchedulePollDefault = 5 * time.Second
 
 	// Retention defaults: how long, and how many, finished jobs of each
 	// queue are kept when Config.Retention leaves a field 0. Whichever limit
@@ -156,7 +159,16 @@ type Config struct {
 	// should agree: each trims by its own, so the strictest wins.
 	Retention *broker.Retention
 	// Periodic jobs this pool enqueues on their schedules (see Periodic).
+	// The pool also fires the schedules stored in Redis (broker.Schedules);
+	// one of those with the name of one of these is ignored by this pool.
 	Periodic []Periodic
+	// SchedulePoll is how often the pool looks for a change of the
+	// schedules stored in Redis (one GET of their version; it reads them
+	// all only when that changed). It also checks before each tick of a
+	// stored schedule, so a paused or removed one does not fire in
+	// between. Default SchedulePollDefault; -1: the pool fires only
+	// Periodic, never a stored schedule.
+	SchedulePoll time.Duration
 	// Outbox, when set, is relayed by the pool: jobs enqueued inside SQL
 	// transactions reach Redis (see package outbox).
 	Outbox Relayer
@@ -204,6 +216,7 @@ func (c Config) withDefaults() Config {
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
 	c.ReapBatch = cmp.Or(c.ReapBatch, ReapBatchDefault)
 	c.RegistryInterval = cmp.Or(c.RegistryInterval, RegistryIntervalDefault)
+	c.SchedulePoll = cmp.Or(c.SchedulePoll, SchedulePollDefault)
 	if c.Backoff == nil {
 		c.Backoff = ExponentialBackoff(time.Second, time.Hour)
 	}
@@ -251,6 +264,8 @@ func (c Config) validate() error {
 		return invalid("PollInterval", "PollInterval is %v; it must be at least 1ms (0 means %v)", c.PollInterval, PollIntervalDefault)
 	case c.ShutdownTimeout < 0:
 		return invalid("ShutdownTimeout", "ShutdownTimeout is %v; it must not be negative", c.ShutdownTimeout)
+	case c.SchedulePoll < 100*time.Millisecond && c.SchedulePoll != -1:
+		return invalid("SchedulePoll", "SchedulePoll is %v; it must be at least 100ms, 0 for the default (%v), or -1 to fire no schedule stored in Redis", c.SchedulePoll, SchedulePollDefault)
 	case c.ReapBatch < 1:
 		return invalid("ReapBatch", "ReapBatch is %d; it must be at least 1 (0 means %d)", c.ReapBatch, ReapBatchDefault)
 	case c.RegistryInterval < 10*time.Millisecond && c.RegistryInterval != NoRegistry:

@@ -106,7 +106,8 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 	p.retries = retrier{log: p.log, halt: p.sig.halt.Done(), health: health}
 	var err error
 	if p.scheduler, err = newScheduler(p.sig.intake, schedulerParams{
-		log: p.log, periodic: cfg.Periodic, client: b.Client(), retries: p.retries,
+		log: p.log, periodic: cfg.Periodic, poll: cfg.SchedulePoll, client: b.Client(),
+		store: b.Schedules(), retries: p.retries,
 	}); err != nil {
 		return nil, err
 	}
@@ -135,7 +136,7 @@ func New(b *broker.Broker, h handlers.Handler, cfg Config) (*Pool, error) {
 			return nil, err
 		}
 		p.registry = newRegistry(registryParams{
-			log: p.log, interval: cfg.RegistryInterval, lease: cfg.LeaseDuration, entry: entry, held: p.held,
+			log: p.log, interval: cfg.RegistryInterval, lease: cfg.LeaseDuration, entry: entry, held: p.held, health: health,
 		})
 	}
 	return p, nil

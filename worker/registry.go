@@ -40,6 +40,7 @@ type registryParams struct {
 	lease    time.Duration // Config.LeaseDuration: a claim's time is its first deadline less this
 	entry    registrar
 	held     *heldJobs // the jobs the entry lists
+	health   *redisHealth
 }
 
 func newRegistry(params registryParams) *registry {
@@ -96,9 +97,15 @@ func (r *registry) refresh(parent context.Context) {
 	ctx, cancel := context.WithTimeout(parent, r.interval)
 	defer cancel()
 	err := r.entry.Refresh(ctx, r.running())
+	if err == nil {
+		r.health.answered()
+	}
 	switch {
 	case err != nil && parent.Err() != nil:
 		// Stopping: the next step removes the entry anyway.
+	case err != nil && broker.IsTransient(err):
+		// An outage: the pool's one line says so, not this service.
+		r.health.failed("refresh the worker registry", err)
 	case err != nil && !r.failing:
 		r.failing = true
 		r.log.Warn("fenceq could not refresh this pool's entry in the worker registry; the pool runs on and tries again every interval",

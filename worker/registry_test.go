@@ -178,8 +178,9 @@ func TestRegistryConfig(t *testing.T) {
 	}
 }
 
-// A Redis outage stops no refresh loop and is logged once, and once more
-// when Redis is back; the entry is written again then.
+// A Redis outage stops no refresh loop and is logged once, by the pool's
+// one outage line, and once more when Redis is back (the registry writes
+// no line of its own for it); the entry is written again then.
 func TestRegistryOutageLogsOnce(t *testing.T) {
 	o := newOutage(t)
 	var logs logLines
@@ -197,7 +198,8 @@ func TestRegistryOutageLogsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const warn, back = "could not refresh this pool's entry", "refreshed this pool's entry in the worker registry again"
+	const warn, back = "Redis unavailable", "Redis answers again"
+	const own = "could not refresh this pool's entry"
 	o.mr.Close()
 	time.Sleep(500 * time.Millisecond) // some 25 refreshes fail
 	if n := logs.count(warn); n != 1 {
@@ -215,6 +217,9 @@ func TestRegistryOutageLogsOnce(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n, m := logs.count(warn), logs.count(back); n != 1 || m != 1 {
 		t.Errorf("logged %d warnings and %d recoveries, want 1 each", n, m)
+	}
+	if n := logs.count(own); n != 0 {
+		t.Errorf("the registry logged %d warnings of its own for an outage, want none beside the pool's", n)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

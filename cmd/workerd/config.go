@@ -40,6 +40,7 @@ type fileConfig struct {
 	ShutdownTimeout duration                 `yaml:"shutdown_timeout"`
 	Pools           []poolConfig             `yaml:"pools"`
 	Periodic        []periodicConfig         `yaml:"periodic"`
+	SchedulePoll    duration                 `yaml:"schedule_poll"`
 	Handlers        map[string]handlerConfig `yaml:"handlers"`
 
 	// For a dashboard behind a proxy that terminates TLS: its cookies
@@ -260,10 +261,18 @@ func (c *fileConfig) validate() error {
 			return yamlerr.Fieldf(fmt.Sprintf("pools[%d].concurrency", i), "%d; it must be positive (omit it for %d)", p.Concurrency, worker.ConcurrencyDefault)
 		}
 	}
+	if d := c.SchedulePoll.Duration; d != 0 && d < 100*time.Millisecond {
+		return yamlerr.Fieldf("schedule_poll", "%v; give at least 100ms, like 5s (omit it for %v)", d, worker.SchedulePollDefault)
+	}
+	names := map[string]int{}
 	for i, p := range c.Periodic {
 		if _, err := c.periodic(i, p); err != nil {
 			return err
 		}
+		if j, ok := names[p.Name]; ok {
+			return yamlerr.Fieldf(fmt.Sprintf("periodic[%d].name", i), "%q is the name of periodic[%d] too; a name identifies one schedule (it is part of each tick's job id): rename one", p.Name, j)
+		}
+		names[p.Name] = i
 	}
 	if len(c.Handlers) == 0 {
 		return yamlerr.Fieldf("handlers", "none configured; map each job kind to an exec or http handler, e.g.\n  handlers:\n    send_email:\n      exec: {command: [./send-email]}")

@@ -18,6 +18,8 @@
 //	workerd limit QUEUE [flags]              set or show a queue's and its groups' limits
 //	workerd events QUEUE --keep N | --off    record a queue's lifecycle events
 //	workerd check [QUEUE]                    verify that no job is lost or misfiled
+//	workerd schedules [--json]               list periodic jobs: source, spec, next and last run
+//	workerd schedule add|set|pause|resume|rm NAME [flags]   manage a periodic job stored in Redis
 //	workerd bench [flags]                    measure throughput on a real Redis
 //	workerd ui [--redis URL] [--ui-token T]  serve the web dashboard alone
 //	workerd api --api-token T [--redis URL]  serve the HTTP API (/v1/) alone
@@ -82,6 +84,8 @@ func commands() []command {
 		{"limit", "set or show a queue's rate and concurrency limits, and its groups' (shared by every worker)", runLimit},
 		{"events", "record (or stop recording) a queue's lifecycle events", runEvents},
 		{"check", "verify that every job is in the index of its state", runCheck},
+		{"schedules", "list the periodic jobs, stored in Redis or in the pools' configs, with their next and last runs", runSchedules},
+		{"schedule", "add, change, pause, resume or remove a periodic job stored in Redis (every pool picks it up, no restart)", runSchedule},
 		{"bench", "measure throughput, round trips and latency on a real Redis", runBench},
 		{"ui", "serve the web dashboard (read-only without --ui-token)", runUI},
 		{"api", "serve the HTTP API under /v1/ for producers in any language (needs --api-token)", runAPI},

@@ -172,11 +172,13 @@ func (r *runner) startPools(ctx context.Context, mux *handlers.Mux, timeouts map
 		}
 		wc.Middleware = []middleware.Middleware{m.c.Middleware(), middleware.Timeout(0, timeouts)}
 		wc.OnRenew = m.c.ObserveRenew
+		wc.SchedulePoll = -1
 		if i == 0 { // schedules run once per process; any pool may carry them
 			for j, pc := range cfg.Periodic {
 				per, _ := cfg.periodic(j, pc) // checked by loadConfig
 				wc.Periodic = append(wc.Periodic, per)
 			}
+			wc.SchedulePoll = cfg.SchedulePoll.Duration // 0: the default
 		}
 		p, err := worker.New(r.b, mux, wc)
 		if err != nil {

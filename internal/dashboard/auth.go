@@ -256,7 +256,7 @@ func (s *Server) act(do action) http.HandlerFunc {
 // allowed reads an action's form and answers the action's name and
 // whether the request may act: a signed-in session, a request from the
 // dashboard's own pages with the session's CSRF token, on a queue that
-// exists. When it may not, it has answered the request (and changed
+// exists (but for signing out and the schedules, which belong to no queue). When it may not, it has answered the request (and changed
 // nothing).
 func (s *Server) allowed(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, Mount), "act/")
@@ -285,7 +285,7 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request) (string, bool) 
 		s.refuse(w, r, name, queue, id, "The form's CSRF token is missing or wrong (the page may be from an earlier sign-in). Reload the page and try again.")
 		return name, false
 	}
-	if name != "logout" {
+	if name != "logout" && !strings.HasPrefix(name, "schedule-") { // a schedule belongs to no queue
 		ctx, cancel := reqCtx(r)
 		ok, err := s.queueExists(ctx, queue)
 		cancel()

@@ -30,7 +30,7 @@ func parsePages() (map[string]*template.Template, error) {
 		},
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "job", "leases", "groups", "release", "confirm", "login", "error", "workers"} {
+	for _, name := range []string{"overview", "queue", "job", "leases", "groups", "release", "confirm", "login", "error", "workers", "schedules", "schedule_remove"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: parse the %s page: %w", name, err)

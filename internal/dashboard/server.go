@@ -144,6 +144,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /ui/queues/{queue}/purge", s.confirmPurge)
 	// Names that a browser would read as a path's "." or ".." segment
 	// travel in the query instead (see queueURL).
+	m.HandleFunc("GET /ui/schedules", s.schedules)
+	m.HandleFunc("GET /ui/schedules/remove", s.confirmScheduleRemove)
 	m.HandleFunc("GET /ui/queue", s.queue)
 	m.HandleFunc("GET /ui/job", s.job)
 	m.HandleFunc("GET /ui/login", s.loginPage)
@@ -161,6 +163,10 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /ui/act/resume", s.act(s.resume))
 	m.HandleFunc("POST /ui/act/limits", s.act(s.setLimits))
 	m.HandleFunc("POST /ui/act/group-limits", s.act(s.setGroupLimits))
+	m.HandleFunc("POST /ui/act/schedule-add", s.act(s.scheduleAdd))
+	m.HandleFunc("POST /ui/act/schedule-pause", s.act(s.schedulePause))
+	m.HandleFunc("POST /ui/act/schedule-resume", s.act(s.scheduleResume))
+	m.HandleFunc("POST /ui/act/schedule-remove", s.act(s.scheduleRemove))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost && (strings.HasPrefix(r.URL.Path, Mount+"act/") || r.URL.Path == Mount+"logout") {
 			w.Header().Set("Allow", http.MethodPost)

@@ -31,6 +31,8 @@ func Run(t *testing.T, nc NewClient) {
 		{"RetentionUpkeep", testRetentionUpkeep},
 		{"RetentionByCount", testRetentionByCount},
 		{"PeriodicJobsOncePerTick", testPeriodic},
+		{"StoredSchedules", testStoredSchedules},
+		{"ConfigSchedulesListed", testConfigSchedulesListed},
 		{"LimitsHoldAcrossPools", testLimitsAcrossPools},
 		{"TraceAcrossRetry", testTraceAcrossRetry},
 		{"TraceLeaseLost", testTraceLeaseLost},
