@@ -157,6 +157,16 @@ func (r reading) problem(k *queueKeys) string {
 	return ""
 }
 
+// claimedSince reports whether a job in state s may have been pending in
+// ready0 a moment ago and claimed since: running, or settled after it ran.
+func claimedSince(s State) bool {
+	switch s {
+	case StateRunning, StateDone, StateDead, StateScheduled:
+		return true
+	}
+	return false
+}
+
 // check is Check, reading at most recheckMax suspects again.
 func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Inconsistency, error) {
 	k := b.queueKeys(queue)
@@ -216,6 +226,11 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 
 	suspects := map[string]string{}  // id: the problem the scan saw
 	livePending := map[string]bool{} // ids ready0 lists for a job pending there
+	// ids ready0 listed for a job that has run since: a claim took the
+	// entry after ready0 was read (a tombstone's job is cancelled or gone,
+	// unless it was retried and ran since, which only makes this count
+	// err low: Check then reports less, never a job that is not lost).
+	ranSince := map[string]bool{}
 	seen := map[string]bool{}
 	var blocked []string
 	var cursor uint64
@@ -253,6 +268,9 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 					r.where = addState(r.where, StatePending)
 					livePending[id] = true
 				}
+				if inList[id] && claimedSince(State(r.state)) {
+					ranSince[id] = true
+				}
 				gs.count(id, r)
 			}
 			if p := r.problem(k); p != "" {
@@ -276,8 +294,9 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 			suspects[id] = reading{gready: groups}.problem(k)
 		}
 	}
-	// ready0's entries that are not a job pending there are tombstones, and
-	// the settings count them (lib.lua's ready_remove). More of them than
+	// ready0's entries that are not a job pending there (nor one a claim
+	// took after ready0 was read) are tombstones, and the settings count
+	// them (lib.lua's ready_remove). More of them than
 	// that count: entries nobody cancelled, for a job hash deleted behind
 	// fenceq's back, among those whose hash is missing.
 	dead, orphans := len(entries), []string{}
@@ -288,7 +307,7 @@ func (b *core) check(ctx context.Context, queue string, recheckMax int) ([]Incon
 			if !counted[id] {
 				orphans = append(orphans, id)
 			}
-		case livePending[id] && !counted[id]:
+		case (livePending[id] || ranSince[id]) && !counted[id]:
 			dead--
 		}
 		counted[id] = true

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -142,5 +143,62 @@ func TestCheckGroupsGlobEscaped(t *testing.T) {
 	bad, err := b.Inspector().Check(ctx, "qa")
 	if err != nil || len(bad) != 2 || bad[1].ID != "ghost" || bad[0].Group != "acme" {
 		t.Fatalf("Check(qa) answered %v, %v; want its ghost, and acme stuck", bad, err)
+	}
+}
+
+// A job deleted while pending leaves a tombstone in ready0 with no hash
+// behind it. A claim that pops pending jobs between Check's read of ready0
+// and its scan of the job hashes makes those entries look like no pending
+// job either; Check must not take them for tombstones nobody counted and
+// report the deleted job's entry as lost (seen with a live pool, `workerd
+// check` right after `workerd delete`).
+func TestCheckDeletedPendingBesideAClaim(t *testing.T) {
+	b, rdb := checkBroker(t)
+	ctx := context.Background()
+	for i := range 6 {
+		if _, err := b.Client().Enqueue(ctx, Job{Queue: "q", Kind: "k", ID: fmt.Sprintf("j%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Inspector().Delete(ctx, "q", "j5", ""); err != nil {
+		t.Fatal(err)
+	}
+	c := &claimBeforeScan{b: b}
+	rdb.AddHook(c)
+	bad, err := b.check(ctx, "q", CheckRecheckMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.claimed != 3 {
+		t.Fatalf("the hook claimed %d jobs (%v), want 3", c.claimed, c.err)
+	}
+	if len(bad) != 0 {
+		t.Fatalf("Check beside a claim, after a delete, answered %v; want nothing", bad)
+	}
+}
+
+// claimBeforeScan claims three jobs of queue q just before Check's first
+// SCAN, after it has read ready0.
+type claimBeforeScan struct {
+	b       *Broker
+	once    sync.Once
+	claimed int
+	err     error
+}
+
+func (c *claimBeforeScan) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *claimBeforeScan) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (c *claimBeforeScan) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "scan" {
+			c.once.Do(func() {
+				res, err := c.b.Leases().Claim(ctx, "q", 3, time.Minute)
+				c.claimed, c.err = len(res.Leases), err
+			})
+		}
+		return next(ctx, cmd)
 	}
 }
