@@ -124,9 +124,9 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	grate     STRING  present while a rate-limited group cools down after a
 //	                  start (id: the group); value = that start's Redis ms;
 //	                  expires at the spacing, ceil(period/rate)
-//	deleted   STRING  "<nonce> <state>" of the Delete that deleted the job,
-//	                  for its re-send (delete.lua); expires after
-//	                  ResendHorizon
+//	deleted   STRING  the state a Delete found the job in, for that
+//	                  request's re-send (id: the request nonce;
+//	                  delete.lua); expires after ResendHorizon
 //	purged    STRING  one Purge step's reply, JSON, for its re-send (id: the
 //	                  step's request nonce); expires after ResendHorizon
 //	promoted  STRING  the nonce of the Promote that last ran the job early,

@@ -148,6 +148,9 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterRestartSaysUnknown", testResendAfterRestartSaysUnknown},
 		{"AckResentAfterTrimAnswersStale", testAckResentAfterTrimAnswersStale},
 		{"EnqueueResentAfterTrimRunsTwice", testEnqueueResentAfterTrimRunsTwice},
+		{"AckResentAfterPurge", testAckResentAfterPurge},
+		{"EnqueueResentAfterPurge", testEnqueueResentAfterPurge},
+		{"DeleteResentAfterAnotherDelete", testDeleteResentAfterAnotherDelete},
 		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
 		{"ResendRefusedStaysTransient", testResendRefusedStaysTransient},
 	}
