@@ -68,7 +68,10 @@ type PurgeProgress struct {
 // cancelled), oldest first, in steps of at most PurgeStep jobs, one script
 // call each. It takes the jobs that were in the state when it began: one
 // that finishes later (even one retried and finished again meanwhile) is
-// left, so a purge of a busy queue ends. Each job is deleted only if it is
+// left, so a purge of a busy queue ends; so is one that finished within
+// ResendHorizon, as retention leaves it, since a re-send of the ack that
+// finished it or the enqueue that stored it may still come (invariant 9).
+// Each job is deleted only if it is
 // still in the state when its step looks; one that left it is skipped. A
 // finished job owes nothing more, so only its hash and its entry go; the
 // queue's generation counter stays (invariant 10). After each step, when
