@@ -60,8 +60,13 @@ type PurgeProgress struct {
 	// last one kept leaves the index meanwhile: the next step then reads
 	// again from its score, and counts those kept there again.
 	Skipped int
-	Steps   int  // script calls so far
-	Done    bool // the last step: nothing is left that the purge takes
+	// Recent counts the jobs left because they finished within
+	// ResendHorizon (a re-send of the request that finished or stored
+	// one may still come): a Purge a few seconds later takes them. The
+	// last step counts them.
+	Recent int
+	Steps  int  // script calls so far
+	Done   bool // the last step: nothing is left that the purge takes
 }
 
 // Purge deletes the jobs of queue in a finished state (done, dead or
@@ -109,12 +114,14 @@ func (b *Inspector) Purge(ctx context.Context, queue string, state State, progre
 		r := newReply("purge "+queue, v, err)
 		deleted, skipped, more := r.int(), r.int(), r.int() == 1
 		ls, li := r.str(), r.str()
+		recent := r.int()
 		if r.err != nil {
 			return p, r.err
 		}
 		p.Steps++
 		p.Deleted += int(deleted)
 		p.Skipped += int(skipped)
+		p.Recent = int(recent)
 		// A full step that deleted nothing and kept no entry past the
 		// last one kept (it left meanwhile, so the step read from its
 		// score again) would read the same entries again.

@@ -19,6 +19,7 @@ func testAckResentAfterPurge(t *testing.T, nb NewBackend) {
 	h := newMeanwhile(func() {
 		p, err := s.b.Inspector().Purge(s.ctx, s.q, broker.StateDone, nil)
 		noErr(t, "Purge", err)
+		want(t, "jobs the purge left for the horizon", p.Recent, 1)
 		purged += p.Deleted
 	})
 	be.Client.AddHook(h)
@@ -86,6 +87,7 @@ func purgeAfterTheHorizon(t *testing.T, s *bundle, id string) {
 	p, err := s.b.Inspector().Purge(s.ctx, s.q, broker.StateDone, nil)
 	noErr(t, "Purge after the horizon", err)
 	want(t, "jobs purged after the horizon", p.Deleted, 1)
+	want(t, "jobs left for the horizon", p.Recent, 0)
 	s.gone(t, id)
 }
 
