@@ -151,6 +151,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"AckResentAfterPurge", testAckResentAfterPurge},
 		{"EnqueueResentAfterPurge", testEnqueueResentAfterPurge},
 		{"DeleteResentAfterAnotherDelete", testDeleteResentAfterAnotherDelete},
+		{"RemoveEdges", testRemoveEdges},
 		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
 		{"ResendRefusedStaysTransient", testResendRefusedStaysTransient},
 	}
