@@ -129,9 +129,9 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	                  delete.lua); expires after ResendHorizon
 //	purged    STRING  one Purge step's reply, JSON, for its re-send (id: the
 //	                  step's request nonce); expires after ResendHorizon
-//	promoted  STRING  the nonce of the Promote that last ran the job early,
-//	                  for its re-send (promote.lua); expires after
-//	                  ResendHorizon
+//	promoted  STRING  the id of the job a Promote ran early, for that
+//	                  request's re-send (id: the request nonce;
+//	                  promote.lua); expires after ResendHorizon
 const (
 	kindJob      = "job"
 	kindChildren = "children"

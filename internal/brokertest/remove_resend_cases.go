@@ -116,3 +116,31 @@ func testDeleteResentAfterAnotherDelete(t *testing.T, nb NewBackend) {
 	want(t, "the third job under the id", s.job(t, "r").State, broker.StatePending)
 	s.consistent(t)
 }
+
+// A Promote whose reply was lost is sent again. Meanwhile its job ran and
+// failed back to its backoff, another operator promoted it, and it ran
+// and failed back again: the re-send must answer ok and leave the retry
+// waiting out its backoff, not run it early a second time.
+func testPromoteResentAfterAnotherPromote(t *testing.T, nb NewBackend) {
+	be := nb(t)
+	var fn func()
+	h := newMeanwhile(func() { fn() })
+	be.Client.AddHook(h)
+	s, cleanup := on(t, be)
+	t.Cleanup(cleanup)
+	id := s.enqueue(t, broker.Job{Delay: time.Hour, MaxAttempts: 5})
+	runAndFail := func() {
+		l := s.claimOne(t, long)
+		want(t, "claimed", l.ID, id)
+		_, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Backoff: time.Hour})
+		noErr(t, "Fail", err)
+	}
+	fn = func() {
+		runAndFail()
+		noErr(t, "the other operator's Promote", s.b.Inspector().Promote(s.ctx, s.q, id))
+		runAndFail()
+	}
+	noErr(t, "Promote whose reply was lost", s.b.Inspector().Promote(h.lose(s.ctx, 1), s.q, id))
+	want(t, "the retry still waits out its backoff", s.job(t, id).State, broker.StateScheduled)
+	s.consistent(t)
+}

@@ -152,6 +152,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"EnqueueResentAfterPurge", testEnqueueResentAfterPurge},
 		{"DeleteResentAfterAnotherDelete", testDeleteResentAfterAnotherDelete},
 		{"RemoveEdges", testRemoveEdges},
+		{"PromoteResentAfterAnotherPromote", testPromoteResentAfterAnotherPromote},
 		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
 		{"ResendRefusedStaysTransient", testResendRefusedStaysTransient},
 	}
