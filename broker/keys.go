@@ -132,23 +132,28 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	promoted  STRING  the id of the job a Promote ran early, for that
 //	                  request's re-send (id: the request nonce;
 //	                  promote.lua); expires after ResendHorizon
+//	retrysent HASH    job id → "<state before> <new state>" of each job one
+//	                  Retry call sent back, for that request's re-send (id:
+//	                  the request nonce; retry.lua); expires after
+//	                  ResendHorizon
 const (
-	kindJob      = "job"
-	kindChildren = "children"
-	kindCascade  = "cascade"
-	kindFinished = "finished"
-	kindFinal    = "final"
-	kindWaiter   = "waiter"
-	kindClaim    = "claim"
-	kindUnique   = "unique"
-	kindGReady   = "gready"
-	kindGRate    = "grate"
-	kindDeleted  = "deleted"
-	kindPurged   = "purged"
-	kindPromoted = "promoted"
+	kindJob       = "job"
+	kindChildren  = "children"
+	kindCascade   = "cascade"
+	kindFinished  = "finished"
+	kindFinal     = "final"
+	kindWaiter    = "waiter"
+	kindClaim     = "claim"
+	kindUnique    = "unique"
+	kindGReady    = "gready"
+	kindGRate     = "grate"
+	kindDeleted   = "deleted"
+	kindPurged    = "purged"
+	kindPromoted  = "promoted"
+	kindRetrySent = "retrysent"
 )
 
-var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate, kindDeleted, kindPurged, kindPromoted}
+var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate, kindDeleted, kindPurged, kindPromoted, kindRetrySent}
 
 // derivedSep separates a derived key's kind from its id.
 const derivedSep = ":"

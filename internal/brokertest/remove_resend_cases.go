@@ -144,3 +144,34 @@ func testPromoteResentAfterAnotherPromote(t *testing.T, nb NewBackend) {
 	want(t, "the retry still waits out its backoff", s.job(t, id).State, broker.StateScheduled)
 	s.consistent(t)
 }
+
+// A Retry whose reply was lost is sent again. Meanwhile the job ran and
+// died again, another operator retried it, and it died once more: the
+// re-send must answer what the first call did and leave the job dead,
+// not run it a third time.
+func testRetryResentAfterAnotherRetry(t *testing.T, nb NewBackend) {
+	be := nb(t)
+	var fn func()
+	h := newMeanwhile(func() { fn() })
+	be.Client.AddHook(h)
+	s, cleanup := on(t, be)
+	t.Cleanup(cleanup)
+	id := s.deadJob(t, broker.Job{})
+	die := func() {
+		l := s.claimOne(t, long)
+		want(t, "claimed", l.ID, id)
+		_, err := s.b.Leases().Fail(s.ctx, l, broker.Failure{Error: "boom", Dead: true})
+		noErr(t, "Fail", err)
+	}
+	fn = func() {
+		die()
+		_, err := s.b.Inspector().Retry(s.ctx, s.q, id)
+		noErr(t, "the other operator's Retry", err)
+		die()
+	}
+	st, err := s.b.Inspector().Retry(h.lose(s.ctx, 1), s.q, id)
+	noErr(t, "Retry whose reply was lost", err)
+	want(t, "state the first Retry found", st, broker.StateDead)
+	want(t, "the job, dead again", s.job(t, id).State, broker.StateDead)
+	s.consistent(t)
+}

@@ -153,6 +153,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"DeleteResentAfterAnotherDelete", testDeleteResentAfterAnotherDelete},
 		{"RemoveEdges", testRemoveEdges},
 		{"PromoteResentAfterAnotherPromote", testPromoteResentAfterAnotherPromote},
+		{"RetryResentAfterAnotherRetry", testRetryResentAfterAnotherRetry},
 		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
 		{"ResendRefusedStaysTransient", testResendRefusedStaysTransient},
 	}
