@@ -202,3 +202,28 @@ func testRemoveEdges(t *testing.T, nb NewBackend) {
 		s.consistent(t)
 	})
 }
+
+// An operator deletes the oldest pending jobs (a page of them ticked on
+// the dashboard): their tombstones sit at the head of ready0. The
+// overview's age of the oldest pending job still finds the first live
+// one behind them, not 0 as if nothing waited.
+func testOverviewHeadPastTombstones(t *testing.T, nb NewBackend) {
+	s := setup(t, nb)
+	var ids []string
+	for range 40 {
+		ids = append(ids, s.enqueue(t, broker.Job{}))
+	}
+	for _, id := range ids[:30] {
+		_, err := s.b.Inspector().Delete(s.ctx, s.q, id, broker.StatePending)
+		noErr(t, "Delete", err)
+	}
+	s.Advance(50 * time.Millisecond)
+	o, err := s.b.Inspector().Overview(s.ctx, s.q)
+	noErr(t, "Overview", err)
+	want(t, "pending", o.Pending, int64(10))
+	if o.HeadAge < 50*time.Millisecond {
+		t.Fatalf("oldest pending job's age %v with 10 pending behind 30 deleted ones; want at least 50ms", o.HeadAge)
+	}
+	want(t, "claimed first", s.claimOne(t, long).ID, ids[30])
+	s.consistent(t)
+}

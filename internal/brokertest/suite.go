@@ -152,6 +152,7 @@ func Run(t *testing.T, nb NewBackend) {
 		{"EnqueueResentAfterPurge", testEnqueueResentAfterPurge},
 		{"DeleteResentAfterAnotherDelete", testDeleteResentAfterAnotherDelete},
 		{"RemoveEdges", testRemoveEdges},
+		{"OverviewHeadPastTombstones", testOverviewHeadPastTombstones},
 		{"PromoteResentAfterAnotherPromote", testPromoteResentAfterAnotherPromote},
 		{"RetryResentAfterAnotherRetry", testRetryResentAfterAnotherRetry},
 		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
