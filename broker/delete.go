@@ -60,15 +60,23 @@ type PurgeProgress struct {
 	// last one kept leaves the index meanwhile: the next step then reads
 	// again from its score, and counts those kept there again.
 	Skipped int
-	Steps   int  // script calls so far
-	Done    bool // the last step: nothing is left that the purge takes
+	// Recent counts the jobs left because they finished within
+	// ResendHorizon (a re-send of the request that finished or stored
+	// one may still come): a Purge a few seconds later takes them. The
+	// last step counts them.
+	Recent int
+	Steps  int  // script calls so far
+	Done   bool // the last step: nothing is left that the purge takes
 }
 
 // Purge deletes the jobs of queue in a finished state (done, dead or
 // cancelled), oldest first, in steps of at most PurgeStep jobs, one script
 // call each. It takes the jobs that were in the state when it began: one
 // that finishes later (even one retried and finished again meanwhile) is
-// left, so a purge of a busy queue ends. Each job is deleted only if it is
+// left, so a purge of a busy queue ends; so is one that finished within
+// ResendHorizon, as retention leaves it, since a re-send of the ack that
+// finished it or the enqueue that stored it may still come (invariant 9).
+// Each job is deleted only if it is
 // still in the state when its step looks; one that left it is skipped. A
 // finished job owes nothing more, so only its hash and its entry go; the
 // queue's generation counter stays (invariant 10). After each step, when
@@ -106,12 +114,14 @@ func (b *Inspector) Purge(ctx context.Context, queue string, state State, progre
 		r := newReply("purge "+queue, v, err)
 		deleted, skipped, more := r.int(), r.int(), r.int() == 1
 		ls, li := r.str(), r.str()
+		recent := r.int()
 		if r.err != nil {
 			return p, r.err
 		}
 		p.Steps++
 		p.Deleted += int(deleted)
 		p.Skipped += int(skipped)
+		p.Recent = int(recent)
 		// A full step that deleted nothing and kept no entry past the
 		// last one kept (it left meanwhile, so the step read from its
 		// score again) would read the same entries again.

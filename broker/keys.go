@@ -124,31 +124,36 @@ var pendingKeys = []string{"ready_hi", "ready0", "ready_lo"}
 //	grate     STRING  present while a rate-limited group cools down after a
 //	                  start (id: the group); value = that start's Redis ms;
 //	                  expires at the spacing, ceil(period/rate)
-//	deleted   STRING  "<nonce> <state>" of the Delete that deleted the job,
-//	                  for its re-send (delete.lua); expires after
-//	                  ResendHorizon
+//	deleted   STRING  the state a Delete found the job in, for that
+//	                  request's re-send (id: the request nonce;
+//	                  delete.lua); expires after ResendHorizon
 //	purged    STRING  one Purge step's reply, JSON, for its re-send (id: the
 //	                  step's request nonce); expires after ResendHorizon
-//	promoted  STRING  the nonce of the Promote that last ran the job early,
-//	                  for its re-send (promote.lua); expires after
+//	promoted  STRING  the id of the job a Promote ran early, for that
+//	                  request's re-send (id: the request nonce;
+//	                  promote.lua); expires after ResendHorizon
+//	retrysent HASH    job id → "<state before> <new state>" of each job one
+//	                  Retry call sent back, for that request's re-send (id:
+//	                  the request nonce; retry.lua); expires after
 //	                  ResendHorizon
 const (
-	kindJob      = "job"
-	kindChildren = "children"
-	kindCascade  = "cascade"
-	kindFinished = "finished"
-	kindFinal    = "final"
-	kindWaiter   = "waiter"
-	kindClaim    = "claim"
-	kindUnique   = "unique"
-	kindGReady   = "gready"
-	kindGRate    = "grate"
-	kindDeleted  = "deleted"
-	kindPurged   = "purged"
-	kindPromoted = "promoted"
+	kindJob       = "job"
+	kindChildren  = "children"
+	kindCascade   = "cascade"
+	kindFinished  = "finished"
+	kindFinal     = "final"
+	kindWaiter    = "waiter"
+	kindClaim     = "claim"
+	kindUnique    = "unique"
+	kindGReady    = "gready"
+	kindGRate     = "grate"
+	kindDeleted   = "deleted"
+	kindPurged    = "purged"
+	kindPromoted  = "promoted"
+	kindRetrySent = "retrysent"
 )
 
-var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate, kindDeleted, kindPurged, kindPromoted}
+var derivedKinds = []string{kindJob, kindChildren, kindCascade, kindFinished, kindFinal, kindWaiter, kindClaim, kindUnique, kindGReady, kindGRate, kindDeleted, kindPurged, kindPromoted, kindRetrySent}
 
 // derivedSep separates a derived key's kind from its id.
 const derivedSep = ":"

@@ -99,6 +99,9 @@ func runPurge(ctx context.Context, e *env, args []string) error {
 		if p.Skipped > 0 {
 			fmt.Fprintf(e.stdout, "; %d left, no longer %s when the purge reached them", p.Skipped, st)
 		}
+		if p.Recent > 0 {
+			fmt.Fprintf(e.stdout, "; %d left that finished in the last %s (a lost reply's re-send may still come for them): purge again in a few seconds", p.Recent, broker.ResendHorizon)
+		}
 		fmt.Fprintln(e.stdout)
 	}
 	if err != nil {

@@ -90,6 +90,12 @@ func TestPurgeCommand(t *testing.T) {
 	if j := c.job("q", "d1"); j.State != "dead" {
 		t.Fatalf("a refused purge deleted: %+v", j)
 	}
+	// Just dead, they are left for the re-send horizon, and it says so.
+	if out := c.ok("", "purge", "q", "--state", "dead", "--yes"); !strings.Contains(out, "purged 0 dead job(s) of q; 3 left that finished in the last 5s") ||
+		!strings.Contains(out, "purge again in a few seconds") {
+		t.Fatalf("purge within the horizon: %s", out)
+	}
+	c.mr.SetTime(time.Now().Add(broker.ResendHorizon + time.Second))
 	if out := c.ok("yes\n", "purge", "q", "--state", "dead"); !strings.Contains(out, "purged 3 dead job(s) of q") {
 		t.Fatalf("purge: %s", out)
 	}

@@ -157,6 +157,13 @@ func Run(t *testing.T, nb NewBackend) {
 		{"ResendAfterRestartSaysUnknown", testResendAfterRestartSaysUnknown},
 		{"AckResentAfterTrimAnswersStale", testAckResentAfterTrimAnswersStale},
 		{"EnqueueResentAfterTrimRunsTwice", testEnqueueResentAfterTrimRunsTwice},
+		{"AckResentAfterPurge", testAckResentAfterPurge},
+		{"EnqueueResentAfterPurge", testEnqueueResentAfterPurge},
+		{"DeleteResentAfterAnotherDelete", testDeleteResentAfterAnotherDelete},
+		{"RemoveEdges", testRemoveEdges},
+		{"OverviewHeadPastTombstones", testOverviewHeadPastTombstones},
+		{"PromoteResentAfterAnotherPromote", testPromoteResentAfterAnotherPromote},
+		{"RetryResentAfterAnotherRetry", testRetryResentAfterAnotherRetry},
 		{"DurableEnqueueLostReplySaysUnknown", testDurableEnqueueLostReplySaysUnknown},
 		{"ResendRefusedStaysTransient", testResendRefusedStaysTransient},
 	}

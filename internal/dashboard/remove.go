@@ -165,6 +165,9 @@ func (s *Server) purge(_ http.ResponseWriter, r *http.Request) (string, string, 
 	if p.Skipped > 0 {
 		msg += fmt.Sprintf(" %s were kept: no longer %s when the purge reached them.", count(int64(p.Skipped)), st)
 	}
+	if p.Recent > 0 {
+		msg += fmt.Sprintf(" %s were kept: they finished in the last %s, and a lost reply's re-send may still come for them. Purge again in a few seconds.", count(int64(p.Recent)), broker.ResendHorizon)
+	}
 	if err != nil {
 		msg += " Then it stopped: " + err.Error() + ". Purge again to go on."
 	}

@@ -116,6 +116,12 @@ func TestPurgePage(t *testing.T) {
 	if code, _ := r.get(c, "/ui/queues/q/purge?state=pending"); code != http.StatusBadRequest {
 		t.Fatalf("purge confirmation of pending: %d", code)
 	}
+	// Just dead, they are left for the re-send horizon, and it says so.
+	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead")
+	if !strings.Contains(body, "Purged 0 dead job(s) of q. 3 were kept: they finished in the last 5s") || r.gone("d0") {
+		t.Fatalf("purge within the horizon: %s", flash(body))
+	}
+	r.mr.SetTime(time.Now().Add(broker.ResendHorizon + time.Second))
 	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead")
 	if !strings.Contains(body, "Purged 3 dead job(s) of q.") || !r.gone("d0") || r.gone("p") {
 		t.Fatalf("purge: %s", flash(body))

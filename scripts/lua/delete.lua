@@ -16,22 +16,22 @@
 -- generation counter is not touched, so a job enqueued again under the id
 -- gets a greater generation at its first claim.
 -- A re-send (invariant 9) finds the record this call leaves under
--- derived('deleted', id) for RESEND_HORIZON_MS, "<nonce> <state>", and
--- answers what the first call did, without touching a job enqueued under
--- the id since.
+-- derived('deleted', nonce) for RESEND_HORIZON_MS, the state the job was
+-- in, and answers what the first call did, without touching a job
+-- enqueued under the id since. The record is the request's own: another
+-- Delete of a job enqueued under the id since leaves its own record and
+-- never hides this one, so the re-send does not delete that job's
+-- successor.
 -- ARGV[2] request nonce  [3] id  [4] the state the caller saw, or '' for any
 -- Reply: {STATUS ok, the state the job was in}, {STATUS wrong_state, its
 -- state} (running, or not the state seen), {STATUS missing}, or
 -- {STATUS corrupt, why}.
 local nonce, id, seen = ARGV[2], ARGV[3], ARGV[4]
 local key = JOB .. id
-local record = derived('deleted', id)
+local record = derived('deleted', nonce)
 local r = redis.pcall('GET', record)
-if type(r) == 'string' then
-  local n, prev = string.match(r, '^(%S+) (%S+)$')
-  if n == nonce then
-    return {STATUS.ok, prev}
-  end
+if type(r) == 'string' and INDEX[r] then
+  return {STATUS.ok, r}
 end
 local f, none = read_job(key, F.state, F.priority, F.group, F.unique_until_done, F.waited, F.has_children, F.gen)
 if none then
@@ -67,7 +67,7 @@ if not FINAL[state] then
   end
 end
 redis.call('DEL', key)
-redis.call('SET', record, nonce .. ' ' .. state, 'PX', RESEND_HORIZON_MS)
+redis.call('SET', record, state, 'PX', RESEND_HORIZON_MS)
 event('deleted', id, f[7], state)
 settle_cascade(now)
 return {STATUS.ok, state}

@@ -16,11 +16,14 @@
 -- listed.
 local now = now_ms()
 -- The job at the head: of an earlier version's index or ready_hi, else
--- the first live one among the last entries of ready0 (past a few
--- tombstones), else of ready_lo.
+-- the first live one among the last entries of ready0, else of ready_lo.
+-- Of tombs+1 entries at least one is live when ready0 holds any live
+-- one, so up to lib.lua's TOMB_SKIP tombstones (a page of the oldest
+-- pending jobs deleted or cancelled) are looked past: bounded, one HMGET
+-- each, and only while there are tombstones.
 local first = redis.call('ZRANGE', LEGACY_READY, 0, 0)[1] or redis.call('ZRANGE', K.ready_hi, 0, 0)[1]
 if not first then
-  local tail = redis.call('LRANGE', K.ready0, -10, -1)
+  local tail = redis.call('LRANGE', K.ready0, -(math.min(setting('tombs'), TOMB_SKIP) + 1), -1)
   for i = #tail, 1, -1 do
     local f = redis.call('HMGET', JOB .. tail[i], F.state, F.priority, F.group)
     if ready_live(f[1], f[2], f[3], tail[i]) then

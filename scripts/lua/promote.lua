@@ -6,17 +6,19 @@
 -- back from the timer to take it next.
 -- Guard: the job is scheduled; any other state is refused, unchanged
 -- (wrong_state). Invariant 6: it moves from scheduled to the ready index
--- in this one call. A re-send (invariant 9) finds the nonce this call
--- leaves under derived('promoted', id) for RESEND_HORIZON_MS and answers
--- ok again, changing nothing, whatever the job did since: claimed, or
--- deleted and its id enqueued again as another scheduled job.
+-- in this one call. A re-send (invariant 9) finds the record this call
+-- leaves under derived('promoted', nonce) for RESEND_HORIZON_MS and
+-- answers ok again, changing nothing, whatever the job did since: claimed,
+-- sent back to its backoff (even after another Promote, which leaves a
+-- record of its own), or deleted and its id enqueued again as another
+-- scheduled job.
 -- ARGV[2] request nonce  [3] id
 -- Reply: {STATUS ok, 'scheduled' (the state it was in)},
 -- {STATUS wrong_state, its state}, {STATUS missing}, or {STATUS corrupt, why}.
 local nonce, id = ARGV[2], ARGV[3]
 local key = JOB .. id
-local record = derived('promoted', id)
-if redis.pcall('GET', record) == nonce then
+local record = derived('promoted', nonce)
+if redis.pcall('GET', record) == id then
   return {STATUS.ok, 'scheduled'}
 end
 local f, none = read_job(key, F.state, F.priority, F.group, F.gen)
@@ -34,6 +36,6 @@ to_ready(id, key, f[2], false, group, now)
 if group ~= '' and redis.call('HGET', K.ghold, group) == id then
   rotate_back({group}) -- parked until the retry was due
 end
-redis.call('SET', record, nonce, 'PX', RESEND_HORIZON_MS)
+redis.call('SET', record, id, 'PX', RESEND_HORIZON_MS)
 event('promoted', id, f[4])
 return {STATUS.ok, 'scheduled'}

@@ -11,8 +11,13 @@
 -- is), and its entry is scored at most bound, the newest finish the purge
 -- found when it began: a job that finished since, even one retried and
 -- finished again, is left for another purge, so a purge ends however busy
--- the queue. An entry whose hash does not exist holds nothing and goes; an
--- entry of a hash in another state or unreadable stays (Check reports it).
+-- the queue. A job that finished within lib.lua's RESEND_HORIZON_MS is
+-- left too, as retention (trim.lua) leaves it: a re-send of the request
+-- that finished it (an ack) or stored it (an enqueue) may still come, and
+-- must find it, or the ack would answer stale and the enqueue store the
+-- job again, to run twice (invariant 9). An entry whose hash does not
+-- exist holds nothing and goes; an entry of a hash in another state or
+-- unreadable stays (Check reports it).
 -- Bounded (invariant 8): limit entries per call, at most lib.lua's
 -- BATCH_CHUNK per command.
 -- A re-send (invariant 9) finds the record this call leaves under
@@ -22,14 +27,16 @@
 --     [6] score and [7] id of the last entry an earlier step kept ('' for
 --     none)
 -- Reply: {deleted, skipped, more (1 when the step read limit entries, all
---         at most bound: more may be left), the score and id of the last
---         entry kept so far (ARGV's when this step kept none)}
+--         at most bound and older than the horizon: more may be left), the score and id of the last
+--         entry kept so far (ARGV's when this step kept none), and the
+--         jobs left for the horizon (at most bound; counted by the step
+--         that reached them, else 0)}
 local nonce, state, bound, limit = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local record = derived('purged', nonce)
 local r = redis.pcall('GET', record)
 if type(r) == 'string' then
   local ok, kept = pcall(cjson.decode, r)
-  if ok and type(kept) == 'table' and #kept == 5 then
+  if ok and type(kept) == 'table' and #kept == 6 then
     return kept
   end
 end
@@ -41,13 +48,17 @@ local from = 0
 if ARGV[7] ~= '' then
   from = rank_after(index, ARGV[6], ARGV[7], false)
 end
+local young = now_ms() - RESEND_HORIZON_MS -- finished at or after this: left
 local entries = redis.call('ZRANGE', index, from, from + limit - 1, 'WITHSCORES')
-local deleted, skipped, read_n = 0, 0, 0
+local deleted, skipped, read_n, recent = 0, 0, 0, 0
 local last_score, last_id = ARGV[6], ARGV[7]
 local gone, keys = {}, {}
 for i = 1, #entries, 2 do
   local id, score = entries[i], tonumber(entries[i + 1])
-  if score > bound then
+  if score > bound or score >= young then
+    if score <= bound then
+      recent = redis.call('ZCOUNT', index, int(young), int(bound)) -- left for the horizon
+    end
     break
   end
   read_n = read_n + 1
@@ -69,6 +80,6 @@ for i = 1, #keys, BATCH_CHUNK do
   redis.call('DEL', unpack(keys, i, math.min(i + BATCH_CHUNK - 1, #keys)))
 end
 zrem_all(index, gone)
-local out = {deleted, skipped, read_n == limit and 1 or 0, last_score, last_id}
+local out = {deleted, skipped, read_n == limit and 1 or 0, last_score, last_id, recent}
 redis.call('SET', record, cjson.encode(out), 'PX', RESEND_HORIZON_MS)
 return out

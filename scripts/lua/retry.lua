@@ -7,8 +7,13 @@
 -- dead or cancelled and the job does not run anyway), and a job whose
 -- unique key (held until done) another live job took meanwhile is refused.
 -- A retried job gets a new gen (invariant 3), is due from now (run_at) and
--- moves to ready or blocked (invariant 6). A re-send with the same nonce answers what the first call
--- did and changes nothing (invariant 9).
+-- moves to ready or blocked (invariant 6). A re-send with the same nonce
+-- answers what the first call did and changes nothing (invariant 9): it
+-- finds the record this call leaves under derived('retrysent', nonce) for
+-- RESEND_HORIZON_MS, a hash of id → "<state before> <new state>" (the
+-- request's own, so another Retry of the job in between, which leaves its
+-- own, never hides it), or, for a call of an earlier version, the job's
+-- field 'retried'.
 -- ARGV[2] request nonce  [3..] ids
 -- Reply: per id, (status, state before the call, detail): STATUS ok and
 --         the new state ('pending' or 'blocked'); not_retryable when the job
@@ -18,6 +23,12 @@
 local nonce = ARGV[2]
 local now = now_ms()
 local out = {}
+local record = derived('retrysent', nonce)
+local recorded = {} -- id, "<state before> <new state>", for the record
+local kept = redis.pcall('HMGET', record, unpack(ARGV, 3))
+if kept.err then
+  kept = {} -- not a hash (a hand edit): no record, as if expired
+end
 local function answer(status, prev, detail)
   table.insert(out, status)
   table.insert(out, prev)
@@ -28,7 +39,7 @@ for i = 3, #ARGV do
   local key = JOB .. id
   local f, bad = read(key, F.state, F.priority, F.retried, F.gen, F.depends_on, F.on_parent_failure,
     F.blocked_on, F.unique_until_done, F.token, F.settled, F.prev_settled, F.prev_settled_2, F.group)
-  local before = f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2)
+  local before = kept[i - 2] or (f and f[3] and string.sub(f[3], 1, #nonce + 1) == nonce .. ' ' and string.sub(f[3], #nonce + 2))
   if bad then
     answer(STATUS.corrupt, '', bad)
   elseif not f then
@@ -93,8 +104,14 @@ for i = 3, #ARGV do
         to_ready(id, key, f[2], false, f[13], now)
       end
       redis.call('HSET', key, F.retried, nonce .. ' ' .. f[1] .. ' ' .. state)
+      table.insert(recorded, id)
+      table.insert(recorded, f[1] .. ' ' .. state)
       answer(STATUS.ok, f[1], state)
     end
   end
+end
+if #recorded > 0 then
+  call_chunked('HSET', record, recorded, 2)
+  redis.call('PEXPIRE', record, RESEND_HORIZON_MS)
 end
 return out
