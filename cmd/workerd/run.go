@@ -62,6 +62,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			return &configError{fmt.Errorf("%s (from --api-token, FENCEQ_API_TOKEN or api_token)", strings.TrimPrefix(err.Error(), "api: "))}
 		}
 	}
+	// Like the API's, the dashboard's token is checked before Redis is
+	// reached: a config mistake is said at once, not after loading scripts.
+	if err := dashboard.CheckToken(cmp.Or(cfg.UIToken, e.getenv("FENCEQ_UI_TOKEN"))); err != nil {
+		return &configError{fmt.Errorf("%w (from ui_token or FENCEQ_UI_TOKEN)", err)}
+	}
 	rdb, b, err := connectForRun(ctx, e, &o.redis)
 	if err != nil {
 		return err

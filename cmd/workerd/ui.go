@@ -49,15 +49,17 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A bad token is a mistake in the command line: said before Redis is
+	// reached, so it does not wait on a connection.
+	tok := cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN"))
+	if err := dashboard.CheckToken(tok); err != nil {
+		return &configError{fmt.Errorf("%w (from --ui-token or FENCEQ_UI_TOKEN)", err)}
+	}
 	rdb, b, err := rf.connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	tok := cmp.Or(*token, e.getenv("FENCEQ_UI_TOKEN"))
-	if err := dashboard.CheckToken(tok); err != nil {
-		return &configError{fmt.Errorf("%w (from --ui-token or FENCEQ_UI_TOKEN)", err)}
-	}
 	dash, err := dashboard.New(dashboard.Config{Inspector: b.Inspector(), Token: tok, Logger: log,
 		AllowedHosts: hostList(cmp.Or(*hosts, e.getenv("FENCEQ_UI_ALLOWED_HOSTS"))),
 		SecureCookie: proxy.secure, ClientAddrHeader: proxy.addrHeader})
