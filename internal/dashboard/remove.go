@@ -103,7 +103,7 @@ func (s *Server) confirmPurge(w http.ResponseWriter, r *http.Request) {
 		Heading: fmt.Sprintf("Purge the %s %s job(s) of %s?", count(n), st, queue),
 		Facts:   []string{fmt.Sprintf("%s job(s) are %s now.", count(n), st)},
 		Explain: "Every job that is " + string(st) + " when the purge begins is deleted for good, in steps of " +
-			fmt.Sprint(broker.PurgeStep) + " so Redis stays free for the workers. A job that leaves the state meanwhile (retried) is kept, and so is one that finishes after the purge began.",
+			fmt.Sprint(broker.PurgeStep) + " so Redis stays free for the workers. A job that leaves the state meanwhile (retried) is kept, and so is one that finishes after the purge began or finished within the last " + broker.ResendHorizon.String() + " (a lost reply of its worker may still be sent again).",
 		Action: Mount + "act/purge",
 		Fields: []field{{"queue", queue}, {"state", string(st)}, {"next", back}},
 		Button: "Delete them all",
