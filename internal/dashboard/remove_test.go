@@ -7,6 +7,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,10 +114,11 @@ func TestPurgePage(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "Purge the 3 dead job(s) of q?") {
 		t.Fatalf("purge confirmation: %d %s", code, body)
 	}
+	through := hiddenFields(body).Get("through")
 	if code, _ := r.get(c, "/ui/queues/q/purge?state=pending"); code != http.StatusBadRequest {
 		t.Fatalf("purge confirmation of pending: %d", code)
 	}
-	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead")
+	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead", "through", through)
 	if !strings.Contains(body, "Purged 3 dead job(s) of q.") || !r.gone("d0") || r.gone("p") {
 		t.Fatalf("purge: %s", flash(body))
 	}
@@ -232,4 +234,53 @@ func flash(body string) string {
 		}
 	}
 	return "(no flash message)"
+}
+
+// hiddenFields are the hidden inputs of a page's forms, as a browser would
+// send them back.
+func hiddenFields(body string) url.Values {
+	v := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`).FindAllStringSubmatch(body, -1) {
+		v.Add(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
+	}
+	return v
+}
+
+// A purge confirmation sent again later (the browser's back and resubmit,
+// a second tab left open, a replayed request) purges only the jobs its
+// page counted: not the ones that reached the state after it was shown.
+// (It purged every job dead at the time of the replay: the page said 2.)
+func TestPurgeConfirmationReplayed(t *testing.T) {
+	r := setup(t, token)
+	c := r.client()
+	r.signIn(c)
+	r.deadJob("q", broker.Job{Kind: "k", ID: "d0"}, "boom")
+	r.deadJob("q", broker.Job{Kind: "k", ID: "d1"}, "boom")
+	_, page := r.get(c, "/ui/queues/q/purge?state=dead")
+	if !strings.Contains(page, "Purge the 2 dead job(s) of q?") {
+		t.Fatalf("purge confirmation:\n%s", page)
+	}
+	form := hiddenFields(page)
+	time.Sleep(5 * time.Millisecond) // the index is scored in ms
+	r.deadJob("q", broker.Job{Kind: "k", ID: "later"}, "boom")
+
+	resp, _ := r.post(c, "/ui/act/purge", form)
+	_, body := r.get(c, resp.Header.Get("Location"))
+	body = html.UnescapeString(body)
+	if !strings.Contains(body, "Purged 2 dead job(s) of q.") || !r.gone("d0") || !r.gone("d1") || r.gone("later") {
+		t.Fatalf("purge: %s; later gone: %v", flash(body), r.gone("later"))
+	}
+	// The same form again deletes nothing more.
+	resp, _ = r.post(c, "/ui/act/purge", form)
+	_, body = r.get(c, resp.Header.Get("Location"))
+	if r.gone("later") || !strings.Contains(html.UnescapeString(body), "Purged 0 dead job(s)") {
+		t.Fatalf("replayed purge: %s", flash(html.UnescapeString(body)))
+	}
+	// A form that does not say when its page was shown purges nothing.
+	form.Del("through")
+	resp, _ = r.post(c, "/ui/act/purge", form)
+	_, body = r.get(c, resp.Header.Get("Location"))
+	if r.gone("later") || !strings.Contains(html.UnescapeString(body), "Nothing purged") {
+		t.Fatalf("purge without through: %s", flash(html.UnescapeString(body)))
+	}
 }
