@@ -291,6 +291,11 @@ func TestRefusals(t *testing.T) {
 		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[]}`, 400, CodeInvalid, "jobs")
 		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"job":[{"kind":"k"}]}`, 400, CodeInvalid, "body")
 		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[{"kind":"k"}]} {}`, 400, CodeInvalid, "body")
+		// A key given twice was read as its last value: the first list
+		// was dropped without a word.
+		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[{"kind":"k","id":"first"}],"jobs":[{"kind":"k"}]}`, 400, CodeInvalid, "jobs")
+		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[{"kind":"k","id":"first"}],"JOBS":[{"kind":"k"}]}`, 400, CodeInvalid, "jobs")
+		x.refusal(t, "POST", "/v1/queues/q/jobs", `{"kind":"report","kind":"wipe"}`, 400, CodeInvalid, "kind")
 	})
 	t.Run("400 wait timeout", func(t *testing.T) {
 		for _, v := range []string{"soon", "-1s", "6s", "NaN", "1e300"} {
