@@ -612,3 +612,35 @@ func TestWaitOutlastsServerTimeouts(t *testing.T) {
 		t.Fatalf("a 700 ms wait under 200 ms server timeouts: %d %s after %v", status, out, time.Since(start))
 	}
 }
+
+// The Location of a job whose queue or id is "." or ".." leads to that
+// job: such a segment is sent escaped, where a client or a proxy would
+// otherwise resolve it away. (Location /v1/queues/../jobs/x led to
+// GET /v1/jobs/x, no route.)
+func TestLocationOfDotSegments(t *testing.T) {
+	x := setup(t, Config{})
+	for _, c := range []struct{ queue, id string }{{"..", "x"}, {".", "y"}, {"q", ".."}, {"q", "."}, {"..", ".."}} {
+		body, _ := json.Marshal(map[string]string{"id": c.id, "kind": "k"})
+		req, _ := http.NewRequest("POST", x.srv.URL+"/v1/queues/"+urlEscape(c.queue)+"/jobs", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("%+v: enqueue answered %d", c, resp.StatusCode)
+		}
+		loc, err := resp.Location()
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, out := send(t, x.srv.URL, "GET", loc.RequestURI(), "", "Bearer "+testToken)
+		if status != 200 {
+			t.Fatalf("%+v: GET %s (the Location) answered %d %s", c, resp.Header.Get("Location"), status, out)
+		}
+		if j := decode[jobJSON](t, out); j.Queue != c.queue || j.ID != c.id {
+			t.Fatalf("%+v: the Location %s leads to job %q of %q", c, resp.Header.Get("Location"), j.ID, j.Queue)
+		}
+	}
+}

@@ -326,7 +326,17 @@ func inQueue(j *broker.Job, queue string) *apiError {
 
 // jobPath is the path of a job's resource.
 func jobPath(queue, id string) string {
-	return "/v1/queues/" + url.PathEscape(queue) + "/jobs/" + url.PathEscape(id)
+	return "/v1/queues/" + segment(queue) + "/jobs/" + segment(id)
+}
+
+// segment is s escaped as one segment of a path. A segment "." or ".."
+// is escaped too: sent as it is, a client or a proxy resolves it away
+// (/v1/queues/../jobs/x is /v1/jobs/x).
+func segment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
 }
 
 // jobsTwice says whether body, a batch that decoded, gives its key "jobs"
