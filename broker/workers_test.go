@@ -322,7 +322,24 @@ func TestWorkerRegistryManyPools(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ws := s.workers(t); len(ws.Workers) != broker.MaxWorkersListed {
+	ws := s.workers(t)
+	if len(ws.Workers) != broker.MaxWorkersListed {
 		t.Errorf("listed %d pools, want %d", len(ws.Workers), broker.MaxWorkersListed)
+	}
+	// The listing says it is not all of them. (It did not: workerd
+	// workers said "1000 live pool(s)" of 1,200.)
+	if ws.Indexed != broker.MaxWorkersListed+200 || !ws.Truncated() {
+		t.Errorf("the listing says the index holds %d (truncated %v), want %d", ws.Indexed, ws.Truncated(), broker.MaxWorkersListed+200)
+	}
+}
+
+// A listing of fewer pools than MaxWorkersListed is all of them.
+func TestWorkerRegistryListingComplete(t *testing.T) {
+	s := newRegistrySetup(t)
+	if err := s.register(t, "w1", time.Minute).Refresh(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if ws := s.workers(t); len(ws.Workers) != 1 || ws.Indexed != 1 || ws.Truncated() {
+		t.Errorf("%+v: indexed %d truncated %v", ws.Workers, ws.Indexed, ws.Truncated())
 	}
 }
