@@ -317,10 +317,7 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 			if len(s) > maxWorkerEntryBytes || json.Unmarshal([]byte(s), &w) != nil || w.ID != chunk[i] {
 				continue
 			}
-			// An entry is read as bounded as Refresh writes it.
-			w.Jobs = w.Jobs[:min(len(w.Jobs), MaxWorkerJobs)]
-			w.Queues = w.Queues[:min(len(w.Queues), MaxWorkerQueues)]
-			out = append(out, w)
+			out = append(out, boundedEntry(w))
 		}
 	}
 	if gone {
@@ -335,6 +332,28 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 		return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), a.StartedAt.Compare(b.StartedAt), strings.Compare(a.ID, b.ID))
 	})
 	return WorkerList{Workers: out, Now: now, Indexed: card.Val()}, nil
+}
+
+// boundedEntry is w, as a listing decoded it, as bounded as Refresh
+// writes it: an entry written by something else (by hand, or by a
+// version with other bounds) is clipped, so a page or a table of a
+// thousand entries stays the size of a thousand entries Refresh wrote.
+func boundedEntry(w WorkerInfo) WorkerInfo {
+	w.Host = strings.ToValidUTF8(clipBytes(w.Host, maxHostBytes), "?")
+	w.Name = strings.ToValidUTF8(clipBytes(w.Name, maxNameBytes), "?")
+	w.Version = strings.ToValidUTF8(clipBytes(w.Version, 100), "?")
+	w.Running, w.Concurrency, w.QueueCount = max(w.Running, 0), max(w.Concurrency, 0), max(w.QueueCount, 0)
+	w.Queues = slices.Clone(w.Queues[:min(len(w.Queues), MaxWorkerQueues)])
+	for i, q := range w.Queues {
+		w.Queues[i] = clipBytes(q, maxNameBytes)
+	}
+	w.QueueCount = max(w.QueueCount, len(w.Queues))
+	for i := range w.Jobs {
+		w.Jobs[i].Queue = clipBytes(w.Jobs[i].Queue, maxNameBytes)
+		w.Jobs[i].ID = clipBytes(w.Jobs[i].ID, maxIDBytes)
+	}
+	w.Jobs = listedJobs(w.Jobs)
+	return w
 }
 
 // JobHolder answers the live pool that lists job id of queue as running
