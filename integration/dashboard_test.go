@@ -132,7 +132,7 @@ type uiRig struct {
 func newUIRig(t *testing.T, token string) *uiRig {
 	t.Helper()
 	c := client(t)
-	r := &uiRig{prefix: fmt.Sprintf("fqui%d", time.Now().UnixNano()), queue: "emails ✉", gate: make(chan struct{})}
+	r := &uiRig{prefix: fmt.Sprintf("fqui%d", time.Now().UnixNano()), queue: "emails.✉", gate: make(chan struct{})}
 	t.Cleanup(func() { dropPrefix(t, c, r.prefix) })
 	var err error
 	if r.b, err = broker.New(c, broker.Options{Prefix: r.prefix}); err != nil {
