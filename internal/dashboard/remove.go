@@ -111,8 +111,8 @@ func (s *Server) confirmPurge(w http.ResponseWriter, r *http.Request) {
 	v := confirmView{
 		Heading: fmt.Sprintf("Purge the %s %s job(s) of %s?", count(n), st, queue),
 		Facts:   []string{fmt.Sprintf("%s job(s) are %s now.", count(n), st)},
-		Explain: "Every job that is " + string(st) + " when the purge begins is deleted for good, in steps of " +
-			fmt.Sprint(broker.PurgeStep) + " so Redis stays free for the workers. A job that leaves the state meanwhile (retried) is kept, and so is one that finishes after the purge began.",
+		Explain: "Every job that was " + string(st) + " when this page counted them is deleted for good, in steps of " +
+			fmt.Sprint(broker.PurgeStep) + " so Redis stays free for the workers. A job that leaves the state meanwhile (retried) is kept, and so is one that reaches it after this page was shown: pressing again later deletes no more.",
 		Action: Mount + "act/purge",
 		Fields: []field{{"queue", queue}, {"state", string(st)}, {"through", strconv.FormatInt(now.UnixMilli(), 10)}, {"next", back}},
 		Button: "Delete them all",
