@@ -218,9 +218,13 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	queue, op := r.PostForm.Get("queue"), r.PostForm.Get("op")
+	// The ids once each, in the order sent (a map: a form may carry
+	// many thousands).
 	var ids []string
+	seenID := map[string]bool{}
 	for _, id := range r.PostForm["id"] {
-		if !slices.Contains(ids, id) {
+		if !seenID[id] {
+			seenID[id] = true
 			ids = append(ids, id)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +283,72 @@ func TestPurgeConfirmationReplayed(t *testing.T) {
 	_, body = r.get(c, resp.Header.Get("Location"))
 	if r.gone("later") || !strings.Contains(html.UnescapeString(body), "Nothing purged") {
 		t.Fatalf("purge without through: %s", flash(html.UnescapeString(body)))
+	}
+}
+
+// A bulk action on a whole page of jobs with long ids goes through: the
+// form of 500 ids of 200 bytes is over 64 KiB. (It was refused: "The form
+// could not be read: http: request body too large".) A form over even the
+// bulk bound says what to do.
+func TestBulkWholePageOfLongIDs(t *testing.T) {
+	r := setup(t, token)
+	c := r.client()
+	csrf := r.signIn(c)
+	jobs := make([]broker.Job, broker.PageLimitMax)
+	kv := []string{"op", "cancel", "state", "pending"}
+	for i := range jobs {
+		id := fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 196))
+		jobs[i] = broker.Job{Queue: "q", Kind: "k", ID: id}
+		kv = append(kv, "id", id)
+	}
+	for _, e := range r.b.Client().EnqueueMany(context.Background(), jobs) {
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+	}
+	_, body := r.act(c, csrf, "/ui/act/bulk", kv...)
+	if want := fmt.Sprintf("Cancelled %d of %d.", broker.PageLimitMax, broker.PageLimitMax); !strings.Contains(body, want) {
+		t.Fatalf("bulk cancel of a page of long ids: %s", flash(body))
+	}
+	// Without a session, the form is bounded as any other: 64 KiB.
+	resp, body := r.post(r.client(), "/ui/act/bulk", url.Values{"id": {strings.Repeat("y", 70<<10)}})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(html.UnescapeString(body), "over 64 KiB") {
+		t.Fatalf("a large form without a session: %d %s", resp.StatusCode, body)
+	}
+	// With one, over the bulk bound: refused, saying what to do.
+	code, body := r.act(c, csrf, "/ui/act/bulk", "op", "cancel", "id", strings.Repeat("y", 2<<20))
+	if code != http.StatusForbidden || !strings.Contains(body, "select fewer jobs") {
+		t.Fatalf("a form over the bulk bound: %d %s", code, body)
+	}
+}
+
+// A bulk form of thousands of short ids is refused at once, without
+// comparing each id with every other, and one of more fields than
+// net/url parses (10,000) says what to do. (It said "number of URL query
+// parameters exceeded limit".)
+func TestBulkManyShortIDs(t *testing.T) {
+	r := setup(t, token)
+	c := r.client()
+	csrf := r.signIn(c)
+	r.enqueue(broker.Job{ID: "p"})
+	for _, c2 := range []struct {
+		n    int
+		want string
+	}{{9000, fmt.Sprintf("Nothing done: 9000 jobs selected, at most %d at a time.", broker.PageLimitMax)}, {20000, "more fields than an action takes: select fewer jobs"}} {
+		kv := []string{"op", "cancel", "state", "pending"}
+		for i := range c2.n {
+			kv = append(kv, "id", strconv.Itoa(i))
+		}
+		start := time.Now()
+		_, body := r.act(c, csrf, "/ui/act/bulk", kv...)
+		if !strings.Contains(body, c2.want) {
+			t.Fatalf("a form of %d ids: %s", c2.n, body[:min(len(body), 3000)])
+		}
+		if el := time.Since(start); el > 3*time.Second {
+			t.Errorf("%d ids took %v", c2.n, el)
+		}
+	}
+	if r.state("q", "p") != broker.StatePending {
+		t.Error("a refused form changed a job")
 	}
 }
