@@ -644,3 +644,55 @@ func TestLocationOfDotSegments(t *testing.T) {
 		}
 	}
 }
+
+// The default bound on blocking waits leaves half the broker's pool to
+// everything else, however small the pool: with a pool of 4 and 20 waits,
+// an enqueue answers at once. (The default was 8 whatever the pool: the
+// 4 connections were all held by waits.)
+func TestDefaultWaitsFitThePool(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: 4})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := broker.New(rdb, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Broker: b, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(s.blocking) != 2 {
+		t.Errorf("a pool of 4 allows %d blocking waits, want 2", cap(s.blocking))
+	}
+	x := &bundle{srv: httptest.NewServer(s), b: b, mr: mr}
+	t.Cleanup(x.srv.Close)
+	ctx := context.Background()
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 20)
+	for range 20 {
+		go func() {
+			x.do(t, "GET", "/v1/queues/q/jobs/w/wait?timeout=20s", "")
+			done <- struct{}{}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if status, out := x.do(t, "POST", "/v1/queues/q/jobs", `{"kind":"k"}`); status != 201 || time.Since(start) > time.Second {
+		t.Fatalf("enqueue beside 20 waits: %d in %v %s", status, time.Since(start), out)
+	}
+	if _, err := b.Inspector().Cancel(ctx, "q", "w"); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		<-done
+	}
+	// A large pool keeps the default.
+	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: 100})
+	t.Cleanup(func() { _ = rdb2.Close() })
+	b2, _ := broker.New(rdb2, broker.Options{})
+	if s2, err := New(Config{Broker: b2, Token: testToken}); err != nil || cap(s2.blocking) != MaxBlockingWaitsDefault {
+		t.Errorf("a pool of 100: %d blocking waits, %v", cap(s2.blocking), err)
+	}
+}
