@@ -291,6 +291,11 @@ func TestRefusals(t *testing.T) {
 		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[]}`, 400, CodeInvalid, "jobs")
 		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"job":[{"kind":"k"}]}`, 400, CodeInvalid, "body")
 		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[{"kind":"k"}]} {}`, 400, CodeInvalid, "body")
+		// A key given twice was read as its last value: the first list
+		// was dropped without a word.
+		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[{"kind":"k","id":"first"}],"jobs":[{"kind":"k"}]}`, 400, CodeInvalid, "jobs")
+		x.refusal(t, "POST", "/v1/queues/q/jobs/batch", `{"jobs":[{"kind":"k","id":"first"}],"JOBS":[{"kind":"k"}]}`, 400, CodeInvalid, "jobs")
+		x.refusal(t, "POST", "/v1/queues/q/jobs", `{"kind":"report","kind":"wipe"}`, 400, CodeInvalid, "kind")
 	})
 	t.Run("400 wait timeout", func(t *testing.T) {
 		for _, v := range []string{"soon", "-1s", "6s", "NaN", "1e300"} {
@@ -605,5 +610,89 @@ func TestWaitOutlastsServerTimeouts(t *testing.T) {
 	status, out := x.do(t, "GET", "/v1/queues/q/jobs/w/wait?timeout=700ms", "")
 	if j := decode[jobJSON](t, out); status != 200 || j.State != "pending" || time.Since(start) < 700*time.Millisecond {
 		t.Fatalf("a 700 ms wait under 200 ms server timeouts: %d %s after %v", status, out, time.Since(start))
+	}
+}
+
+// The Location of a job whose queue or id is "." or ".." leads to that
+// job: such a segment is sent escaped, where a client or a proxy would
+// otherwise resolve it away. (Location /v1/queues/../jobs/x led to
+// GET /v1/jobs/x, no route.)
+func TestLocationOfDotSegments(t *testing.T) {
+	x := setup(t, Config{})
+	for _, c := range []struct{ queue, id string }{{"..", "x"}, {".", "y"}, {"q", ".."}, {"q", "."}, {"..", ".."}} {
+		body, _ := json.Marshal(map[string]string{"id": c.id, "kind": "k"})
+		req, _ := http.NewRequest("POST", x.srv.URL+"/v1/queues/"+urlEscape(c.queue)+"/jobs", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("%+v: enqueue answered %d", c, resp.StatusCode)
+		}
+		loc, err := resp.Location()
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, out := send(t, x.srv.URL, "GET", loc.RequestURI(), "", "Bearer "+testToken)
+		if status != 200 {
+			t.Fatalf("%+v: GET %s (the Location) answered %d %s", c, resp.Header.Get("Location"), status, out)
+		}
+		if j := decode[jobJSON](t, out); j.Queue != c.queue || j.ID != c.id {
+			t.Fatalf("%+v: the Location %s leads to job %q of %q", c, resp.Header.Get("Location"), j.ID, j.Queue)
+		}
+	}
+}
+
+// The default bound on blocking waits leaves half the broker's pool to
+// everything else, however small the pool: with a pool of 4 and 20 waits,
+// an enqueue answers at once. (The default was 8 whatever the pool: the
+// 4 connections were all held by waits.)
+func TestDefaultWaitsFitThePool(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: 4})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b, err := broker.New(rdb, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Broker: b, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(s.blocking) != 2 {
+		t.Errorf("a pool of 4 allows %d blocking waits, want 2", cap(s.blocking))
+	}
+	x := &bundle{srv: httptest.NewServer(s), b: b, mr: mr}
+	t.Cleanup(x.srv.Close)
+	ctx := context.Background()
+	if _, err := b.Client().Enqueue(ctx, broker.Job{Queue: "q", Kind: "k", ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 20)
+	for range 20 {
+		go func() {
+			x.do(t, "GET", "/v1/queues/q/jobs/w/wait?timeout=20s", "")
+			done <- struct{}{}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if status, out := x.do(t, "POST", "/v1/queues/q/jobs", `{"kind":"k"}`); status != 201 || time.Since(start) > time.Second {
+		t.Fatalf("enqueue beside 20 waits: %d in %v %s", status, time.Since(start), out)
+	}
+	if _, err := b.Inspector().Cancel(ctx, "q", "w"); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		<-done
+	}
+	// A large pool keeps the default.
+	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: 100})
+	t.Cleanup(func() { _ = rdb2.Close() })
+	b2, _ := broker.New(rdb2, broker.Options{})
+	if s2, err := New(Config{Broker: b2, Token: testToken}); err != nil || cap(s2.blocking) != MaxBlockingWaitsDefault {
+		t.Errorf("a pool of 100: %d blocking waits, %v", cap(s2.blocking), err)
 	}
 }

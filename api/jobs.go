@@ -71,6 +71,12 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, apiError{Code: CodeInvalid, Field: "body", Message: "more follows the batch's JSON object; send one object {\"jobs\": [...]}"})
 		return
 	}
+	if jobsTwice(body) {
+		// encoding/json would take the last list, and a gateway or a log
+		// that read the first would see other jobs than those enqueued.
+		writeError(w, http.StatusBadRequest, apiError{Code: CodeInvalid, Field: "jobs", Message: "the body gives \"jobs\" more than once (keys match without regard to case); send one object {\"jobs\": [...]} with every job in that one list"})
+		return
+	}
 	switch n := len(req.Jobs); {
 	case n == 0:
 		writeError(w, http.StatusBadRequest, apiError{Code: CodeInvalid, Field: "jobs", Message: "no jobs: send {\"jobs\": [job, ...]} with at least one job"})
@@ -320,5 +326,38 @@ func inQueue(j *broker.Job, queue string) *apiError {
 
 // jobPath is the path of a job's resource.
 func jobPath(queue, id string) string {
-	return "/v1/queues/" + url.PathEscape(queue) + "/jobs/" + url.PathEscape(id)
+	return "/v1/queues/" + segment(queue) + "/jobs/" + segment(id)
+}
+
+// segment is s escaped as one segment of a path. A segment "." or ".."
+// is escaped too: sent as it is, a client or a proxy resolves it away
+// (/v1/queues/../jobs/x is /v1/jobs/x).
+func segment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
+// jobsTwice says whether body, a batch that decoded, gives its key "jobs"
+// more than once, in any case.
+func jobsTwice(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	n := 0
+	for dec.More() {
+		t, err := dec.Token()
+		if k, ok := t.(string); err != nil || !ok {
+			return false
+		} else if strings.EqualFold(k, "jobs") {
+			n++
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return false
+		}
+	}
+	return n > 1
 }

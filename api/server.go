@@ -28,7 +28,8 @@ const (
 	// timeout, and MaxWaitDefault Config.MaxWait when 0.
 	WaitDefault    = 30 * time.Second
 	MaxWaitDefault = 60 * time.Second
-	// MaxBlockingWaitsDefault is Config.MaxBlockingWaits when 0.
+	// MaxBlockingWaitsDefault is Config.MaxBlockingWaits when 0, or
+	// half the broker's go-redis PoolSize when that is less.
 	MaxBlockingWaitsDefault = 8
 	// waitPollInterval is how often a wait beyond MaxBlockingWaits reads
 	// the job.
@@ -63,11 +64,22 @@ type Config struct {
 	// every other request on that pool, a worker pool's heartbeats
 	// included. Beyond the bound, a wait reads the job every
 	// waitPollInterval instead (one short HGETALL each), so it answers a
-	// little later but holds nothing. Default MaxBlockingWaitsDefault (8).
+	// little later but holds nothing. Default MaxBlockingWaitsDefault (8),
+	// or half the pool's PoolSize (at least 1) when that is less.
 	MaxBlockingWaits int
 	// Logger receives a line for each answer of status 500 or more.
 	// Default slog.Default().
 	Logger *slog.Logger
+}
+
+// defaultBlockingWaits is MaxBlockingWaitsDefault, or half the broker's
+// pool when that is less: the rest of the pool stays free for enqueues and,
+// in workerd run, the pools' claims and heartbeats.
+func defaultBlockingWaits(poolSize int) int {
+	if poolSize <= 0 {
+		return MaxBlockingWaitsDefault
+	}
+	return max(1, min(MaxBlockingWaitsDefault, poolSize/2))
 }
 
 // CheckToken says what is wrong with an API token, or answers nil.
@@ -113,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody:  cmp.Or(cfg.MaxBodyBytes, MaxBodyBytesDefault),
 		maxBatch: cmp.Or(cfg.MaxBatch, MaxBatchDefault),
 		maxWait:  cmp.Or(cfg.MaxWait, MaxWaitDefault),
-		blocking: make(chan struct{}, cmp.Or(cfg.MaxBlockingWaits, MaxBlockingWaitsDefault)),
+		blocking: make(chan struct{}, cmp.Or(cfg.MaxBlockingWaits, defaultBlockingWaits(cfg.Broker.PoolSize()))),
 		log:      cmp.Or(cfg.Logger, slog.Default()),
 		mux:      http.NewServeMux(),
 	}

@@ -155,6 +155,19 @@ func (b *Broker) TracerProvider() trace.TracerProvider { return b.opts.TracerPro
 // Prefix is the key prefix in use.
 func (b *Broker) Prefix() string { return b.opts.Prefix }
 
+// PoolSize is the go-redis PoolSize of the connection (per node on a
+// Cluster): the most commands it has in flight at once. 0 when the client
+// does not say (a Ring, or a wrapper).
+func (b *Broker) PoolSize() int {
+	switch c := b.rdb.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		return c.Options().PoolSize
+	}
+	return 0
+}
+
 // run executes one script for one queue (runScript): its one KEY is the
 // queue's first, for the routing; the script builds the others from the
 // queue's key prefix, ARGV[1].

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // PurgeStep is the most jobs one Purge step examines, in one script call
@@ -85,6 +86,15 @@ type PurgeProgress struct {
 // the error; a Purge called again goes on, since a purged job is gone.
 // A step whose reply is lost is sent again and answers as once.
 func (b *Inspector) Purge(ctx context.Context, queue string, state State, progress func(PurgeProgress)) (PurgeProgress, error) {
+	return b.PurgeThrough(ctx, queue, state, time.Time{}, progress)
+}
+
+// PurgeThrough is Purge of the jobs that entered the state at or before
+// through (Redis time, as RedisTime answers it), and not after: a
+// confirmation page carries the instant it counted the jobs, so that its
+// form, sent again later, purges no job the page did not count. A zero
+// through takes every job in the state when the purge begins, as Purge.
+func (b *Inspector) PurgeThrough(ctx context.Context, queue string, state State, through time.Time, progress func(PurgeProgress)) (PurgeProgress, error) {
 	if err := validName("queue", queue); err != nil {
 		return PurgeProgress{}, err
 	}
@@ -105,6 +115,9 @@ func (b *Inspector) Purge(ctx context.Context, queue string, state State, progre
 		return p, nil
 	}
 	bound := score(newest[0].Score)
+	if ms := float64(through.UnixMilli()); !through.IsZero() && ms < newest[0].Score {
+		bound = score(ms)
+	}
 	lastScore, lastID := "", ""
 	for !p.Done {
 		if err := ctx.Err(); err != nil {

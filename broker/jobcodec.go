@@ -99,8 +99,8 @@ func (j Job) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads a job's JSON form into j, replacing all of it. It is
 // strict: a key that is not a field of the form (matched without regard
 // to case, as encoding/json does), a value of the wrong type, a duration
-// without a unit, both spellings of one field, or anything after the
-// object answer a *ValidationError (errors.Is ErrInvalid) whose Field is
+// without a unit, both spellings of one field, a field or a metadata key
+// given twice, or anything after the object answer a *ValidationError (errors.Is ErrInvalid) whose Field is
 // the key at fault. It checks the form, not the job: Enqueue and
 // ValidateJob still check the values.
 func (j *Job) UnmarshalJSON(data []byte) error {
@@ -112,6 +112,9 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &ValidationError{Field: "job", Reason: "is not one JSON object: more follows it"}
+	}
+	if err := duplicateKeys(data); err != nil {
+		return err
 	}
 	// A time.Duration holds about 292 years; more would wrap around.
 	const maxMS = math.MaxInt64 / int64(time.Millisecond)
@@ -160,6 +163,66 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 	}
 	*j = out
 	return nil
+}
+
+// duplicateKeys refuses a job's form, valid JSON, that gives a field more
+// than once (keys match fields without regard to case, as encoding/json
+// does), or a metadata key more than once: encoding/json would read the
+// last value, where a gateway or a log that read the first would see
+// another job. The payload's keys are its own business.
+func duplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil // null: no keys
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		k, ok := t.(string)
+		if err != nil || !ok {
+			return nil // cannot be: the form decoded
+		}
+		if seen[strings.ToLower(k)] {
+			return &ValidationError{Field: k, Reason: "is given more than once (keys match without regard to case); give each field once"}
+		}
+		seen[strings.ToLower(k)] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if strings.EqualFold(k, "metadata") {
+			if dup := duplicateKey(v); dup != "" {
+				return &ValidationError{Field: "metadata", Value: dup, Reason: fmt.Sprintf("gives the key %q more than once; give each key once", dup)}
+			}
+		}
+	}
+	return nil
+}
+
+// duplicateKey is the first key that object, valid JSON, gives twice
+// (exact match), or "".
+func duplicateKey(object []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(object))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		k, ok := t.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // formError says what is wrong with data, which is not a job's form:

@@ -108,3 +108,32 @@ func TestJobJSONRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A key given twice is refused, not read as its last value: a gateway or
+// a log that reads the first one would see another job than the one
+// enqueued. Keys match fields without regard to case, so "kind" and
+// "KIND" are the same key given twice. (Both were accepted, the last
+// value winning.)
+func TestJobJSONRefusesDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, field string }{
+		{`{"kind":"report","kind":"wipe"}`, "kind"},
+		{`{"kind":"report","KIND":"wipe"}`, "KIND"},
+		{`{"kind":"k","priority":1,"payload":{},"Priority":9}`, "Priority"},
+		{`{"kind":"k","metadata":{"tenant":"a","tenant":"b"}}`, "metadata"},
+		{`{"kind":"k","metadata":{"a":"1"},"metadata":{"b":"2"}}`, "metadata"},
+	} {
+		var j broker.Job
+		err := j.UnmarshalJSON([]byte(c.in))
+		var ve *broker.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || !strings.Contains(ve.Error(), "more than once") {
+			t.Errorf("%s: %v (%+v), want a refusal of field %q given more than once", c.in, err, ve, c.field)
+		}
+	}
+	// Keys inside the payload are the payload's own business, and one
+	// key per field (in any case) is still read.
+	var j broker.Job
+	if err := j.UnmarshalJSON([]byte(`{"Kind":"k","payload":{"a":1,"a":2},"metadata":{"A":"1","a":"2"}}`)); err != nil || j.Kind != "k" || len(j.Metadata) != 2 {
+		t.Fatalf("%+v %v", j, err)
+	}
+}

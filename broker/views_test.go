@@ -19,7 +19,7 @@ func TestViewsByAudience(t *testing.T) {
 	}{
 		{reflect.TypeFor[*broker.Broker](), []string{
 			"CheckServer", "Client", "FunctionLibrary", "Inspector", "Leases",
-			"LoadScripts", "Prefix", "Schedules", "ScriptsLoaded", "TracerProvider"}},
+			"LoadScripts", "PoolSize", "Prefix", "Schedules", "ScriptsLoaded", "TracerProvider"}},
 		{reflect.TypeFor[*broker.Schedules](), []string{
 			"Add", "Get", "List", "Pause", "PublishConfig", "RecordRun", "Remove", "Resume", "Set", "Stored", "Version"}},
 		{reflect.TypeFor[*broker.Client](), []string{
@@ -31,7 +31,7 @@ func TestViewsByAudience(t *testing.T) {
 		{reflect.TypeFor[*broker.Inspector](), []string{
 			"Cancel", "ChangeGroupLimits", "ChangeLimits", "Check", "Counts", "DeadSince", "Delete", "EndSession", "Events", "EventsKept",
 			"ExpiredLeases", "Footprint", "GroupLimits", "Groups", "Job", "JobHolder", "JobLinks", "JobListed", "JobPage", "Jobs",
-			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "Promote", "Purge", "QueueExists",
+			"Leases", "Limits", "Overview", "Pause", "Paused", "Prefix", "Promote", "Purge", "PurgeThrough", "QueueExists",
 			"QueueMemory", "Queues", "RecentEvents", "RedisTime", "ReleaseUnowned", "Resume",
 			"Retry", "RetryDead", "Schedules", "ServerMemory", "SessionActive", "SetEvents", "SetLimits",
 			"SetMaxRunning", "SetRate", "StartSession", "Throughput", "Workers"}},

@@ -86,7 +86,16 @@ type RunningJob struct {
 type WorkerList struct {
 	Workers []WorkerInfo // the live pools, by host, pid and start
 	Now     time.Time    // the Redis clock when they were read, for their ages
+	// Indexed is how many pools the registry's index held when read: the
+	// live ones and those whose entry expired lately. Above
+	// MaxWorkersListed, Workers lists only the first MaxWorkersListed of
+	// them (Truncated).
+	Indexed int64
 }
+
+// Truncated says the index held more pools than a listing reads: Workers
+// is not every live pool (and Holder may miss one).
+func (l WorkerList) Truncated() bool { return l.Indexed > MaxWorkersListed }
 
 // Holder answers the pool that lists job id of queue as running, and the
 // entry for it. A generation above 0 must match the entry's: a pool whose
@@ -264,8 +273,9 @@ func (r *WorkerRegistration) Remove(ctx context.Context) error {
 	return nil
 }
 
-// Workers lists the live pools of the registry (at most MaxWorkersListed),
-// by host, pid and start. It reads the index once and the entries in steps
+// Workers lists the live pools of the registry (at most MaxWorkersListed:
+// WorkerList.Truncated says when there were more), by host, pid and start.
+// It reads the index once and the entries in steps
 // of 100; when an entry has expired, it drops from the index the pools
 // whose expiry has passed. An entry that does not decode, or is larger
 // than any Refresh writes, is left out (it expires like any other).
@@ -276,8 +286,10 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 	}
 	var idx *redis.StringSliceCmd
 	var clock *redis.TimeCmd
+	var card *redis.IntCmd
 	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		idx = p.ZRange(ctx, in.workersIndex(), 0, MaxWorkersListed-1)
+		card = p.ZCard(ctx, in.workersIndex())
 		clock = p.Time(ctx)
 		return nil
 	}); err != nil {
@@ -305,10 +317,7 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 			if len(s) > maxWorkerEntryBytes || json.Unmarshal([]byte(s), &w) != nil || w.ID != chunk[i] {
 				continue
 			}
-			// An entry is read as bounded as Refresh writes it.
-			w.Jobs = w.Jobs[:min(len(w.Jobs), MaxWorkerJobs)]
-			w.Queues = w.Queues[:min(len(w.Queues), MaxWorkerQueues)]
-			out = append(out, w)
+			out = append(out, boundedEntry(w))
 		}
 	}
 	if gone {
@@ -322,7 +331,29 @@ func (in *Inspector) Workers(ctx context.Context) (WorkerList, error) {
 	slices.SortFunc(out, func(a, b WorkerInfo) int {
 		return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(a.PID, b.PID), a.StartedAt.Compare(b.StartedAt), strings.Compare(a.ID, b.ID))
 	})
-	return WorkerList{Workers: out, Now: now}, nil
+	return WorkerList{Workers: out, Now: now, Indexed: card.Val()}, nil
+}
+
+// boundedEntry is w, as a listing decoded it, as bounded as Refresh
+// writes it: an entry written by something else (by hand, or by a
+// version with other bounds) is clipped, so a page or a table of a
+// thousand entries stays the size of a thousand entries Refresh wrote.
+func boundedEntry(w WorkerInfo) WorkerInfo {
+	w.Host = strings.ToValidUTF8(clipBytes(w.Host, maxHostBytes), "?")
+	w.Name = strings.ToValidUTF8(clipBytes(w.Name, maxNameBytes), "?")
+	w.Version = strings.ToValidUTF8(clipBytes(w.Version, 100), "?")
+	w.Running, w.Concurrency, w.QueueCount = max(w.Running, 0), max(w.Concurrency, 0), max(w.QueueCount, 0)
+	w.Queues = slices.Clone(w.Queues[:min(len(w.Queues), MaxWorkerQueues)])
+	for i, q := range w.Queues {
+		w.Queues[i] = clipBytes(q, maxNameBytes)
+	}
+	w.QueueCount = max(w.QueueCount, len(w.Queues))
+	for i := range w.Jobs {
+		w.Jobs[i].Queue = clipBytes(w.Jobs[i].Queue, maxNameBytes)
+		w.Jobs[i].ID = clipBytes(w.Jobs[i].ID, maxIDBytes)
+	}
+	w.Jobs = listedJobs(w.Jobs)
+	return w
 }
 
 // JobHolder answers the live pool that lists job id of queue as running

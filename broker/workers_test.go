@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -322,7 +323,61 @@ func TestWorkerRegistryManyPools(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ws := s.workers(t); len(ws.Workers) != broker.MaxWorkersListed {
+	ws := s.workers(t)
+	if len(ws.Workers) != broker.MaxWorkersListed {
 		t.Errorf("listed %d pools, want %d", len(ws.Workers), broker.MaxWorkersListed)
+	}
+	// The listing says it is not all of them. (It did not: workerd
+	// workers said "1000 live pool(s)" of 1,200.)
+	if ws.Indexed != broker.MaxWorkersListed+200 || !ws.Truncated() {
+		t.Errorf("the listing says the index holds %d (truncated %v), want %d", ws.Indexed, ws.Truncated(), broker.MaxWorkersListed+200)
+	}
+}
+
+// A listing of fewer pools than MaxWorkersListed is all of them.
+func TestWorkerRegistryListingComplete(t *testing.T) {
+	s := newRegistrySetup(t)
+	if err := s.register(t, "w1", time.Minute).Refresh(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if ws := s.workers(t); len(ws.Workers) != 1 || ws.Indexed != 1 || ws.Truncated() {
+		t.Errorf("%+v: indexed %d truncated %v", ws.Workers, ws.Indexed, ws.Truncated())
+	}
+}
+
+// An entry written by something else than Refresh, under the size a
+// listing decodes, is read as bounded as Refresh writes it: its host,
+// name, version, queue names and job ids clipped, its counts not
+// negative. (A host of 200 KiB was listed whole: a thousand such entries
+// made a workers page of 200 MB.)
+func TestWorkerRegistryJunkEntryClipped(t *testing.T) {
+	s := newRegistrySetup(t)
+	ctx := context.Background()
+	far := float64(time.Now().Add(time.Hour).UnixMilli())
+	s.rdb.ZAdd(ctx, "p:workers:{workers}:index", redis.Z{Score: far, Member: "junk"})
+	long := func(n int) string { return strings.Repeat("é", n/2) }
+	jobs := make([]string, 100)
+	for i := range jobs {
+		jobs[i] = fmt.Sprintf(`{"queue":%q,"id":%q}`, long(300), fmt.Sprint(i, long(500)))
+	}
+	entry := fmt.Sprintf(`{"id":"junk","host":%q,"name":%q,"version":%q,"queues":[%q],"jobs":[%s],"running":-5,"concurrency":-3,"queue_count":-1,"pid":-1}`,
+		long(100<<10), long(10<<10), long(10<<10), long(5000), strings.Join(jobs, ","))
+	s.rdb.Set(ctx, "p:workers:{workers}:pool:junk", entry, time.Minute)
+	ws := s.workers(t).Workers
+	if len(ws) != 1 {
+		t.Fatalf("listed %d", len(ws))
+	}
+	w := ws[0]
+	ids := 0
+	for _, j := range w.Jobs {
+		ids += len(j.ID) + len(j.Queue)
+		if len(j.Queue) > 200 || len(j.ID) > 1024 {
+			t.Errorf("a job of %d and %d bytes", len(j.Queue), len(j.ID))
+		}
+	}
+	if len(w.Host) > 255 || len(w.Name) > 200 || len(w.Version) > 100 || len(w.Queues[0]) > 200 || ids > 32<<10 ||
+		w.Running < 0 || w.Concurrency < 0 || w.QueueCount < len(w.Queues) || !utf8.ValidString(w.Host) {
+		t.Errorf("read as: host %d bytes, name %d, version %d, queue %d, job ids %d, running %d, concurrency %d, queue count %d",
+			len(w.Host), len(w.Name), len(w.Version), len(w.Queues[0]), ids, w.Running, w.Concurrency, w.QueueCount)
 	}
 }

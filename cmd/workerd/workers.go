@@ -19,6 +19,11 @@ const workersSynopsis = "[--json]"
 type workersJSON struct {
 	Now     time.Time           `json:"now"`
 	Workers []broker.WorkerInfo `json:"workers"`
+	// Truncated: the registry held more pools than a listing reads
+	// (broker.MaxWorkersListed); Indexed says how many, live or lately
+	// expired.
+	Truncated bool  `json:"truncated"`
+	Indexed   int64 `json:"indexed"`
 }
 
 // runWorkers lists the live pools of the worker registry.
@@ -39,7 +44,7 @@ func runWorkers(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *asJSON {
-		out := workersJSON{Now: ws.Now.UTC(), Workers: []broker.WorkerInfo{}}
+		out := workersJSON{Now: ws.Now.UTC(), Workers: []broker.WorkerInfo{}, Truncated: ws.Truncated(), Indexed: ws.Indexed}
 		for _, w := range ws.Workers {
 			if w.Jobs == nil {
 				w.Jobs = []broker.RunningJob{}
@@ -74,5 +79,9 @@ func runWorkers(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "%d live pool(s), running %d of %d slots; times UTC, Redis clock. workerd inspect QUEUE shows which pool holds each lease.\n",
 		len(ws.Workers), running, slots)
+	if ws.Truncated() {
+		fmt.Fprintf(e.stderr, "Only the first %d are listed: the registry holds %d pools (some may have expired lately), and a listing reads at most %d; the counts above are of those listed.\n",
+			len(ws.Workers), ws.Indexed, broker.MaxWorkersListed)
+	}
 	return nil
 }

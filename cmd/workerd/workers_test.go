@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,29 @@ func TestWorkersCommand(t *testing.T) {
 
 	if code, _, errOut := c.run("", "workers", "extra"); code != 2 || !strings.Contains(errOut, "extra") {
 		t.Errorf("workers extra: exit %d, %q", code, errOut)
+	}
+}
+
+// With more pools than a listing reads, workerd workers says it lists
+// only some. (It said "1000 live pool(s)" of 1,003.)
+func TestWorkersCommandTruncated(t *testing.T) {
+	c := newCLI(t)
+	b := c.broker()
+	for i := range broker.MaxWorkersListed + 3 {
+		reg, err := b.Leases().RegisterWorker(broker.WorkerInfo{ID: fmt.Sprint("p", i), Host: "h", Concurrency: 1}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Refresh(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, errOut := c.ok2("", "workers")
+	if !strings.Contains(errOut, fmt.Sprintf("Only the first %d are listed: the registry holds %d pools", broker.MaxWorkersListed, broker.MaxWorkersListed+3)) {
+		t.Errorf("stderr %q does not say the listing is truncated", errOut)
+	}
+	var out workersJSON
+	if err := json.Unmarshal([]byte(c.ok("", "workers", "--json")), &out); err != nil || !out.Truncated || out.Indexed != broker.MaxWorkersListed+3 {
+		t.Errorf("JSON: truncated %v indexed %d, %v", out.Truncated, out.Indexed, err)
 	}
 }

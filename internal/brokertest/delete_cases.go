@@ -453,6 +453,31 @@ func testPurge(t *testing.T, nb NewBackend) {
 		wantErr(t, "Purge of pending", err, broker.ErrInvalid)
 	})
 
+	// PurgeThrough takes only the jobs that entered the state by its
+	// instant: a purge confirmation sent again later deletes no job its
+	// page did not count.
+	t.Run("Through", func(t *testing.T) {
+		s := setup(t, nb)
+		old := s.deadJob(t, broker.Job{})
+		at, err := s.b.Inspector().RedisTime(s.ctx, s.q)
+		noErr(t, "RedisTime", err)
+		s.Advance(5 * time.Millisecond) // the index is scored in ms
+		later := s.deadJob(t, broker.Job{})
+		s.Advance(broker.ResendHorizon + 10*time.Millisecond) // past the re-send horizon a purge may keep jobs for
+		p, err := s.b.Inspector().PurgeThrough(s.ctx, s.q, broker.StateDead, at, nil)
+		noErr(t, "PurgeThrough", err)
+		want(t, "deleted", p.Deleted, 1)
+		want(t, "done", p.Done, true)
+		_, err = s.b.Inspector().Job(s.ctx, s.q, old)
+		wantErr(t, "the job dead before", err, broker.ErrJobNotFound)
+		want(t, "the job dead after", s.job(t, later).State, broker.StateDead)
+		p, err = s.b.Inspector().PurgeThrough(s.ctx, s.q, broker.StateDead, at, nil)
+		noErr(t, "PurgeThrough again", err)
+		want(t, "deleted again", p.Deleted, 0)
+		want(t, "the job dead after, kept again", s.job(t, later).State, broker.StateDead)
+		s.consistent(t)
+	})
+
 	t.Run("FencedPerJob", func(t *testing.T) {
 		be := nb(t)
 		h := newMeanwhile(func() {})

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenceq/fenceq/broker"
 )
 
 const (
@@ -253,15 +256,46 @@ func (s *Server) act(do action) http.HandlerFunc {
 	}
 }
 
+// formMax bounds an action's form; bulkFormMax a bulk action's from a
+// client with a signed session cookie: broker.PageLimitMax ids of the
+// longest, every byte escaped, and the other fields.
+const (
+	formMax     = 64 << 10
+	bulkFormMax = broker.PageLimitMax*(len("&id=")+3*1024) + formMax
+)
+
 // allowed reads an action's form and answers the action's name and
 // whether the request may act: a signed-in session, a request from the
 // dashboard's own pages with the session's CSRF token, on a queue that
-// exists (but for signing out and the schedules, which belong to no queue). When it may not, it has answered the request (and changed
+// exists (but for signing out and the schedules, which belong to no
+// queue). When it may not, it has answered the request (and changed
 // nothing).
 func (s *Server) allowed(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, Mount), "act/")
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	limit := int64(formMax)
+	if name == "bulk" && s.auth != nil {
+		// A page's worth of ids may need more, and only a client with
+		// a session cookie we signed may send that much (checked by
+		// its signature here, in Redis below).
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			if _, ok := s.auth.sessionID(c.Value, time.Now()); ok {
+				limit = int64(bulkFormMax)
+			}
+		}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case strings.Contains(err.Error(), "query parameters exceeded"):
+			// net/url's bound on a form's fields (10,000; GODEBUG
+			// urlmaxqueryparams), not an exported error.
+			s.refuse(w, r, name, "", "", fmt.Sprintf("The form has more fields than an action takes: select fewer jobs (at most %d at a time).", broker.PageLimitMax))
+			return name, false
+		case errors.As(err, &mbe):
+			s.refuse(w, r, name, "", "", fmt.Sprintf("The form is over %d KiB, the most an action takes: select fewer jobs (at most %d at a time).", limit>>10, broker.PageLimitMax))
+			return name, false
+		}
 		s.refuse(w, r, name, "", "", "The form could not be read: "+err.Error())
 		return name, false
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,15 +98,23 @@ func (s *Server) confirmPurge(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, "count the jobs of "+queue, err)
 		return
 	}
+	// The instant of the count, on Redis's clock: the purge takes the
+	// jobs that were in the state then, and no job that came after, so the
+	// form sent again later deletes nothing the page did not count.
+	now, err := s.in.RedisTime(ctx, queue)
+	if err != nil {
+		s.failErr(w, r, "read the Redis clock for "+queue, err)
+		return
+	}
 	n := map[broker.State]int64{broker.StateDone: c.Done, broker.StateDead: c.Dead, broker.StateCancelled: c.Cancelled}[st]
 	back := stateURL(queue, st)
 	v := confirmView{
 		Heading: fmt.Sprintf("Purge the %s %s job(s) of %s?", count(n), st, queue),
 		Facts:   []string{fmt.Sprintf("%s job(s) are %s now.", count(n), st)},
-		Explain: "Every job that is " + string(st) + " when the purge begins is deleted for good, in steps of " +
-			fmt.Sprint(broker.PurgeStep) + " so Redis stays free for the workers. A job that leaves the state meanwhile (retried) is kept, and so is one that finishes after the purge began or finished within the last " + broker.ResendHorizon.String() + " (a lost reply of its worker may still be sent again).",
+		Explain: "Every job that was " + string(st) + " when this page counted them is deleted for good, in steps of " +
+			fmt.Sprint(broker.PurgeStep) + " so Redis stays free for the workers. A job that leaves the state meanwhile (retried) is kept, and so is one that reaches it after this page was shown (pressing again later deletes no more), or that finished within the last " + broker.ResendHorizon.String() + " (a lost reply of its worker may still be sent again).",
 		Action: Mount + "act/purge",
-		Fields: []field{{"queue", queue}, {"state", string(st)}, {"next", back}},
+		Fields: []field{{"queue", queue}, {"state", string(st)}, {"through", strconv.FormatInt(now.UnixMilli(), 10)}, {"next", back}},
 		Button: "Delete them all",
 		Verb:   "purge them",
 		Here:   purgeURL(queue, st),
@@ -158,9 +167,13 @@ func (s *Server) purge(_ http.ResponseWriter, r *http.Request) (string, string, 
 	if !st.Final() {
 		return queue, "", fmt.Sprintf("Nothing purged: %q cannot be purged; a purge takes done, dead or cancelled.", cut(string(st), echoMax))
 	}
+	through, err := strconv.ParseInt(r.PostForm.Get("through"), 10, 64)
+	if err != nil || through <= 0 {
+		return queue, "", "Nothing purged: the form does not say when its jobs were counted. Open the queue's purge page again and confirm there."
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), purgeTimeout)
 	defer cancel()
-	p, err := s.in.Purge(ctx, queue, st, nil)
+	p, err := s.in.PurgeThrough(ctx, queue, st, time.UnixMilli(through), nil)
 	msg := fmt.Sprintf("Purged %s %s job(s) of %s.", count(int64(p.Deleted)), st, queue)
 	if p.Skipped > 0 {
 		msg += fmt.Sprintf(" %s were kept: no longer %s when the purge reached them.", count(int64(p.Skipped)), st)
@@ -208,9 +221,13 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	queue, op := r.PostForm.Get("queue"), r.PostForm.Get("op")
+	// The ids once each, in the order sent (a map: a form may carry
+	// many thousands).
 	var ids []string
+	seenID := map[string]bool{}
 	for _, id := range r.PostForm["id"] {
-		if !slices.Contains(ids, id) {
+		if !seenID[id] {
+			seenID[id] = true
 			ids = append(ids, id)
 		}
 	}

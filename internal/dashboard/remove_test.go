@@ -7,6 +7,8 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,16 +115,17 @@ func TestPurgePage(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "Purge the 3 dead job(s) of q?") {
 		t.Fatalf("purge confirmation: %d %s", code, body)
 	}
+	through := hiddenFields(body).Get("through")
 	if code, _ := r.get(c, "/ui/queues/q/purge?state=pending"); code != http.StatusBadRequest {
 		t.Fatalf("purge confirmation of pending: %d", code)
 	}
 	// Just dead, they are left for the re-send horizon, and it says so.
-	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead")
+	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead", "through", through)
 	if !strings.Contains(body, "Purged 0 dead job(s) of q. 3 were kept: they finished in the last 5s") || r.gone("d0") {
 		t.Fatalf("purge within the horizon: %s", flash(body))
 	}
 	r.mr.SetTime(time.Now().Add(broker.ResendHorizon + time.Second))
-	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead")
+	_, body = r.act(c, csrf, "/ui/act/purge", "state", "dead", "through", through)
 	if !strings.Contains(body, "Purged 3 dead job(s) of q.") || !r.gone("d0") || r.gone("p") {
 		t.Fatalf("purge: %s", flash(body))
 	}
@@ -238,4 +241,122 @@ func flash(body string) string {
 		}
 	}
 	return "(no flash message)"
+}
+
+// hiddenFields are the hidden inputs of a page's forms, as a browser would
+// send them back.
+func hiddenFields(body string) url.Values {
+	v := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`).FindAllStringSubmatch(body, -1) {
+		v.Add(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
+	}
+	return v
+}
+
+// A purge confirmation sent again later (the browser's back and resubmit,
+// a second tab left open, a replayed request) purges only the jobs its
+// page counted: not the ones that reached the state after it was shown.
+// (It purged every job dead at the time of the replay: the page said 2.)
+func TestPurgeConfirmationReplayed(t *testing.T) {
+	r := setup(t, token)
+	c := r.client()
+	r.signIn(c)
+	r.deadJob("q", broker.Job{Kind: "k", ID: "d0"}, "boom")
+	r.deadJob("q", broker.Job{Kind: "k", ID: "d1"}, "boom")
+	_, page := r.get(c, "/ui/queues/q/purge?state=dead")
+	if !strings.Contains(page, "Purge the 2 dead job(s) of q?") {
+		t.Fatalf("purge confirmation:\n%s", page)
+	}
+	form := hiddenFields(page)
+	time.Sleep(5 * time.Millisecond) // the index is scored in ms
+	r.deadJob("q", broker.Job{Kind: "k", ID: "later"}, "boom")
+	// Past the re-send horizon, which a purge may also keep jobs for.
+	r.mr.SetTime(time.Now().Add(broker.ResendHorizon + time.Second))
+
+	resp, _ := r.post(c, "/ui/act/purge", form)
+	_, body := r.get(c, resp.Header.Get("Location"))
+	body = html.UnescapeString(body)
+	if !strings.Contains(body, "Purged 2 dead job(s) of q.") || !r.gone("d0") || !r.gone("d1") || r.gone("later") {
+		t.Fatalf("purge: %s; later gone: %v", flash(body), r.gone("later"))
+	}
+	// The same form again deletes nothing more.
+	resp, _ = r.post(c, "/ui/act/purge", form)
+	_, body = r.get(c, resp.Header.Get("Location"))
+	if r.gone("later") || !strings.Contains(html.UnescapeString(body), "Purged 0 dead job(s)") {
+		t.Fatalf("replayed purge: %s", flash(html.UnescapeString(body)))
+	}
+	// A form that does not say when its page was shown purges nothing.
+	form.Del("through")
+	resp, _ = r.post(c, "/ui/act/purge", form)
+	_, body = r.get(c, resp.Header.Get("Location"))
+	if r.gone("later") || !strings.Contains(html.UnescapeString(body), "Nothing purged") {
+		t.Fatalf("purge without through: %s", flash(html.UnescapeString(body)))
+	}
+}
+
+// A bulk action on a whole page of jobs with long ids goes through: the
+// form of 500 ids of 200 bytes is over 64 KiB. (It was refused: "The form
+// could not be read: http: request body too large".) A form over even the
+// bulk bound says what to do.
+func TestBulkWholePageOfLongIDs(t *testing.T) {
+	r := setup(t, token)
+	c := r.client()
+	csrf := r.signIn(c)
+	jobs := make([]broker.Job, broker.PageLimitMax)
+	kv := []string{"op", "cancel", "state", "pending"}
+	for i := range jobs {
+		id := fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 196))
+		jobs[i] = broker.Job{Queue: "q", Kind: "k", ID: id}
+		kv = append(kv, "id", id)
+	}
+	for _, e := range r.b.Client().EnqueueMany(context.Background(), jobs) {
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+	}
+	_, body := r.act(c, csrf, "/ui/act/bulk", kv...)
+	if want := fmt.Sprintf("Cancelled %d of %d.", broker.PageLimitMax, broker.PageLimitMax); !strings.Contains(body, want) {
+		t.Fatalf("bulk cancel of a page of long ids: %s", flash(body))
+	}
+	// Without a session, the form is bounded as any other: 64 KiB.
+	resp, body := r.post(r.client(), "/ui/act/bulk", url.Values{"id": {strings.Repeat("y", 70<<10)}})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(html.UnescapeString(body), "over 64 KiB") {
+		t.Fatalf("a large form without a session: %d %s", resp.StatusCode, body)
+	}
+	// With one, over the bulk bound: refused, saying what to do.
+	code, body := r.act(c, csrf, "/ui/act/bulk", "op", "cancel", "id", strings.Repeat("y", 2<<20))
+	if code != http.StatusForbidden || !strings.Contains(body, "select fewer jobs") {
+		t.Fatalf("a form over the bulk bound: %d %s", code, body)
+	}
+}
+
+// A bulk form of thousands of short ids is refused at once, without
+// comparing each id with every other, and one of more fields than
+// net/url parses (10,000) says what to do. (It said "number of URL query
+// parameters exceeded limit".)
+func TestBulkManyShortIDs(t *testing.T) {
+	r := setup(t, token)
+	c := r.client()
+	csrf := r.signIn(c)
+	r.enqueue(broker.Job{ID: "p"})
+	for _, c2 := range []struct {
+		n    int
+		want string
+	}{{9000, fmt.Sprintf("Nothing done: 9000 jobs selected, at most %d at a time.", broker.PageLimitMax)}, {20000, "more fields than an action takes: select fewer jobs"}} {
+		kv := []string{"op", "cancel", "state", "pending"}
+		for i := range c2.n {
+			kv = append(kv, "id", strconv.Itoa(i))
+		}
+		start := time.Now()
+		_, body := r.act(c, csrf, "/ui/act/bulk", kv...)
+		if !strings.Contains(body, c2.want) {
+			t.Fatalf("a form of %d ids: %s", c2.n, body[:min(len(body), 3000)])
+		}
+		if el := time.Since(start); el > 3*time.Second {
+			t.Errorf("%d ids took %v", c2.n, el)
+		}
+	}
+	if r.state("q", "p") != broker.StatePending {
+		t.Error("a refused form changed a job")
+	}
 }

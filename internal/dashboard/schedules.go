@@ -83,7 +83,7 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
 	v := schedulesView{Max: broker.SchedulesMax, Form: url.Values{}}
 	for _, k := range []string{"name", "spec", "queue", "kind", "payload", "catch_up"} {
 		if x := r.URL.Query().Get(k); x != "" {
-			v.Form.Set(k, cut(x, formMax))
+			v.Form.Set(k, cut(x, refilledMax))
 		}
 	}
 	for _, si := range list {
@@ -92,8 +92,8 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "schedules", page{Title: "Schedules", Data: v})
 }
 
-// formMax bounds a field a refused add form is shown again with.
-const formMax = 2000
+// refilledMax bounds a field a refused add form is shown again with.
+const refilledMax = 2000
 
 // scheduleRemoveView is the page that confirms a removal.
 type scheduleRemoveView struct {
@@ -137,7 +137,7 @@ func (s *Server) scheduleAdd(_ http.ResponseWriter, r *http.Request) (string, st
 		again := url.Values{}
 		for _, k := range []string{"name", "spec", "queue", "kind", "payload", "catch_up"} {
 			if v := f.Get(k); v != "" {
-				again.Set(k, cut(v, formMax))
+				again.Set(k, cut(v, refilledMax))
 			}
 		}
 		f.Set("next", Mount+"schedules?"+again.Encode()+"#add")

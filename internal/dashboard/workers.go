@@ -21,6 +21,9 @@ type workersView struct {
 	Slots    int // their concurrency, all pools
 	JobRows  []workerJob
 	JobsMore int // running jobs not in JobRows
+	// Indexed is the pools the registry held, when more than a listing
+	// reads (broker.MaxWorkersListed); 0 when Workers is all of them.
+	Indexed int64
 }
 
 // workerJob is one running job on the workers page.
@@ -71,6 +74,9 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var v workersView
+	if ws.Truncated() {
+		v.Indexed = ws.Indexed
+	}
 	v.Workers = make([]workerRow, len(ws.Workers))
 	for i, wi := range ws.Workers {
 		row := &v.Workers[i]

@@ -165,3 +165,22 @@ func TestWorkersPageBounded(t *testing.T) {
 		t.Error("the page does not list the longest-running first")
 	}
 }
+
+// With more pools than a listing reads, the page says it lists only some
+// of them. (It said "Live pools: 1000" of 1,005.)
+func TestWorkersPageSaysWhenTruncated(t *testing.T) {
+	r := setup(t, "")
+	for p := range broker.MaxWorkersListed + 5 {
+		reg, err := r.b.Leases().RegisterWorker(broker.WorkerInfo{ID: fmt.Sprint("p", p), Host: "h", Concurrency: 1}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Refresh(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := r.get(r.client(), "/ui/workers")
+	if !strings.Contains(body, `id="pools-more"`) || !strings.Contains(body, fmt.Sprintf("the registry holds %d", broker.MaxWorkersListed+5)) {
+		t.Error("the page does not say it lists only some of the pools")
+	}
+}
