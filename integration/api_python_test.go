@@ -33,10 +33,10 @@ func python3(t *testing.T) string {
 
 // runWorkerd starts `workerd run` with config under prefix, and stops it
 // (SIGTERM) when the test ends. It answers the process and its log.
-func runWorkerd(t *testing.T, config string, prefix string) (*exec.Cmd, *bytes.Buffer) {
+func runWorkerd(t *testing.T, config string, prefix string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(workerdBin(t), "run", "--config", config, "--redis", "redis://"+redisAddr, "--prefix", prefix, "--log-format", "json", "--log-level", "warn")
-	logs := &bytes.Buffer{}
+	logs := &syncBuffer{} // written by the process's copier, read on failure
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func runWorkerd(t *testing.T, config string, prefix string) (*exec.Cmd, *bytes.B
 	return cmd, logs
 }
 
-func waitHealthy(t *testing.T, addr string, logs *bytes.Buffer) {
+func waitHealthy(t *testing.T, addr string, logs *syncBuffer) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {

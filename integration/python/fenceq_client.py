@@ -170,7 +170,8 @@ def check(c, queue, count, batch):
     c.enqueue(queue, {"id": "later", "kind": "add", "payload": {"a": 1, "b": 1}, "delay": "1h"})
     expect(c.cancel(queue, "later")["job"]["state"] == "cancelled", "cancel of a scheduled job")
     r = c.retry(queue, "later")
-    expect(r["previous_state"] == "cancelled" and r["job"]["state"] == "pending", f"retry: {r}")
+    # A worker may claim it before the answer reads it back.
+    expect(r["previous_state"] == "cancelled" and r["job"]["state"] in ("pending", "running", "done"), f"retry: {r}")
     expect(c.wait(queue, "later", deadline=60)["result"]["sum"] == 2, "the retried job did not run")
 
     # Refusals, each with its status, code and field.
