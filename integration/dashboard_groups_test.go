@@ -26,7 +26,7 @@ func TestDashboardGroupsInBrowser(t *testing.T) {
 	bg := context.Background()
 	rdb := client(t)
 	// A queue no pool serves, so that its jobs stay where they are.
-	const q = "tenants ✓"
+	const q = "tenants✓"
 	base := r.prefix + ":{" + q + "}:"
 	long := "a-customer-with-a-very-long-identifier-0123456789abcdef-eu-west"
 	backlog := map[string]int{long: 60}
@@ -108,7 +108,7 @@ func TestDashboardGroupsInBrowser(t *testing.T) {
 	})
 
 	t.Run("more groups than a listing reads", func(t *testing.T) {
-		const many = "many groups"
+		const many = "many-groups"
 		if _, err := r.b.Client().Enqueue(bg, broker.Job{Queue: many, Kind: "sync", ID: "one", Group: "g-000000"}); err != nil {
 			t.Fatal(err)
 		}
