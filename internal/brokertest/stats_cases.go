@@ -521,9 +521,11 @@ func testDoneLastMinuteFromStats(t *testing.T, nb NewBackend) {
 		noErr(t, "Trim", err)
 		o, err := s.b.Inspector().Overview(s.ctx, s.q)
 		noErr(t, "Overview", err)
-		if s.redisMinute(t) != before && try == 0 {
-			// A minute began in between (a real server's clock): the
-			// figure is then an estimate. Again, on a queue of its own.
+		if s.redisMinute(t) != before && try < 5 {
+			// A minute began in between (a real server's clock, or the
+			// step past the re-send horizon, which crosses a minute one
+			// time in ten): the figure is then an estimate. Again, on a
+			// queue of its own.
 			continue
 		}
 		want(t, "done jobs kept", o.Done, int64(10))
