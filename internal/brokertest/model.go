@@ -1570,6 +1570,7 @@ func (m *model) retried(t *rapid.T, id string, open map[string]bool) {
 	j.keepSettled()
 	j.attempt, j.cancel, j.token, j.settled = 0, false, "", ""
 	j.unhandledSince = span{} // a new wait for a handler
+	j.delayed = false         // retry.lua writes run_at = now: blocked again, it is due once its parents end
 	if j.unique != "" && !j.uniqueTTL {
 		m.uniq[j.unique] = holder{id: id}
 	}
